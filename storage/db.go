@@ -1,0 +1,157 @@
+// Package storage keeps hookd's state in SQLite (the embedded default) or PostgreSQL. Callers get
+// plain structs; gorm stays inside.
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gorm.io/driver/postgres"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// Dialect names the database behind a DB.
+type Dialect string
+
+const (
+	SQLite   Dialect = "sqlite"
+	Postgres Dialect = "postgres"
+)
+
+// DB is an open database. On SQLite every write goes through one connection (SQLite has one
+// writer anyway; a single connection turns lock contention into queueing) and reads use a pool.
+// On PostgreSQL both are the same pool.
+type DB struct {
+	w, r    *gorm.DB
+	dialect Dialect
+	sealer  *Sealer
+}
+
+// Options for Open.
+type Options struct {
+	// Key is the 32-byte master key that seals secrets at rest.
+	Key []byte
+	// Logger receives slow-query and error logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Open connects to the database named by rawURL ("sqlite:PATH" or "postgres://...") and runs the
+// pending migrations.
+func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
+	sealer, err := NewSealer(opt.Key)
+	if err != nil {
+		return nil, fmt.Errorf("storage: %w", err)
+	}
+	gcfg := &gorm.Config{Logger: logger.Discard, NowFunc: func() time.Time { return time.Now().UTC() }}
+	db := &DB{sealer: sealer}
+	switch {
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
+		if path == "" {
+			return nil, errors.New("storage: sqlite URL has no path")
+		}
+		if dir := filepath.Dir(path); dir != "." {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("storage: create %s: %w", dir, err)
+			}
+		}
+		// WAL lets readers run beside the writer; _txlock=immediate takes the write lock at BEGIN so
+		// two writers never deadlock upgrading a read lock; synchronous=FULL fsyncs each commit.
+		q := "?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=on&_synchronous=FULL"
+		if db.w, err = gorm.Open(sqlite.Open("file:"+path+q), gcfg); err != nil {
+			return nil, fmt.Errorf("storage: open sqlite writer: %w", err)
+		}
+		rq := "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&mode=ro"
+		if db.r, err = gorm.Open(sqlite.Open("file:"+path+rq), gcfg); err != nil {
+			return nil, fmt.Errorf("storage: open sqlite readers: %w", err)
+		}
+		sqlW, _ := db.w.DB()
+		sqlW.SetMaxOpenConns(1)
+		sqlW.SetConnMaxLifetime(0)
+		sqlR, _ := db.r.DB()
+		sqlR.SetMaxOpenConns(8)
+		db.dialect = SQLite
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		if db.w, err = gorm.Open(postgres.Open(rawURL), gcfg); err != nil {
+			return nil, fmt.Errorf("storage: open postgres %s: %w", redactURL(rawURL), err)
+		}
+		sqlW, _ := db.w.DB()
+		sqlW.SetMaxOpenConns(32)
+		sqlW.SetMaxIdleConns(32)
+		db.r = db.w
+		db.dialect = Postgres
+	default:
+		return nil, fmt.Errorf("storage: database %q: want sqlite:PATH or postgres://", redactURL(rawURL))
+	}
+	if err := db.migrate(ctx); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// Dialect tells which database this is.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Ping checks the database answers (readiness).
+func (db *DB) Ping(ctx context.Context) error {
+	sqlDB, err := db.w.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Close releases every connection.
+func (db *DB) Close() error {
+	var errs []error
+	for _, g := range []*gorm.DB{db.r, db.w} {
+		if g == nil {
+			continue
+		}
+		if s, err := g.DB(); err == nil {
+			errs = append(errs, s.Close())
+		}
+		if db.r == db.w {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// redactURL hides a password in a database URL before it reaches a log or an error.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "***")
+	}
+	return u.String()
+}
+
+// ms and fromMs convert between time.Time and the epoch milliseconds stored in every time column;
+// integers sort and compare the same on both databases.
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}

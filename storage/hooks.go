@@ -1,0 +1,157 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// ErrNotFound is returned when a row asked for by id does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Hook is a registered hook as stored. Storage knows only the columns it filters on; the
+// definition itself is the dispatcher's JSON document, and its secrets travel beside it in
+// plaintext in memory and sealed at rest.
+type Hook struct {
+	ID        int64
+	HookType  string
+	AgentID   *int64 // nil: every agent
+	Enabled   bool
+	Priority  int
+	Doc       []byte // the definition without secrets (JSON)
+	Secrets   []byte // the secrets (JSON); never written unsealed
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// HookFilter narrows ListHooks; zero values do not filter.
+type HookFilter struct {
+	HookType string
+	AgentID  *int64
+}
+
+type hookRow struct {
+	ID         int64 `gorm:"primaryKey"`
+	HookType   string
+	AgentID    *int64
+	Enabled    bool
+	Priority   int
+	Doc        string
+	SecretsEnc []byte
+	CreatedAt  int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt  int64 `gorm:"autoUpdateTime:false"`
+}
+
+func (hookRow) TableName() string { return "hooks" }
+
+const hookSecretsAAD = "hooks.secrets_enc"
+
+func (db *DB) toHookRow(h *Hook) hookRow {
+	return hookRow{ID: h.ID, HookType: h.HookType, AgentID: h.AgentID, Enabled: h.Enabled, Priority: h.Priority,
+		Doc: string(h.Doc), SecretsEnc: db.sealer.Seal(h.Secrets, hookSecretsAAD),
+		CreatedAt: ms(h.CreatedAt), UpdatedAt: ms(h.UpdatedAt)}
+}
+
+func (db *DB) fromHookRow(r hookRow) (Hook, error) {
+	secrets, err := db.sealer.Open(r.SecretsEnc, hookSecretsAAD)
+	if err != nil {
+		return Hook{}, fmt.Errorf("hook %d: %w", r.ID, err)
+	}
+	return Hook{ID: r.ID, HookType: r.HookType, AgentID: r.AgentID, Enabled: r.Enabled, Priority: r.Priority,
+		Doc: []byte(r.Doc), Secrets: secrets, CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt)}, nil
+}
+
+// CreateHook inserts h and sets its ID and times.
+func (db *DB) CreateHook(ctx context.Context, h *Hook) error {
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	h.CreatedAt, h.UpdatedAt = now, now
+	row := db.toHookRow(h)
+	row.ID = 0
+	if err := db.w.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("storage: create hook: %w", err)
+	}
+	h.ID = row.ID
+	return nil
+}
+
+// GetHook reads one hook; ErrNotFound if there is none.
+func (db *DB) GetHook(ctx context.Context, id int64) (Hook, error) {
+	var row hookRow
+	err := db.r.WithContext(ctx).Where("id = ?", id).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Hook{}, ErrNotFound
+	}
+	if err != nil {
+		return Hook{}, fmt.Errorf("storage: get hook %d: %w", id, err)
+	}
+	return db.fromHookRow(row)
+}
+
+// ListHooks returns the hooks that pass f, by id.
+func (db *DB) ListHooks(ctx context.Context, f HookFilter) ([]Hook, error) {
+	q := db.r.WithContext(ctx).Order("id")
+	if f.HookType != "" {
+		q = q.Where("hook_type = ?", f.HookType)
+	}
+	if f.AgentID != nil {
+		q = q.Where("agent_id = ?", *f.AgentID)
+	}
+	var rows []hookRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: list hooks: %w", err)
+	}
+	out := make([]Hook, 0, len(rows))
+	for _, r := range rows {
+		h, err := db.fromHookRow(r)
+		if err != nil {
+			return nil, fmt.Errorf("storage: list hooks: %w", err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// UpdateHook replaces the stored hook h.ID; ErrNotFound if there is none.
+func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
+	h.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	row := db.toHookRow(h)
+	res := db.w.WithContext(ctx).Model(&hookRow{}).Where("id = ?", h.ID).Updates(map[string]any{
+		"hook_type": row.HookType, "agent_id": row.AgentID, "enabled": row.Enabled, "priority": row.Priority,
+		"doc": row.Doc, "secrets_enc": row.SecretsEnc, "updated_at": row.UpdatedAt,
+	})
+	if res.Error != nil {
+		return fmt.Errorf("storage: update hook %d: %w", h.ID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// DeleteHook removes a hook; ErrNotFound if there is none. Its deliveries stay for the record.
+func (db *DB) DeleteHook(ctx context.Context, id int64) error {
+	res := db.w.WithContext(ctx).Where("id = ?", id).Delete(&hookRow{})
+	if res.Error != nil {
+		return fmt.Errorf("storage: delete hook %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// HooksVersion changes whenever a hook is added, changed or removed, by this process or another
+// sharing the database, so a cached registry can tell it is stale with one cheap query.
+func (db *DB) HooksVersion(ctx context.Context) (string, error) {
+	var v struct{ N, MaxUpdated, SumID int64 }
+	err := db.r.WithContext(ctx).Raw(`SELECT COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS max_updated,
+		COALESCE(SUM(id), 0) AS sum_id FROM hooks`).Scan(&v).Error
+	if err != nil {
+		return "", fmt.Errorf("storage: hooks version: %w", err)
+	}
+	return strconv.FormatInt(v.N, 10) + ":" + strconv.FormatInt(v.MaxUpdated, 10) + ":" + strconv.FormatInt(v.SumID, 10), nil
+}

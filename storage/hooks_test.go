@@ -1,0 +1,164 @@
+package storage_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+func TestHookCRUD(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		agent := int64(5001)
+		h := storage.Hook{HookType: "pre_tool_use", AgentID: &agent, Enabled: true, Priority: 2,
+			Doc: []byte(`{"hookName":"a"}`), Secrets: []byte(`{"signingSecret":"s3cr3t-value"}`)}
+		if err := db.CreateHook(ctx, &h); err != nil {
+			t.Fatal(err)
+		}
+		if h.ID == 0 || h.CreatedAt.IsZero() {
+			t.Fatalf("id/time not set: %+v", h)
+		}
+		other := storage.Hook{HookType: "post_tool_use", Enabled: false, Doc: []byte(`{}`)}
+		if err := db.CreateHook(ctx, &other); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.GetHook(ctx, h.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Secrets) != string(h.Secrets) || *got.AgentID != agent || got.Priority != 2 || !got.Enabled {
+			t.Fatalf("round trip: %+v", got)
+		}
+		list, err := db.ListHooks(ctx, storage.HookFilter{HookType: "pre_tool_use"})
+		if err != nil || len(list) != 1 || list[0].ID != h.ID {
+			t.Fatalf("filter by type: %v %+v", err, list)
+		}
+		list, _ = db.ListHooks(ctx, storage.HookFilter{AgentID: &agent})
+		if len(list) != 1 {
+			t.Fatalf("filter by agent: %+v", list)
+		}
+		list, _ = db.ListHooks(ctx, storage.HookFilter{})
+		if len(list) != 2 || list[0].ID > list[1].ID {
+			t.Fatalf("list all: %+v", list)
+		}
+		v1, _ := db.HooksVersion(ctx)
+		h.Secrets = nil
+		h.Priority = 7
+		if err := db.UpdateHook(ctx, &h); err != nil {
+			t.Fatal(err)
+		}
+		got, _ = db.GetHook(ctx, h.ID)
+		if got.Secrets != nil || got.Priority != 7 {
+			t.Fatalf("update: %+v", got)
+		}
+		if err := db.DeleteHook(ctx, other.ID); err != nil {
+			t.Fatal(err)
+		}
+		v2, _ := db.HooksVersion(ctx)
+		if v1 == v2 {
+			t.Fatal("hooks version did not change")
+		}
+		if _, err := db.GetHook(ctx, other.ID); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("get deleted: %v", err)
+		}
+		if err := db.DeleteHook(ctx, other.ID); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("delete twice: %v", err)
+		}
+		if err := db.UpdateHook(ctx, &other); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("update deleted: %v", err)
+		}
+	})
+}
+
+// The secret must not be found anywhere in the database file: not in the row, not in the WAL.
+func TestSecretsSealedAtRest(t *testing.T) {
+	ctx := context.Background()
+	u := storagetest.SQLiteURL(t)
+	db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := "whsec-plaintext-must-not-appear"
+	h := storage.Hook{HookType: "user_message", Enabled: true, Doc: []byte(`{}`), Secrets: []byte(`{"signingSecret":"` + secret + `"}`)}
+	if err := db.CreateHook(ctx, &h); err != nil {
+		t.Fatal(err)
+	}
+	path := strings.TrimPrefix(u, "sqlite:")
+	raw, err := sql.Open("sqlite3", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	var doc string
+	var enc []byte
+	if err := raw.QueryRow(`SELECT doc, secrets_enc FROM hooks WHERE id = ?`, h.ID).Scan(&doc, &enc); err != nil {
+		t.Fatal(err)
+	}
+	if len(enc) == 0 || bytes.Contains(enc, []byte(secret)) || strings.Contains(doc, secret) {
+		t.Fatalf("secret readable in the row")
+	}
+	for _, f := range []string{path, path + "-wal"} {
+		b, err := os.ReadFile(f)
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("secret in plaintext in %s", f)
+		}
+	}
+	db.Close()
+
+	// Another key cannot open it, and says so instead of returning garbage.
+	other, err := storage.Open(ctx, u, storage.Options{Key: bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	if _, err := other.GetHook(ctx, h.ID); err == nil || !strings.Contains(err.Error(), "master key") {
+		t.Fatalf("wrong key: %v", err)
+	}
+}
+
+func TestMigrationsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	u := storagetest.SQLiteURL(t)
+	for i := 0; i < 2; i++ {
+		db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		v, err := db.SchemaVersion(ctx)
+		if err != nil || v < 2 {
+			t.Fatalf("schema version %d %v", v, err)
+		}
+		db.Close()
+	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	dir := t.TempDir()
+	k1, created, err := storage.LoadOrCreateKey("", dir)
+	if err != nil || !created || len(k1) != 32 {
+		t.Fatalf("create: %v %v %d", err, created, len(k1))
+	}
+	st, err := os.Stat(dir + "/master.key")
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", err, st.Mode())
+	}
+	k2, created, err := storage.LoadOrCreateKey("", dir)
+	if err != nil || created || !bytes.Equal(k1, k2) {
+		t.Fatalf("reload: %v %v", err, created)
+	}
+	if _, _, err := storage.LoadOrCreateKey("c2hvcnQ=", dir); err == nil || !strings.Contains(err.Error(), "masterKey") {
+		t.Fatalf("short key accepted: %v", err)
+	}
+}

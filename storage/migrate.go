@@ -1,0 +1,140 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// A migration is applied once, in order, inside one transaction. Migrations are append-only: a
+// released one is never edited; change the schema with a new one.
+type migration struct {
+	version int
+	name    string
+	stmts   []string
+}
+
+// DDL is written once for both databases; these words differ.
+var dialectWords = map[Dialect]*strings.Replacer{
+	SQLite:   strings.NewReplacer("{{pk}}", "INTEGER PRIMARY KEY AUTOINCREMENT", "{{blob}}", "BLOB", "{{bool}}", "BOOLEAN"),
+	Postgres: strings.NewReplacer("{{pk}}", "BIGSERIAL PRIMARY KEY", "{{blob}}", "BYTEA", "{{bool}}", "BOOLEAN"),
+}
+
+var migrations = []migration{
+	{1, "hooks", []string{
+		`CREATE TABLE hooks (
+			id {{pk}},
+			hook_type TEXT NOT NULL,
+			agent_id BIGINT,
+			enabled {{bool}} NOT NULL,
+			priority INTEGER NOT NULL DEFAULT 0,
+			doc TEXT NOT NULL,
+			secrets_enc {{blob}},
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX hooks_type ON hooks (hook_type, enabled)`,
+	}},
+	{2, "outbox", []string{
+		`CREATE TABLE deliveries (
+			id {{pk}},
+			event_id TEXT NOT NULL UNIQUE,
+			hook_id BIGINT NOT NULL,
+			hook_type TEXT NOT NULL,
+			hook_name TEXT NOT NULL,
+			occurred_at BIGINT NOT NULL,
+			trace_id TEXT,
+			session_id BIGINT,
+			principal_id BIGINT,
+			agent_id BIGINT,
+			context TEXT NOT NULL,
+			status TEXT NOT NULL,
+			attempts INTEGER NOT NULL DEFAULT 0,
+			next_attempt_at BIGINT NOT NULL,
+			lease_until BIGINT NOT NULL DEFAULT 0,
+			last_status_code INTEGER NOT NULL DEFAULT 0,
+			last_error TEXT NOT NULL DEFAULT '',
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX deliveries_due ON deliveries (status, next_attempt_at)`,
+		`CREATE INDEX deliveries_hook ON deliveries (hook_id, id)`,
+		`CREATE TABLE delivery_attempts (
+			id {{pk}},
+			delivery_id BIGINT NOT NULL,
+			attempt INTEGER NOT NULL,
+			dispatched_at BIGINT NOT NULL,
+			status_code INTEGER NOT NULL DEFAULT 0,
+			error_class TEXT NOT NULL DEFAULT '',
+			error TEXT NOT NULL DEFAULT '',
+			latency_ms BIGINT NOT NULL DEFAULT 0,
+			response_body TEXT NOT NULL DEFAULT ''
+		)`,
+		`CREATE INDEX delivery_attempts_delivery ON delivery_attempts (delivery_id, attempt)`,
+		`CREATE TABLE decisions (
+			id {{pk}},
+			decision_id TEXT NOT NULL,
+			event_id TEXT NOT NULL,
+			hook_id BIGINT NOT NULL,
+			hook_name TEXT NOT NULL,
+			hook_type TEXT NOT NULL,
+			session_id BIGINT,
+			trace_id TEXT,
+			outcome TEXT NOT NULL,
+			reason TEXT NOT NULL DEFAULT '',
+			from_failure_mode {{bool}} NOT NULL,
+			status_code INTEGER NOT NULL DEFAULT 0,
+			error TEXT NOT NULL DEFAULT '',
+			latency_ms BIGINT NOT NULL DEFAULT 0,
+			created_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX decisions_type ON decisions (hook_type, id)`,
+		`CREATE INDEX decisions_session ON decisions (session_id, id)`,
+		`CREATE INDEX decisions_decision ON decisions (decision_id)`,
+	}},
+}
+
+func (db *DB) migrate(ctx context.Context) error {
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if db.dialect == Postgres {
+			// Replicas starting together must not run the same migration twice.
+			if err := tx.Exec(`SELECT pg_advisory_xact_lock(4867001)`).Error; err != nil {
+				return fmt.Errorf("storage: migration lock: %w", err)
+			}
+		}
+		if err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`).Error; err != nil {
+			return fmt.Errorf("storage: migrations table: %w", err)
+		}
+		var current int
+		if err := tx.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current).Error; err != nil {
+			return fmt.Errorf("storage: read schema version: %w", err)
+		}
+		words := dialectWords[db.dialect]
+		for _, m := range migrations {
+			if m.version <= current {
+				continue
+			}
+			for _, stmt := range m.stmts {
+				if err := tx.Exec(words.Replace(stmt)).Error; err != nil {
+					return fmt.Errorf("storage: migration %d %s: %w", m.version, m.name, err)
+				}
+			}
+			if err := tx.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`,
+				m.version, m.name, time.Now().UnixMilli()).Error; err != nil {
+				return fmt.Errorf("storage: record migration %d: %w", m.version, err)
+			}
+		}
+		return nil
+	})
+}
+
+// SchemaVersion is the newest applied migration.
+func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
+	var v int
+	err := db.r.WithContext(ctx).Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error
+	return v, err
+}

@@ -1,0 +1,117 @@
+package storage
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Sealer encrypts secrets at rest with AES-256-GCM. A sealed value is
+// version(1) || nonce(12) || ciphertext+tag; the table and column go in as additional data so a
+// sealed value copied into another column does not open.
+type Sealer struct{ aead cipher.AEAD }
+
+const sealVersion = 1
+
+// NewSealer takes a 32-byte key.
+func NewSealer(key []byte) (*Sealer, error) {
+	if len(key) != 32 {
+		return nil, fmt.Errorf("master key must be 32 bytes, got %d", len(key))
+	}
+	block, err := aes.NewCipher(key)
+	if err != nil {
+		return nil, err
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealer{aead: aead}, nil
+}
+
+// Seal encrypts plaintext bound to where it is stored. Empty plaintext seals to nil.
+func (s *Sealer) Seal(plaintext []byte, where string) []byte {
+	if len(plaintext) == 0 {
+		return nil
+	}
+	out := make([]byte, 1+s.aead.NonceSize(), 1+s.aead.NonceSize()+len(plaintext)+s.aead.Overhead())
+	out[0] = sealVersion
+	if _, err := rand.Read(out[1:]); err != nil {
+		panic("storage: no randomness: " + err.Error())
+	}
+	return s.aead.Seal(out, out[1:1+s.aead.NonceSize()], plaintext, []byte(where))
+}
+
+// Open decrypts a value sealed for the same place.
+func (s *Sealer) Open(sealed []byte, where string) ([]byte, error) {
+	if len(sealed) == 0 {
+		return nil, nil
+	}
+	n := s.aead.NonceSize()
+	if len(sealed) < 1+n+s.aead.Overhead() || sealed[0] != sealVersion {
+		return nil, errors.New("storage: sealed value malformed")
+	}
+	pt, err := s.aead.Open(nil, sealed[1:1+n], sealed[1+n:], []byte(where))
+	if err != nil {
+		return nil, errors.New("storage: sealed value does not open with this master key")
+	}
+	return pt, nil
+}
+
+// LoadOrCreateKey returns the master key: the configured one (base64) when set, else the one in
+// dataDir/master.key, created there (mode 0600) on first start.
+func LoadOrCreateKey(configured, dataDir string) (key []byte, created bool, err error) {
+	if configured != "" {
+		key, err := decodeKey(configured)
+		if err != nil {
+			return nil, false, fmt.Errorf("masterKey: %w", err)
+		}
+		return key, false, nil
+	}
+	path := filepath.Join(dataDir, "master.key")
+	if b, err := os.ReadFile(path); err == nil {
+		key, err := decodeKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			return nil, false, fmt.Errorf("masterKey file %s: %w", path, err)
+		}
+		return key, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, false, fmt.Errorf("masterKey file: %w", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("masterKey: create %s: %w", dataDir, err)
+	}
+	key = make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, os.ErrExist) { // another process won the race: use its key
+			return LoadOrCreateKey("", dataDir)
+		}
+		return nil, false, fmt.Errorf("masterKey: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(base64.StdEncoding.EncodeToString(key) + "\n"); err != nil {
+		return nil, false, fmt.Errorf("masterKey: write %s: %w", path, err)
+	}
+	return key, true, f.Sync()
+}
+
+func decodeKey(s string) ([]byte, error) {
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, errors.New("not valid base64")
+	}
+	if len(key) != 32 {
+		return nil, fmt.Errorf("must decode to 32 bytes, got %d", len(key))
+	}
+	return key, nil
+}
