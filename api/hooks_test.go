@@ -1,0 +1,306 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+const adminToken = "adm-test-token"
+
+type client struct {
+	t    *testing.T
+	base string
+	tok  string
+}
+
+type wrapped struct {
+	Success        bool            `json:"success"`
+	HTTPStatusCode int             `json:"httpStatusCode"`
+	Data           json.RawMessage `json:"data"`
+	Message        string          `json:"message"`
+}
+
+func (c client) do(method, path, body string) (int, wrapped) {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.base+path, strings.NewReader(body))
+	if c.tok != "" {
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var w wrapped
+	if err := json.Unmarshal(raw, &w); err != nil {
+		c.t.Fatalf("%s %s: response is not the wrapper: %s", method, path, raw)
+	}
+	if w.HTTPStatusCode != resp.StatusCode || w.Success != (resp.StatusCode < 300) {
+		c.t.Fatalf("%s %s: wrapper %+v disagrees with status %d", method, path, w, resp.StatusCode)
+	}
+	return resp.StatusCode, w
+}
+
+func newServer(t *testing.T, db *storage.DB, tokens []string, loopback bool) client {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := dispatcher.NewRegistry(context.Background(), db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, AdminTokens: tokens, LoopbackOnly: loopback, Log: log}))
+	t.Cleanup(srv.Close)
+	return client{t: t, base: srv.URL, tok: adminToken}
+}
+
+const sampleHook = `{
+  "hookName": "财务审批 Hook", "hookType": "pre_tool_use", "agentId": 5001,
+  "toolNameMatch": "transferFunds|payOrder", "priority": 0, "enabled": true, "dispatchType": "webhook",
+  "dispatchConfig": {"url": "https://hooks.example.com/approve", "timeoutMs": 3000, "maxRetries": 3,
+    "signingSecret": "whsec-original", "failureMode": "DENY",
+    "auth": {"type": "BEARER", "credential": "tok-secret", "prefix": "Bearer"}}}`
+
+func TestHookLifecycle(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newServer(t, db, []string{adminToken}, false)
+		status, w := c.do("POST", "/api/hooks", sampleHook)
+		if status != http.StatusCreated {
+			t.Fatalf("create: %d %s", status, w.Message)
+		}
+		var h dispatcher.Hook
+		json.Unmarshal(w.Data, &h)
+		if h.ID == 0 || h.Secret() != "***" || h.DispatchConfig.Auth.Credential != "***" {
+			t.Fatalf("created hook not masked or no id: %s", w.Data)
+		}
+		if strings.Contains(string(w.Data), "whsec-original") || strings.Contains(string(w.Data), "tok-secret") {
+			t.Fatal("secret in response")
+		}
+		id := "/api/hooks/" + itoa(h.ID)
+
+		_, w = c.do("GET", "/api/hooks?hookType=pre_tool_use&agentId=5001", "")
+		if !strings.Contains(string(w.Data), `"signingSecret":"***"`) {
+			t.Fatalf("list does not show the masked secret: %s", w.Data)
+		}
+		_, w = c.do("GET", "/api/hooks?hookType=post_tool_use", "")
+		if string(w.Data) != "[]" {
+			t.Fatalf("filter by type: %s", w.Data)
+		}
+		_, w = c.do("GET", "/api/hooks?agentId=1", "")
+		if string(w.Data) != "[]" {
+			t.Fatalf("filter by agent: %s", w.Data)
+		}
+
+		secretOf := func() string {
+			stored, err := db.GetHook(context.Background(), h.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var s struct {
+				SigningSecret *string `json:"signingSecret"`
+				Auth          *dispatcher.Auth
+			}
+			json.Unmarshal(stored.Secrets, &s)
+			if s.Auth == nil || s.Auth.Credential != "tok-secret" {
+				t.Fatalf("auth credential lost: %s", stored.Secrets)
+			}
+			if s.SigningSecret == nil {
+				return "<none>"
+			}
+			return *s.SigningSecret
+		}
+		// 1. absent keeps; the GET output sent back as-is ("***" everywhere) keeps too.
+		noSecret := strings.Replace(sampleHook, `"signingSecret": "whsec-original",`, "", 1)
+		if status, w := c.do("PUT", id, strings.Replace(noSecret, `"tok-secret"`, `"***"`, 1)); status != 200 {
+			t.Fatalf("put absent: %d %s", status, w.Message)
+		}
+		if got := secretOf(); got != "whsec-original" {
+			t.Fatalf("absent did not keep: %s", got)
+		}
+		_, w = c.do("GET", id, "")
+		if status, w := c.do("PUT", id, string(w.Data)); status != 200 {
+			t.Fatalf("put of GET output: %d %s", status, w.Message)
+		}
+		if got := secretOf(); got != "whsec-original" {
+			t.Fatalf("*** did not keep: %s", got)
+		}
+		// 2. a new value replaces.
+		c.do("PUT", id, strings.Replace(sampleHook, "whsec-original", "whsec-rotated", 1))
+		if got := secretOf(); got != "whsec-rotated" {
+			t.Fatalf("new value did not replace: %s", got)
+		}
+		// 3. "" clears.
+		c.do("PUT", id, strings.Replace(sampleHook, `"whsec-original"`, `""`, 1))
+		if got := secretOf(); got != "<none>" {
+			t.Fatalf("empty did not clear: %s", got)
+		}
+		_, w = c.do("GET", id, "")
+		if strings.Contains(string(w.Data), "signingSecret") {
+			t.Fatalf("cleared secret still shown: %s", w.Data)
+		}
+
+		if status, _ := c.do("DELETE", id, ""); status != 200 {
+			t.Fatalf("delete: %d", status)
+		}
+		if status, _ := c.do("GET", id, ""); status != 404 {
+			t.Fatalf("get deleted: %d", status)
+		}
+		if status, _ := c.do("DELETE", id, ""); status != 404 {
+			t.Fatalf("delete twice: %d", status)
+		}
+		if status, _ := c.do("PUT", id, sampleHook); status != 404 {
+			t.Fatalf("put deleted: %d", status)
+		}
+	})
+}
+
+func TestHookDefaults(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, true)
+	_, w := c.do("POST", "/api/hooks", `{"hookName":"a","hookType":"user_message","dispatchConfig":{"url":"http://r.example/x"}}`)
+	var h dispatcher.Hook
+	json.Unmarshal(w.Data, &h)
+	dc := h.DispatchConfig
+	if dc.TimeoutMs != 3000 || dc.FailureMode != "ALLOW" || *dc.MaxRetries != 3 || !*h.Enabled || h.DispatchType != "webhook" || dc.SignatureScheme != "hookd" {
+		t.Fatalf("interceptive defaults: %s", w.Data)
+	}
+	_, w = c.do("POST", "/api/hooks", `{"hookName":"b","hookType":"post_llm_call","dispatchConfig":{"url":"https://r.example/x"}}`)
+	json.Unmarshal(w.Data, &h)
+	if h.DispatchConfig.TimeoutMs != 5000 {
+		t.Fatalf("observational timeout default: %s", w.Data)
+	}
+}
+
+func TestHookValidation(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	base := func(dc string) string {
+		return `{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example/h"` + dc + `}}`
+	}
+	cases := []struct{ body, field string }{
+		{`{"hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example"}}`, "hookName"},
+		{`{"hookName":"x","dispatchConfig":{"url":"https://r.example"}}`, "hookType"},
+		{`{"hookName":"x","hookType":"pre_everything","dispatchConfig":{"url":"https://r.example"}}`, "hookType"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchType":"mq","dispatchConfig":{"url":"https://r.example"}}`, "dispatchType"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{}}`, "dispatchConfig.url"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"ftp://r.example"}}`, "dispatchConfig.url"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"https://"}}`, "dispatchConfig.url"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"r.example/h"}}`, "dispatchConfig.url"},
+		{base(`,"timeoutMs":99`), "dispatchConfig.timeoutMs"},
+		{base(`,"timeoutMs":60001`), "dispatchConfig.timeoutMs"},
+		{base(`,"maxRetries":4`), "dispatchConfig.maxRetries"},
+		{base(`,"maxRetries":-1`), "dispatchConfig.maxRetries"},
+		{base(`,"failureMode":"MAYBE"`), "dispatchConfig.failureMode"},
+		{base(`,"signatureScheme":"md5"`), "dispatchConfig.signatureScheme"},
+		{base(`,"signatureScheme":"standard","signingSecret":"plain"`), "dispatchConfig.signingSecret"},
+		{base(`,"auth":{}`), "dispatchConfig.auth.type"},
+		{base(`,"auth":{"type":"KERBEROS"}`), "dispatchConfig.auth.type"},
+		{base(`,"auth":{"type":"API_KEY"}`), "dispatchConfig.auth.credential"},
+		{base(`,"auth":{"type":"BEARER"}`), "dispatchConfig.auth.credential"},
+		{base(`,"auth":{"type":"BASIC","username":"u"}`), "dispatchConfig.auth.password"},
+		{base(`,"auth":{"type":"BASIC","password":"p"}`), "dispatchConfig.auth.username"},
+		{base(`,"auth":{"type":"CUSTOM"}`), "dispatchConfig.auth.headers"},
+		{base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN"}`), "dispatchConfig.auth.tokenFetchConfig"},
+		{base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"https://t.example","tokenPath":""}}`), "dispatchConfig.auth.tokenFetchConfig.tokenPath"},
+		{base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"x","tokenPath":"a"}}`), "dispatchConfig.auth.tokenFetchConfig.url"},
+		{`{"hookName":"x","hookType":"user_message","toolNameMatch":"a","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
+		{`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"/(bad/","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
+		{`{"hookName":"x","hookType":"pre_tool_use","agentId":"five","dispatchConfig":{"url":"https://r.example"}}`, "agentId"},
+		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example","timeoutMs":"fast"}}`, "dispatchConfig.timeoutMs"},
+		{`{"hookName":`, "body"},
+		{``, "body"},
+	}
+	for _, tc := range cases {
+		status, w := c.do("POST", "/api/hooks", tc.body)
+		if status != 400 || !strings.HasPrefix(w.Message, tc.field) {
+			t.Errorf("%s\n  got %d %q, want 400 naming %s", tc.body, status, w.Message, tc.field)
+		}
+	}
+	valid := []string{
+		base(`,"auth":{"type":"NONE"}`),
+		base(`,"auth":{"type":"API_KEY","header":"X-API-Key","credential":"k"}`),
+		base(`,"auth":{"type":"BASIC","username":"u","password":"p"}`),
+		base(`,"auth":{"type":"BASIC","credential":"dTpw"}`),
+		base(`,"auth":{"type":"CUSTOM","headers":{"X-A":"1"}}`),
+		base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"https://t.example/token","method":"POST","headers":{},"body":"{}","tokenPath":"data.token","expiresInPath":"data.expiresIn","header":"Authorization","prefix":"Bearer"}}`),
+		base(`,"signatureScheme":"standard","signingSecret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`),
+		`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"/^transfer.*/","dispatchConfig":{"url":"https://r.example"}}`,
+	}
+	for _, body := range valid {
+		if status, w := c.do("POST", "/api/hooks", body); status != 201 {
+			t.Errorf("%s: %d %s", body, status, w.Message)
+		}
+	}
+}
+
+func TestAdminAuthAndErrors(t *testing.T) {
+	db := storagetest.SQLite(t)
+	c := newServer(t, db, []string{"other-token", adminToken}, false)
+	for _, tok := range []string{"", "wrong", adminToken + "x"} {
+		anon := c
+		anon.tok = tok
+		if status, _ := anon.do("GET", "/api/hooks", ""); status != 401 {
+			t.Errorf("token %q: %d, want 401", tok, status)
+		}
+	}
+	if status, _ := c.do("GET", "/api/hooks", ""); status != 200 {
+		t.Fatalf("second token refused: %d", status)
+	}
+	if status, _ := c.do("GET", "/api/nothing", ""); status != 404 {
+		t.Errorf("unknown route: %d", status)
+	}
+	if status, _ := c.do("PATCH", "/api/hooks", ""); status != 405 {
+		t.Errorf("wrong method: %d", status)
+	}
+	if status, _ := c.do("GET", "/api/hooks/abc", ""); status != 400 {
+		t.Errorf("bad id: %d", status)
+	}
+	big := `{"hookName":"` + strings.Repeat("a", api.MaxBodyBytes) + `"}`
+	if status, _ := c.do("POST", "/api/hooks", big); status != 413 {
+		t.Errorf("big body: %d", status)
+	}
+	// Without Content-Length (chunked) the limit still holds.
+	req, _ := http.NewRequest("POST", c.base+"/api/hooks", io.MultiReader(bytes.NewReader([]byte(big))))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	req.ContentLength = -1
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("chunked big body: %d", resp.StatusCode)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		anon := c
+		anon.tok = ""
+		if status, _ := anon.do("GET", path, ""); status != 200 {
+			t.Errorf("%s: %d", path, status)
+		}
+	}
+
+	// No admin tokens: open on loopback, closed elsewhere.
+	open := newServer(t, db, nil, true)
+	open.tok = ""
+	if status, _ := open.do("GET", "/api/hooks", ""); status != 200 {
+		t.Errorf("loopback dev mode: %d", status)
+	}
+	closed := newServer(t, db, nil, false)
+	closed.tok = ""
+	if status, _ := closed.do("GET", "/api/hooks", ""); status != 401 {
+		t.Errorf("no tokens off loopback: %d", status)
+	}
+}
+
+func itoa(v int64) string { b, _ := json.Marshal(v); return string(b) }

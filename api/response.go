@@ -1,0 +1,97 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Response is the wrapper every REST response uses; the HTTP status equals HTTPStatusCode.
+type Response struct {
+	Success        bool   `json:"success"`
+	HTTPStatusCode int    `json:"httpStatusCode"`
+	Data           any    `json:"data"`
+	Message        string `json:"message"`
+}
+
+// ok writes a success wrapper.
+func ok(c *gin.Context, status int, data any) {
+	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: "success"})
+}
+
+// fail writes an error wrapper and stops the handler chain.
+func fail(c *gin.Context, status int, format string, args ...any) {
+	c.AbortWithStatusJSON(status, Response{HTTPStatusCode: status, Message: fmt.Sprintf(format, args...)})
+}
+
+// failErr maps an error from below to its status: validation 400, missing 404, else 500 (whose
+// detail goes to the log, not to the client).
+func failErr(c *gin.Context, err error) {
+	var ve *dispatcher.ValidationError
+	switch {
+	case errors.As(err, &ve):
+		fail(c, http.StatusBadRequest, "%s", ve.Error())
+	case errors.Is(err, storage.ErrNotFound):
+		fail(c, http.StatusNotFound, "not found")
+	default:
+		_ = c.Error(err)
+		fail(c, http.StatusInternalServerError, "internal error")
+	}
+}
+
+// bindJSON decodes the body into v. It answers 413 for a body over the limit and 400 naming the
+// field for malformed JSON or a value of the wrong type, and reports whether decoding succeeded.
+func bindJSON(c *gin.Context, v any) bool {
+	dec := json.NewDecoder(c.Request.Body)
+	err := dec.Decode(v)
+	if err == nil {
+		if dec.More() {
+			err = errors.New("trailing data after the JSON value")
+		} else {
+			return true
+		}
+	}
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
+	case errors.Is(err, io.EOF):
+		fail(c, http.StatusBadRequest, "body: is empty; a JSON object is required")
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "body"
+		}
+		fail(c, http.StatusBadRequest, "%s: must be %s, not %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		fail(c, http.StatusBadRequest, "body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	default:
+		fail(c, http.StatusBadRequest, "body: %v", err)
+	}
+	return false
+}
+
+func jsonKind(goKind string) string {
+	switch {
+	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
+		return "a number"
+	case goKind == "string":
+		return "a string"
+	case goKind == "bool":
+		return "a boolean"
+	case goKind == "slice":
+		return "an array"
+	default:
+		return "an object"
+	}
+}

@@ -1,0 +1,133 @@
+// Package api serves hookd over HTTP: the admin REST API and, in sub-packages, one chat dialect
+// each. Handlers decode, call the package that owns the logic, and encode.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// MaxBodyBytes caps every request body; larger ones get 413.
+const MaxBodyBytes = 1 << 20
+
+// Deps is what the HTTP layer calls into.
+type Deps struct {
+	DB          *storage.DB
+	Hooks       *dispatcher.Registry
+	AdminTokens []string
+	// LoopbackOnly is true when the daemon listens on loopback; only then may the admin API go
+	// without tokens.
+	LoopbackOnly bool
+	Log          *slog.Logger
+}
+
+// New builds the HTTP handler.
+func New(d Deps) http.Handler {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.ContextWithFallback = true
+	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log))
+	r.NoRoute(func(c *gin.Context) { fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path) })
+	r.NoMethod(func(c *gin.Context) {
+		fail(c, http.StatusMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)
+	})
+
+	r.GET("/healthz", func(c *gin.Context) { ok(c, http.StatusOK, gin.H{"status": "alive"}) })
+	r.GET("/readyz", func(c *gin.Context) {
+		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
+		defer cancel()
+		if err := d.DB.Ping(ctx); err != nil {
+			d.Log.Warn("readiness: database unreachable", "err", err)
+			fail(c, http.StatusServiceUnavailable, "database unreachable")
+			return
+		}
+		ok(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
+	})
+
+	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))
+	h := hooksAPI{reg: d.Hooks}
+	admin.POST("/hooks", h.create)
+	admin.GET("/hooks", h.list)
+	admin.GET("/hooks/:id", h.get)
+	admin.PUT("/hooks/:id", h.replace)
+	admin.DELETE("/hooks/:id", h.delete)
+	return r
+}
+
+// adminAuth requires one of the admin tokens as a bearer token. With none configured the admin
+// API is open only while the daemon listens on loopback; otherwise it is closed.
+func adminAuth(tokens []string, loopbackOnly bool) gin.HandlerFunc {
+	want := make([][]byte, len(tokens))
+	for i, t := range tokens {
+		want[i] = []byte(t)
+	}
+	return func(c *gin.Context) {
+		if len(want) == 0 {
+			if loopbackOnly {
+				return
+			}
+			fail(c, http.StatusUnauthorized, "admin API disabled: no adminTokens configured")
+			return
+		}
+		got, found := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
+		if !found || !tokenIn([]byte(got), want) {
+			c.Header("WWW-Authenticate", `Bearer realm="hookd-admin"`)
+			fail(c, http.StatusUnauthorized, "admin bearer token required")
+			return
+		}
+	}
+}
+
+// tokenIn compares got with every token in constant time, so neither a match's position nor a
+// common prefix shows in the timing.
+func tokenIn(got []byte, tokens [][]byte) bool {
+	found := 0
+	for _, t := range tokens {
+		found |= subtle.ConstantTimeCompare(got, t)
+	}
+	return found == 1
+}
+
+// limitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else when the
+// decoder reads past the limit.
+func limitBody(c *gin.Context) {
+	if c.Request.ContentLength > MaxBodyBytes {
+		fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
+		return
+	}
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
+}
+
+func recoverer(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				log.Error("handler panic", "method", c.Request.Method, "path", c.FullPath(), "panic", p)
+				fail(c, http.StatusInternalServerError, "internal error")
+			}
+		}()
+		c.Next()
+	}
+}
+
+func logErrors(log *slog.Logger) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		c.Next()
+		for _, e := range c.Errors {
+			log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "status", c.Writer.Status(), "err", e.Err)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package dispatcher
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// NameMatch is a parsed toolNameMatch expression:
+//
+//	"*" or ""   every name
+//	"/regex/"   names the regular expression matches (unanchored; anchor it yourself)
+//	"a|b|c"     any of the listed names
+//	anything    exactly that name — "transfer*" is a name, not a glob
+type NameMatch struct {
+	any   bool
+	re    *regexp.Regexp
+	names []string
+}
+
+// ParseNameMatch parses a toolNameMatch expression; an invalid regex is an error.
+func ParseNameMatch(expr string) (NameMatch, error) {
+	switch {
+	case expr == "" || expr == "*":
+		return NameMatch{any: true}, nil
+	case len(expr) >= 2 && expr[0] == '/' && expr[len(expr)-1] == '/':
+		re, err := regexp.Compile(expr[1 : len(expr)-1])
+		if err != nil {
+			return NameMatch{}, fmt.Errorf("invalid regular expression: %v", err)
+		}
+		return NameMatch{re: re}, nil
+	default:
+		// A pipe separates names; an exact name is the one-element case.
+		names := strings.Split(expr, "|")
+		for i, n := range names {
+			names[i] = strings.TrimSpace(n)
+		}
+		return NameMatch{names: names}, nil
+	}
+}
+
+// Match reports whether name is selected.
+func (m NameMatch) Match(name string) bool {
+	switch {
+	case m.any:
+		return true
+	case m.re != nil:
+		return m.re.MatchString(name)
+	}
+	for _, n := range m.names {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}

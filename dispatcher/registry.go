@@ -1,0 +1,212 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+)
+
+// Registry keeps the registered hooks: it validates and stores changes, and holds an in-memory
+// snapshot that every dispatch matches against, so the hot path never queries the database.
+// Changes made through another replica on the same database reach the snapshot within one
+// refresh interval.
+type Registry struct {
+	db      *storage.DB
+	log     *slog.Logger
+	snap    atomic.Pointer[snapshot]
+	refresh time.Duration
+}
+
+type snapshot struct {
+	version string
+	byType  map[HookType][]*boundHook // enabled hooks, in chain order (priority, then id)
+}
+
+// boundHook is a hook with its toolNameMatch compiled.
+type boundHook struct {
+	Hook
+	match NameMatch
+}
+
+// NewRegistry loads the hooks of db.
+func NewRegistry(ctx context.Context, db *storage.DB, log *slog.Logger) (*Registry, error) {
+	r := &Registry{db: db, log: log, refresh: 2 * time.Second}
+	if err := r.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Match returns the enabled hooks of type t that apply to agentID (nil: hooks for every agent
+// only) and, for tool types, to toolName — in chain order.
+func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHook {
+	var out []*boundHook
+	for _, h := range r.snap.Load().byType[t] {
+		if h.AgentID != nil && (agentID == nil || *h.AgentID != *agentID) {
+			continue
+		}
+		if t.ToolScoped() && !h.match.Match(toolName) {
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// Reload rebuilds the snapshot from the database.
+func (r *Registry) Reload(ctx context.Context) error {
+	version, err := r.db.HooksVersion(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := r.db.ListHooks(ctx, storage.HookFilter{})
+	if err != nil {
+		return err
+	}
+	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}}
+	for _, row := range rows {
+		h, err := fromRow(row)
+		if err != nil {
+			return err
+		}
+		if !*h.Enabled {
+			continue
+		}
+		m, err := ParseNameMatch(h.ToolNameMatch)
+		if err != nil { // validated on the way in; a bad row is skipped, not fatal
+			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
+			continue
+		}
+		s.byType[h.HookType] = append(s.byType[h.HookType], &boundHook{Hook: h, match: m})
+	}
+	for _, hooks := range s.byType {
+		slices.SortFunc(hooks, func(a, b *boundHook) int {
+			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
+		})
+	}
+	r.snap.Store(s)
+	return nil
+}
+
+// Run refreshes the snapshot when another process changed the hooks, until ctx ends.
+func (r *Registry) Run(ctx context.Context) {
+	t := time.NewTicker(r.refresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			v, err := r.db.HooksVersion(ctx)
+			if err != nil || v == r.snap.Load().version {
+				continue
+			}
+			if err := r.Reload(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("hook registry refresh failed", "err", err)
+			}
+		}
+	}
+}
+
+// Create validates and stores a new hook.
+func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
+	if err := h.Normalize(); err != nil {
+		return Hook{}, err
+	}
+	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
+		h.DispatchConfig.SigningSecret = nil
+	}
+	row, err := toRow(&h)
+	if err != nil {
+		return Hook{}, err
+	}
+	if err := r.db.CreateHook(ctx, &row); err != nil {
+		return Hook{}, err
+	}
+	return r.afterWrite(ctx, row)
+}
+
+// Replace validates and stores h as hook id, keeping secrets as the update rules say.
+func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) {
+	stored, err := r.Get(ctx, id)
+	if err != nil {
+		return Hook{}, err
+	}
+	h.MergeSecrets(&stored)
+	if err := h.Normalize(); err != nil {
+		return Hook{}, err
+	}
+	h.ID = id
+	row, err := toRow(&h)
+	if err != nil {
+		return Hook{}, err
+	}
+	row.CreatedAt = *stored.CreatedAt
+	if err := r.db.UpdateHook(ctx, &row); err != nil {
+		return Hook{}, err
+	}
+	return r.afterWrite(ctx, row)
+}
+
+func (r *Registry) afterWrite(ctx context.Context, row storage.Hook) (Hook, error) {
+	if err := r.Reload(ctx); err != nil {
+		r.log.Warn("hook registry reload failed", "err", err)
+	}
+	return fromRow(row)
+}
+
+// Get reads one hook; storage.ErrNotFound if there is none.
+func (r *Registry) Get(ctx context.Context, id int64) (Hook, error) {
+	row, err := r.db.GetHook(ctx, id)
+	if err != nil {
+		return Hook{}, err
+	}
+	return fromRow(row)
+}
+
+// List returns hooks filtered by type and agent (zero values do not filter).
+func (r *Registry) List(ctx context.Context, t HookType, agentID *int64) ([]Hook, error) {
+	rows, err := r.db.ListHooks(ctx, storage.HookFilter{HookType: string(t), AgentID: agentID})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Hook, 0, len(rows))
+	for _, row := range rows {
+		h, err := fromRow(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Delete removes a hook.
+func (r *Registry) Delete(ctx context.Context, id int64) error {
+	if err := r.db.DeleteHook(ctx, id); err != nil {
+		return err
+	}
+	if err := r.Reload(ctx); err != nil {
+		r.log.Warn("hook registry reload failed", "err", err)
+	}
+	return nil
+}
+
+func toRow(h *Hook) (storage.Hook, error) {
+	doc, secrets, err := h.split()
+	if err != nil {
+		return storage.Hook{}, fmt.Errorf("encode hook: %w", err)
+	}
+	return storage.Hook{ID: h.ID, HookType: string(h.HookType), AgentID: h.AgentID, Enabled: *h.Enabled,
+		Priority: h.Priority, Doc: doc, Secrets: secrets}, nil
+}
+
+func fromRow(row storage.Hook) (Hook, error) {
+	return join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
+}
