@@ -37,7 +37,9 @@ func New(d Deps) http.Handler {
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
 	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log))
-	r.NoRoute(func(c *gin.Context) { fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path) })
+	r.NoRoute(func(c *gin.Context) {
+		fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
+	})
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, http.StatusMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)
 	})
