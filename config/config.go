@@ -1,0 +1,1027 @@
+// Package config loads hookd's configuration: a YAML file (every key optional), then HOOKD_*
+// environment variables, then validation. Default() is the configuration with no file and no
+// environment; DefaultYAML is the same thing written out with a comment on every key.
+//
+// Environment variables are named after the YAML path: HOOKD_ followed by each camelCase key in
+// UPPER_SNAKE, joined with "_" (webhooks.retry.fast → HOOKD_WEBHOOKS_RETRY_FAST, allowCIDRs →
+// ALLOW_CIDRS: a run of capitals is one word). Lists are comma-separated; auth.apiKeys is a JSON
+// array. A HOOKD_ variable that names no key is an error, except HOOKD_TEST_* (reserved for
+// tests) and HOOKD_CONFIG (reserved for the command line's config path).
+//
+// Error messages name the key as written in YAML, dotted ("webhooks.retry.jitter"), and the
+// variable too when the value came from the environment. They never echo a secret.
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+// DefaultYAML is the default configuration as a documented YAML file. Loading it gives Default().
+const DefaultYAML = `# hookd configuration. Every key is optional; a missing key keeps the value shown here.
+# Any key can be overridden by an environment variable HOOKD_<PATH> in UPPER_SNAKE, e.g.
+# HOOKD_LISTEN, HOOKD_WEBHOOKS_RETRY_FAST=1s,2s (lists comma-separated) or
+# HOOKD_AUTH_API_KEYS='[{"key":"k","userId":"u","principalId":1}]' (JSON).
+
+listen: 127.0.0.1:8080                # host:port of the HTTP API
+database: sqlite:./data/hookd.db      # or postgres://user@host:5432/db?sslmode=disable
+masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
+dataDir: ""                           # where the generated master key lives; empty = the directory of the
+                                      # sqlite file, or ./data for postgres
+shutdownTimeout: 10s                  # how long a graceful shutdown waits for in-flight work
+
+auth:
+  adminTokens: []                     # bearer tokens for the admin API
+  apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
+                                      #   - {key: "key-...", userId: "user-10001", principalId: 1001}
+  # With no tokens and no keys the daemon only listens on loopback and says so in its log;
+  # listening elsewhere without them is refused at start.
+
+webhooks:
+  allowPrivateNetworks: false         # loopback / RFC1918 / link-local / metadata targets refused unless true
+  allowCIDRs: []                      # finer allow-list of CIDRs (a bare IP means /32 or /128)
+  retry:
+    fast: [1.5s, 3s, 6s]              # quick retries, truncated by dispatchConfig.maxRetries
+    ladder: [1m, 3m, 5m, 10m, 20m, 30m]   # slow retries after the fast ones
+    jitter: 0.25                      # each delay varies by up to this fraction (0..1)
+  breaker:
+    consecutiveFailures: 5            # failures in a row that open a target's circuit
+    openFor: 30s                      # how long an open circuit refuses calls
+  bulkhead:
+    interceptiveConcurrency: 256      # concurrent interceptive (blocking) webhook calls
+    observationalInFlight: 1024       # queued + running observational (fire-and-forget) calls
+
+model:
+  provider: scripted                  # scripted | openai
+  script: ""                          # path of a script file; empty = the built-in demo script
+  baseURL: ""                         # openai: any OpenAI-compatible endpoint (required)
+  apiKey: ""                          # openai: bearer key, if the endpoint wants one
+  name: ""                            # openai: model name (required)
+
+agent:
+  maxIters: 10                        # model/tool iterations per turn
+  tokenBudget: 0                      # tokens per turn; 0 = no budget
+
+sse:
+  heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
+
+log:
+  level: info                         # debug | info | warn | error
+  format: auto                        # json | text | auto (text on a terminal, json otherwise)
+`
+
+// Config is hookd's whole configuration.
+type Config struct {
+	Listen          string   `yaml:"listen"`
+	Database        string   `yaml:"database"`
+	MasterKey       string   `yaml:"masterKey"`
+	DataDir         string   `yaml:"dataDir"`
+	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
+	Auth            Auth     `yaml:"auth"`
+	Webhooks        Webhooks `yaml:"webhooks"`
+	Model           Model    `yaml:"model"`
+	Agent           Agent    `yaml:"agent"`
+	SSE             SSE      `yaml:"sse"`
+	Log             Log      `yaml:"log"`
+}
+
+// Auth holds the bearer credentials the daemon accepts.
+type Auth struct {
+	AdminTokens []string `yaml:"adminTokens"`
+	APIKeys     []APIKey `yaml:"apiKeys"`
+}
+
+// APIKey is a chat-API bearer token bound to one principal.
+type APIKey struct {
+	Key         string `yaml:"key" json:"key"`
+	UserID      string `yaml:"userId" json:"userId"`
+	PrincipalID int64  `yaml:"principalId" json:"principalId"`
+}
+
+// Webhooks configures outbound webhook calls.
+type Webhooks struct {
+	AllowPrivateNetworks bool     `yaml:"allowPrivateNetworks"`
+	AllowCIDRs           []string `yaml:"allowCIDRs"`
+	Retry                Retry    `yaml:"retry"`
+	Breaker              Breaker  `yaml:"breaker"`
+	Bulkhead             Bulkhead `yaml:"bulkhead"`
+}
+
+// AllowedPrefixes returns AllowCIDRs parsed, a bare IP as a single-address prefix. Entries that do
+// not parse are skipped; Validate reports them.
+func (w Webhooks) AllowedPrefixes() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(w.AllowCIDRs))
+	for _, s := range w.AllowCIDRs {
+		if p, err := parsePrefix(s); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Retry is the delivery retry schedule.
+type Retry struct {
+	Fast   []Duration `yaml:"fast"`
+	Ladder []Duration `yaml:"ladder"`
+	Jitter float64    `yaml:"jitter"`
+}
+
+// Breaker is the per-target circuit breaker.
+type Breaker struct {
+	ConsecutiveFailures int      `yaml:"consecutiveFailures"`
+	OpenFor             Duration `yaml:"openFor"`
+}
+
+// Bulkhead bounds concurrent webhook work.
+type Bulkhead struct {
+	InterceptiveConcurrency int `yaml:"interceptiveConcurrency"`
+	ObservationalInFlight   int `yaml:"observationalInFlight"`
+}
+
+// Model selects the language model.
+type Model struct {
+	Provider string `yaml:"provider"`
+	Script   string `yaml:"script"`
+	BaseURL  string `yaml:"baseURL"`
+	APIKey   string `yaml:"apiKey"`
+	Name     string `yaml:"name"`
+}
+
+// Agent bounds one agent turn.
+type Agent struct {
+	MaxIters    int `yaml:"maxIters"`
+	TokenBudget int `yaml:"tokenBudget"`
+}
+
+// SSE configures server-sent event streams.
+type SSE struct {
+	Heartbeat Duration `yaml:"heartbeat"`
+}
+
+// Log configures the daemon's log.
+type Log struct {
+	Level  string `yaml:"level"`
+	Format string `yaml:"format"`
+}
+
+// Duration is a time.Duration written as a Go duration string ("1.5s", "30m") in YAML and in the
+// environment. A bare number is not accepted.
+type Duration time.Duration
+
+// Std returns d as a time.Duration.
+func (d Duration) Std() time.Duration { return time.Duration(d) }
+
+// String formats d without zero trailing units: 1m rather than 1m0s.
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// MarshalYAML writes d as a duration string.
+func (d Duration) MarshalYAML() (any, error) { return d.String(), nil }
+
+// UnmarshalYAML reads a duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("expected a duration, got " + nodeKind(n))
+	}
+	v, err := parseDuration(n.Value)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+func parseDuration(s string) (Duration, error) {
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(strings.TrimSpace(s), 64); nerr == nil {
+			return 0, fmt.Errorf("%q is not a duration (add a unit: %ss)", s, strings.TrimSpace(s))
+		}
+		return 0, fmt.Errorf("%q is not a duration", s)
+	}
+	return Duration(v), nil
+}
+
+// Default returns the configuration used when there is no file and no environment.
+func Default() Config {
+	return Config{
+		Listen:          "127.0.0.1:8080",
+		Database:        "sqlite:./data/hookd.db",
+		ShutdownTimeout: Duration(10 * time.Second),
+		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}},
+		Webhooks: Webhooks{
+			AllowCIDRs: []string{},
+			Retry: Retry{
+				Fast: []Duration{Duration(1500 * time.Millisecond), Duration(3 * time.Second),
+					Duration(6 * time.Second)},
+				Ladder: []Duration{Duration(time.Minute), Duration(3 * time.Minute), Duration(5 * time.Minute),
+					Duration(10 * time.Minute), Duration(20 * time.Minute), Duration(30 * time.Minute)},
+				Jitter: 0.25,
+			},
+			Breaker:  Breaker{ConsecutiveFailures: 5, OpenFor: Duration(30 * time.Second)},
+			Bulkhead: Bulkhead{InterceptiveConcurrency: 256, ObservationalInFlight: 1024},
+		},
+		Model: Model{Provider: "scripted"},
+		Agent: Agent{MaxIters: 10},
+		SSE:   SSE{Heartbeat: Duration(15 * time.Second)},
+		Log:   Log{Level: "info", Format: "auto"},
+	}
+}
+
+// Load returns Default() overlaid with the YAML file at path (none when path is ""), then with
+// the HOOKD_* variables in env (entries "NAME=value", as from os.Environ), then validated.
+func Load(path string, env []string) (Config, error) {
+	c := Default()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("config: %w", err)
+		}
+		if err := decodeFile(&c, path, data); err != nil {
+			return Config{}, err
+		}
+	}
+	fromEnv, err := applyEnv(&c, env)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, attributeEnv(err, fromEnv)
+	}
+	return c, nil
+}
+
+// ---- YAML file ----
+
+func decodeFile(c *Config, path string, data []byte) error {
+	// First walk the document: yaml.v3's own errors name neither the key nor its path, can quote
+	// values (secrets included), and it silently truncates 1.5 into an int.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	if len(doc.Content) == 0 { // empty file, or only comments
+		return nil
+	}
+	if err := check(doc.Content[0], reflect.TypeOf(Config{}), ""); err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config: %s: %w", path, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return fmt.Errorf("config: %s: more than one YAML document", path)
+	}
+	return nil
+}
+
+var durationType = reflect.TypeOf(Duration(0))
+
+// check reports the first thing in n that cannot be decoded into a value of type t, naming its
+// dotted path.
+func check(n *yaml.Node, t reflect.Type, path string) error {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null" {
+		return nil // null leaves the default in place
+	}
+	where := path
+	if where == "" {
+		where = "(top level)"
+	}
+	switch {
+	case t == durationType:
+		if n.Kind != yaml.ScalarNode {
+			return fieldErr(where, "expected a duration, got "+nodeKind(n))
+		}
+		if _, err := parseDuration(n.Value); err != nil {
+			return fieldErr(where, err.Error())
+		}
+		return nil
+	case t.Kind() == reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return fieldErr(where, "expected a mapping, got "+nodeKind(n))
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind == yaml.ScalarNode && k.Value == "<<" { // merge key: the merged maps are checked as this struct
+				if v.Kind == yaml.SequenceNode {
+					for _, m := range v.Content {
+						if err := check(m, t, path); err != nil {
+							return err
+						}
+					}
+					continue
+				}
+				if err := check(v, t, path); err != nil {
+					return err
+				}
+				continue
+			}
+			name := k.Value
+			f, ok := fieldByTag(t, name)
+			if k.Kind != yaml.ScalarNode || !ok {
+				msg := "unknown key"
+				if s := suggest(name, tagNames(t)); s != "" {
+					msg += fmt.Sprintf(" (did you mean %q?)", s)
+				}
+				return fieldErr(join(path, name), msg)
+			}
+			if seen[name] {
+				return fieldErr(join(path, name), "defined more than once")
+			}
+			seen[name] = true
+			if err := check(v, f.Type, join(path, name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case t.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return fieldErr(where, "expected a list, got "+nodeKind(n))
+		}
+		for i, e := range n.Content {
+			if err := check(e, t.Elem(), fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	default:
+		what := typeName(t)
+		if n.Kind != yaml.ScalarNode {
+			return fieldErr(where, "expected "+what+", got "+nodeKind(n))
+		}
+		if t.Kind() == reflect.String {
+			return nil
+		}
+		if k := t.Kind(); k >= reflect.Int && k <= reflect.Int64 && n.ShortTag() == "!!float" {
+			return fieldErr(where, fmt.Sprintf("%q is not %s", n.Value, what))
+		}
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			return fieldErr(where, fmt.Sprintf("%q is not %s", n.Value, what))
+		}
+		return nil
+	}
+}
+
+// nodeKind describes a node without quoting it: the value may be a secret.
+func nodeKind(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return "a single value"
+	}
+}
+
+func typeName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Bool:
+		return "a boolean (true or false)"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	}
+	return "a " + t.String()
+}
+
+func yamlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name
+}
+
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.IsExported() && yamlName(f) == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tagNames(t reflect.Type) []string {
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		if f := t.Field(i); f.IsExported() {
+			out = append(out, yamlName(f))
+		}
+	}
+	return out
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// ---- environment ----
+
+const envPrefix = "HOOKD_"
+
+// envKey is one configuration key reachable from the environment.
+type envKey struct {
+	name  string // HOOKD_WEBHOOKS_RETRY_FAST
+	path  string // webhooks.retry.fast
+	index []int
+	typ   reflect.Type
+}
+
+var envKeys, envSections = buildEnvKeys()
+
+// buildEnvKeys maps each variable to its key, and each section's would-be variable
+// (HOOKD_WEBHOOKS_RETRY) to one of the variables inside it.
+func buildEnvKeys() (map[string]envKey, map[string]string) {
+	out, sections := map[string]envKey{}, map[string]string{}
+	var walk func(t reflect.Type, name, path string, index []int)
+	walk = func(t reflect.Type, name, path string, index []int) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag := yamlName(f)
+			k := envKey{name: name + "_" + upperSnake(tag), path: join(path, tag),
+				index: append(append([]int(nil), index...), i), typ: f.Type}
+			if f.Type.Kind() == reflect.Struct && f.Type != durationType {
+				walk(f.Type, k.name, k.path, k.index)
+				continue
+			}
+			if prev, dup := out[k.name]; dup {
+				panic("config: " + prev.path + " and " + k.path + " share the variable " + k.name)
+			}
+			out[k.name] = k
+			for p := path; p != ""; p = p[:max(strings.LastIndex(p, "."), 0)] {
+				section := envPrefix + strings.ReplaceAll(upperSnakePath(p), ".", "_")
+				if _, seen := sections[section]; !seen {
+					sections[section] = k.name
+				}
+			}
+		}
+	}
+	walk(reflect.TypeOf(Config{}), strings.TrimSuffix(envPrefix, "_"), "", nil)
+	return out, sections
+}
+
+func upperSnakePath(p string) string {
+	parts := strings.Split(p, ".")
+	for i := range parts {
+		parts[i] = upperSnake(parts[i])
+	}
+	return strings.Join(parts, ".")
+}
+
+// upperSnake turns a camelCase key into UPPER_SNAKE, a run of capitals being one word:
+// allowCIDRs → ALLOW_CIDRS, baseURL → BASE_URL.
+func upperSnake(s string) string {
+	var b strings.Builder
+	var prev rune
+	for i, r := range s {
+		if i > 0 && unicode.IsUpper(r) && (unicode.IsLower(prev) || unicode.IsDigit(prev)) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+		prev = r
+	}
+	return b.String()
+}
+
+// EnvNames lists every environment variable Load understands, sorted.
+func EnvNames() []string {
+	out := make([]string, 0, len(envKeys))
+	for n := range envKeys {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// applyEnv sets the keys named by HOOKD_* variables and returns which key paths were set by which
+// variable.
+func applyEnv(c *Config, env []string) (map[string]string, error) {
+	set := map[string]string{}
+	var errs []error
+	v := reflect.ValueOf(c).Elem()
+	for _, kv := range env {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, envPrefix) ||
+			strings.HasPrefix(name, envPrefix+"TEST_") || name == envPrefix+"CONFIG" {
+			continue
+		}
+		k, ok := envKeys[name]
+		if !ok {
+			msg := "no such setting"
+			if s, ok := envSections[name]; ok {
+				msg = "names a section, not a setting (set its keys, e.g. " + s + ")"
+			} else if s := suggest(name, EnvNames()); s != "" {
+				msg += " (did you mean " + s + "?)"
+			}
+			errs = append(errs, fmt.Errorf("config: %s: %s", name, msg))
+			continue
+		}
+		if err := setEnv(v.FieldByIndex(k.index), k, val); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		set[k.path] = name
+	}
+	return set, errors.Join(errs...)
+}
+
+func setEnv(f reflect.Value, k envKey, val string) error {
+	bad := func(key, msg string) error { return &fieldError{env: k.name, key: key, msg: msg} }
+	t := k.typ
+	switch {
+	case t == durationType:
+		d, err := parseDuration(val)
+		if err != nil {
+			return bad(k.path, err.Error())
+		}
+		f.SetInt(int64(d))
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		// A list of objects (auth.apiKeys) comes as a JSON array.
+		out := reflect.New(t)
+		if strings.TrimSpace(val) != "" {
+			dec := json.NewDecoder(strings.NewReader(val))
+			dec.DisallowUnknownFields()
+			err := dec.Decode(out.Interface())
+			if err == nil && dec.More() {
+				err = errors.New("trailing data after the array")
+			}
+			if err != nil {
+				var se *json.SyntaxError
+				if errors.As(err, &se) { // its message quotes input, which may be a key
+					err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
+				}
+				return bad(k.path, `must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: `+err.Error())
+			}
+		}
+		if out.Elem().IsNil() {
+			out.Elem().Set(reflect.MakeSlice(t, 0, 0))
+		}
+		f.Set(out.Elem())
+	case t.Kind() == reflect.Slice:
+		// Comma-separated; blanks around items and empty items are dropped.
+		out := reflect.MakeSlice(t, 0, 0)
+		i := 0
+		for _, item := range strings.Split(val, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				continue
+			}
+			e := reflect.New(t.Elem()).Elem()
+			if err := setScalar(e, item); err != nil {
+				return bad(fmt.Sprintf("%s[%d]", k.path, i), err.Error())
+			}
+			out = reflect.Append(out, e)
+			i++
+		}
+		f.Set(out)
+	default:
+		if err := setScalar(f, val); err != nil {
+			return bad(k.path, err.Error())
+		}
+	}
+	return nil
+}
+
+func setScalar(f reflect.Value, val string) error {
+	if f.Type() == durationType {
+		d, err := parseDuration(val)
+		if err != nil {
+			return err
+		}
+		f.SetInt(int64(d))
+		return nil
+	}
+	s := strings.TrimSpace(val)
+	switch f.Kind() {
+	case reflect.String:
+		f.SetString(val)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return fmt.Errorf("%q is not a boolean (true or false)", val)
+		}
+		f.SetBool(b)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, f.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not an integer", val)
+		}
+		f.SetInt(n)
+	case reflect.Float32, reflect.Float64:
+		n, err := strconv.ParseFloat(s, f.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("%q is not a number", val)
+		}
+		f.SetFloat(n)
+	default:
+		return fmt.Errorf("cannot be set from the environment")
+	}
+	return nil
+}
+
+// attributeEnv adds the variable's name to validation errors about keys the environment set.
+func attributeEnv(err error, fromEnv map[string]string) error {
+	if len(fromEnv) == 0 {
+		return err
+	}
+	var list []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	} else {
+		list = []error{err}
+	}
+	out := make([]error, len(list))
+	for i, e := range list {
+		out[i] = e
+		var fe *fieldError
+		if errors.As(e, &fe) && fe.env == "" && !fe.crossKey {
+			base, _, _ := strings.Cut(fe.key, "[")
+			if name, ok := fromEnv[base]; ok {
+				cp := *fe
+				cp.env = name
+				out[i] = &cp
+			}
+		}
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return errors.Join(out...)
+}
+
+// ---- validation ----
+
+// fieldError is an error about one key: "config: [HOOKD_VAR: ]key: msg".
+type fieldError struct {
+	env      string // the variable that set the key, if any
+	key      string // dotted YAML path
+	msg      string
+	crossKey bool // about several keys at once: not attributed to one variable
+}
+
+func (e *fieldError) Error() string {
+	if e.env != "" {
+		return "config: " + e.env + ": " + e.key + ": " + e.msg
+	}
+	return "config: " + e.key + ": " + e.msg
+}
+
+func fieldErr(key, msg string) error { return &fieldError{key: key, msg: msg} }
+
+// Validate reports every invalid key, one error per line.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fieldErr(key, fmt.Sprintf(format, args...)))
+	}
+
+	listenOK := false
+	if host, port, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen", "%q is not host:port (e.g. 127.0.0.1:8080)", c.Listen)
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		bad("listen", "%q: port must be a number from 0 to 65535", c.Listen)
+	} else if strings.ContainsAny(host, " /") {
+		bad("listen", "%q is not host:port (e.g. 127.0.0.1:8080)", c.Listen)
+	} else {
+		listenOK = true
+	}
+
+	switch {
+	case strings.HasPrefix(c.Database, "sqlite:"):
+		if strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//") == "" {
+			bad("database", "sqlite: needs a file path, e.g. sqlite:./data/hookd.db")
+		}
+	case strings.HasPrefix(c.Database, "postgres://"), strings.HasPrefix(c.Database, "postgresql://"):
+		if _, err := url.Parse(c.Database); err != nil {
+			bad("database", "not a valid postgres:// URL") // the URL may hold a password: not quoted
+		}
+	default:
+		bad("database", `must start with "sqlite:", "postgres://" or "postgresql://"`)
+	}
+
+	if c.MasterKey != "" {
+		if k, err := base64.StdEncoding.DecodeString(c.MasterKey); err != nil {
+			bad("masterKey", "not valid base64 (want 32 random bytes, base64; e.g. openssl rand -base64 32)")
+		} else if len(k) != 32 {
+			bad("masterKey", "must decode to exactly 32 bytes, got %d", len(k))
+		}
+	}
+
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdownTimeout", "must be greater than 0")
+	}
+
+	for i, t := range c.Auth.AdminTokens {
+		if strings.TrimSpace(t) == "" {
+			bad(fmt.Sprintf("auth.adminTokens[%d]", i), "must not be empty")
+		}
+	}
+	keys := map[string]int{}
+	for i, k := range c.Auth.APIKeys {
+		p := fmt.Sprintf("auth.apiKeys[%d]", i)
+		if strings.TrimSpace(k.Key) == "" {
+			bad(p+".key", "must not be empty")
+		} else if j, dup := keys[k.Key]; dup {
+			bad(p+".key", "same key as auth.apiKeys[%d]", j)
+		} else {
+			keys[k.Key] = i
+		}
+		if strings.TrimSpace(k.UserID) == "" {
+			bad(p+".userId", "must not be empty")
+		}
+		if k.PrincipalID <= 0 {
+			bad(p+".principalId", "must be greater than 0")
+		}
+	}
+
+	for i, s := range c.Webhooks.AllowCIDRs {
+		if _, err := parsePrefix(s); err != nil {
+			bad(fmt.Sprintf("webhooks.allowCIDRs[%d]", i), "%q is not a CIDR or IP address", s)
+		}
+	}
+	for i, d := range c.Webhooks.Retry.Fast {
+		if d <= 0 {
+			bad(fmt.Sprintf("webhooks.retry.fast[%d]", i), "must be greater than 0")
+		}
+	}
+	for i, d := range c.Webhooks.Retry.Ladder {
+		if d <= 0 {
+			bad(fmt.Sprintf("webhooks.retry.ladder[%d]", i), "must be greater than 0")
+		}
+	}
+	if j := c.Webhooks.Retry.Jitter; !(j >= 0 && j <= 1) {
+		bad("webhooks.retry.jitter", "must be between 0 and 1")
+	}
+	if c.Webhooks.Breaker.ConsecutiveFailures < 1 {
+		bad("webhooks.breaker.consecutiveFailures", "must be at least 1")
+	}
+	if c.Webhooks.Breaker.OpenFor <= 0 {
+		bad("webhooks.breaker.openFor", "must be greater than 0")
+	}
+	if c.Webhooks.Bulkhead.InterceptiveConcurrency < 1 {
+		bad("webhooks.bulkhead.interceptiveConcurrency", "must be at least 1")
+	}
+	if c.Webhooks.Bulkhead.ObservationalInFlight < 1 {
+		bad("webhooks.bulkhead.observationalInFlight", "must be at least 1")
+	}
+
+	switch c.Model.Provider {
+	case "scripted":
+	case "openai":
+		if c.Model.BaseURL == "" {
+			bad("model.baseURL", "required when model.provider is openai")
+		} else if u, err := url.Parse(c.Model.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("model.baseURL", "must be an http:// or https:// URL")
+		}
+		if c.Model.Name == "" {
+			bad("model.name", "required when model.provider is openai")
+		}
+	default:
+		bad("model.provider", "%q is not one of scripted, openai", c.Model.Provider)
+	}
+
+	if c.Agent.MaxIters < 1 {
+		bad("agent.maxIters", "must be at least 1")
+	}
+	if c.Agent.TokenBudget < 0 {
+		bad("agent.tokenBudget", "must be 0 (no budget) or more")
+	}
+	if c.SSE.Heartbeat < Duration(time.Second) {
+		bad("sse.heartbeat", "must be at least 1s")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "auto", "json", "text":
+	default:
+		bad("log.format", "%q is not one of auto, json, text", c.Log.Format)
+	}
+
+	if listenOK && !c.LoopbackOnly() && len(c.Auth.AdminTokens) == 0 && len(c.Auth.APIKeys) == 0 {
+		errs = append(errs, &fieldError{key: "listen", crossKey: true, msg: c.Listen +
+			" is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1"})
+	}
+
+	switch len(errs) {
+	case 0:
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return p.Masked(), nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// LoopbackOnly reports whether Listen's host is a loopback address or "localhost". An empty host,
+// an unspecified address (0.0.0.0, ::) or any other host listens beyond this machine.
+func (c Config) LoopbackOnly() bool {
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil || host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// ResolvedDataDir is DataDir, or when empty the directory of the sqlite database file, or ./data
+// (for postgres, or an in-memory sqlite database).
+func (c Config) ResolvedDataDir() string {
+	if c.DataDir != "" {
+		return c.DataDir
+	}
+	if !strings.HasPrefix(c.Database, "sqlite:") {
+		return "./data"
+	}
+	// The same path storage.Open uses: "sqlite:" and an optional "//" stripped.
+	p := strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//")
+	p, _, _ = strings.Cut(p, "?")
+	p = strings.TrimPrefix(p, "file:")
+	if p == "" || strings.HasPrefix(p, ":memory:") {
+		return "./data"
+	}
+	i := strings.LastIndexAny(p, "/"+string(os.PathSeparator))
+	switch {
+	case i < 0:
+		return "."
+	case i == 0:
+		return p[:1]
+	}
+	return p[:i] // keeps "./data" as written rather than cleaning it to "data"
+}
+
+// ---- output ----
+
+const mask = "***"
+
+// redacted returns a copy of c with every secret replaced by "***" (left empty when unset) and
+// the password of a database URL hidden. Slices are copied: c is not modified.
+func (c Config) redacted() Config {
+	hide := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return mask
+	}
+	r := c
+	r.MasterKey = hide(c.MasterKey)
+	r.Model.APIKey = hide(c.Model.APIKey)
+	r.Database = redactURL(c.Database)
+	r.Auth.AdminTokens = make([]string, len(c.Auth.AdminTokens))
+	for i, t := range c.Auth.AdminTokens {
+		r.Auth.AdminTokens[i] = hide(t)
+	}
+	r.Auth.APIKeys = make([]APIKey, len(c.Auth.APIKeys))
+	for i, k := range c.Auth.APIKeys {
+		k.Key = hide(k.Key)
+		r.Auth.APIKeys[i] = k
+	}
+	return r
+}
+
+func redactURL(raw string) string {
+	if !strings.Contains(raw, "://") {
+		return raw
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	// url.URL would escape "***"; mark the spots with a placeholder and swap it in after.
+	const placeholder = "hookd-redacted-7f3c"
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), placeholder)
+		}
+	}
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", placeholder)
+		u.RawQuery = q.Encode()
+	}
+	return strings.ReplaceAll(u.String(), placeholder, mask)
+}
+
+// String is c as YAML for logs, with masterKey, auth.adminTokens, auth.apiKeys[].key,
+// model.apiKey and any database password shown as "***".
+func (c Config) String() string {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c.redacted()); err != nil {
+		return "config: " + err.Error()
+	}
+	_ = enc.Close()
+	return b.String()
+}
+
+// GoString keeps %#v from printing secrets.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue keeps slog (whose JSON handler would otherwise marshal the struct, secrets included)
+// to the redacted form.
+func (c Config) LogValue() slog.Value {
+	var m map[string]any
+	if err := yaml.Unmarshal([]byte(c.String()), &m); err != nil {
+		return slog.StringValue(c.String())
+	}
+	return slog.AnyValue(m)
+}
+
+// ---- suggestions ----
+
+// suggest returns the candidate closest to s when it is close enough to be a likely typo.
+func suggest(s string, candidates []string) string {
+	best, bestD := "", len(s)/3+1
+	if bestD > 3 {
+		bestD = 3
+	}
+	for _, c := range candidates {
+		if d := distance(strings.ToLower(s), strings.ToLower(c)); d <= bestD && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

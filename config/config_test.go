@@ -1,0 +1,715 @@
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validKey is base64 of 32 bytes.
+var validKey = base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))
+
+func writeFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hookd.yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func sec(f float64) Duration { return Duration(f * float64(time.Second)) }
+
+func TestDefault(t *testing.T) {
+	c, err := Load("", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("Load(\"\", nil) = %+v\nwant %+v", c, Default())
+	}
+	d := Default()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen", d.Listen, "127.0.0.1:8080"},
+		{"database", d.Database, "sqlite:./data/hookd.db"},
+		{"masterKey", d.MasterKey, ""},
+		{"dataDir", d.DataDir, ""},
+		{"shutdownTimeout", d.ShutdownTimeout, sec(10)},
+		{"adminTokens", len(d.Auth.AdminTokens), 0},
+		{"apiKeys", len(d.Auth.APIKeys), 0},
+		{"allowPrivateNetworks", d.Webhooks.AllowPrivateNetworks, false},
+		{"allowCIDRs", len(d.Webhooks.AllowCIDRs), 0},
+		{"fast", d.Webhooks.Retry.Fast, []Duration{sec(1.5), sec(3), sec(6)}},
+		{"ladder", d.Webhooks.Retry.Ladder, []Duration{sec(60), sec(180), sec(300), sec(600), sec(1200), sec(1800)}},
+		{"jitter", d.Webhooks.Retry.Jitter, 0.25},
+		{"consecutiveFailures", d.Webhooks.Breaker.ConsecutiveFailures, 5},
+		{"openFor", d.Webhooks.Breaker.OpenFor, sec(30)},
+		{"interceptiveConcurrency", d.Webhooks.Bulkhead.InterceptiveConcurrency, 256},
+		{"observationalInFlight", d.Webhooks.Bulkhead.ObservationalInFlight, 1024},
+		{"provider", d.Model.Provider, "scripted"},
+		{"maxIters", d.Agent.MaxIters, 10},
+		{"tokenBudget", d.Agent.TokenBudget, 0},
+		{"heartbeat", d.SSE.Heartbeat, sec(15)},
+		{"log.level", d.Log.Level, "info"},
+		{"log.format", d.Log.Format, "auto"},
+		{"loopback", d.LoopbackOnly(), true},
+		{"dataDir resolved", d.ResolvedDataDir(), "./data"},
+	}
+	for _, c := range checks {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	// Each call returns its own slices.
+	d.Webhooks.Retry.Fast[0] = 0
+	if Default().Webhooks.Retry.Fast[0] == 0 {
+		t.Fatal("Default() shares slices between calls")
+	}
+}
+
+func TestDefaultYAMLIsDefault(t *testing.T) {
+	c, err := Load(writeFile(t, DefaultYAML), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(c, Default()) {
+		t.Fatalf("DefaultYAML loads as %+v\nwant %+v", c, Default())
+	}
+}
+
+func TestEmptyFile(t *testing.T) {
+	for _, body := range []string{"", "# only a comment\n", "---\n"} {
+		c, err := Load(writeFile(t, body), nil)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Fatalf("%q: got %+v", body, c)
+		}
+	}
+}
+
+const fullFile = `
+listen: 0.0.0.0:9090
+database: postgres://hookd@db:5432/hookd?sslmode=disable
+masterKey: ` + "%s" + `
+dataDir: /var/lib/hookd
+shutdownTimeout: 45s
+auth:
+  adminTokens: ["adm-1", "adm-2"]
+  apiKeys:
+    - {key: "key-a", userId: "user-10001", principalId: 1001}
+    - key: key-b
+      userId: user-10002
+      principalId: 1002
+webhooks:
+  allowPrivateNetworks: true
+  allowCIDRs: [10.0.0.0/8, 192.168.1.7, "fd00::/8"]
+  retry:
+    fast: [500ms, 1s]
+    ladder: [2m, 1h30m]
+    jitter: 0.5
+  breaker: {consecutiveFailures: 3, openFor: 1m}
+  bulkhead: {interceptiveConcurrency: 8, observationalInFlight: 16}
+model:
+  provider: openai
+  script: ./demo.script
+  baseURL: http://localhost:11434/v1
+  apiKey: sk-model
+  name: llama3
+agent: {maxIters: 4, tokenBudget: 20000}
+sse: {heartbeat: 5s}
+log: {level: debug, format: json}
+`
+
+func TestFullFile(t *testing.T) {
+	c, err := Load(writeFile(t, fmt.Sprintf(fullFile, validKey)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{
+		Listen:          "0.0.0.0:9090",
+		Database:        "postgres://hookd@db:5432/hookd?sslmode=disable",
+		MasterKey:       validKey,
+		DataDir:         "/var/lib/hookd",
+		ShutdownTimeout: sec(45),
+		Auth: Auth{
+			AdminTokens: []string{"adm-1", "adm-2"},
+			APIKeys: []APIKey{
+				{Key: "key-a", UserID: "user-10001", PrincipalID: 1001},
+				{Key: "key-b", UserID: "user-10002", PrincipalID: 1002},
+			},
+		},
+		Webhooks: Webhooks{
+			AllowPrivateNetworks: true,
+			AllowCIDRs:           []string{"10.0.0.0/8", "192.168.1.7", "fd00::/8"},
+			Retry:                Retry{Fast: []Duration{sec(0.5), sec(1)}, Ladder: []Duration{sec(120), sec(5400)}, Jitter: 0.5},
+			Breaker:              Breaker{ConsecutiveFailures: 3, OpenFor: sec(60)},
+			Bulkhead:             Bulkhead{InterceptiveConcurrency: 8, ObservationalInFlight: 16},
+		},
+		Model: Model{Provider: "openai", Script: "./demo.script", BaseURL: "http://localhost:11434/v1",
+			APIKey: "sk-model", Name: "llama3"},
+		Agent: Agent{MaxIters: 4, TokenBudget: 20000},
+		SSE:   SSE{Heartbeat: sec(5)},
+		Log:   Log{Level: "debug", Format: "json"},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got  %+v\nwant %+v", c, want)
+	}
+	if got := c.ResolvedDataDir(); got != "/var/lib/hookd" {
+		t.Errorf("ResolvedDataDir = %q", got)
+	}
+	wantPrefixes := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.7/32"),
+		netip.MustParsePrefix("fd00::/8")}
+	if got := c.Webhooks.AllowedPrefixes(); !reflect.DeepEqual(got, wantPrefixes) {
+		t.Errorf("AllowedPrefixes = %v", got)
+	}
+}
+
+func TestPartialFileKeepsDefaults(t *testing.T) {
+	c, err := Load(writeFile(t, "webhooks:\n  retry:\n    jitter: 0.1\nagent: {maxIters: 3}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	want.Webhooks.Retry.Jitter = 0.1
+	want.Agent.MaxIters = 3
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v", c)
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want func(*Config)
+	}{
+		{"string", []string{"HOOKD_LISTEN=127.0.0.1:9999"}, func(c *Config) { c.Listen = "127.0.0.1:9999" }},
+		{"database", []string{"HOOKD_DATABASE=postgresql://u@h/db"}, func(c *Config) { c.Database = "postgresql://u@h/db" }},
+		{"master key", []string{"HOOKD_MASTER_KEY=" + validKey}, func(c *Config) { c.MasterKey = validKey }},
+		{"value with =", []string{"HOOKD_MODEL_SCRIPT=./a=b.txt"}, func(c *Config) { c.Model.Script = "./a=b.txt" }},
+		{"nested string", []string{"HOOKD_LOG_LEVEL=debug", "HOOKD_LOG_FORMAT=text"}, func(c *Config) {
+			c.Log = Log{Level: "debug", Format: "text"}
+		}},
+		{"acronym key", []string{"HOOKD_MODEL_PROVIDER=openai", "HOOKD_MODEL_BASE_URL=https://api.example.com/v1",
+			"HOOKD_MODEL_NAME=m", "HOOKD_MODEL_API_KEY=sk"}, func(c *Config) {
+			c.Model = Model{Provider: "openai", BaseURL: "https://api.example.com/v1", Name: "m", APIKey: "sk"}
+		}},
+		{"bool", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true"}, func(c *Config) { c.Webhooks.AllowPrivateNetworks = true }},
+		{"bool 0", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=0"}, func(c *Config) {}},
+		{"int", []string{"HOOKD_WEBHOOKS_BREAKER_CONSECUTIVE_FAILURES=9", "HOOKD_AGENT_MAX_ITERS=3",
+			"HOOKD_AGENT_TOKEN_BUDGET=5000", "HOOKD_WEBHOOKS_BULKHEAD_OBSERVATIONAL_IN_FLIGHT=7"}, func(c *Config) {
+			c.Webhooks.Breaker.ConsecutiveFailures = 9
+			c.Agent.MaxIters = 3
+			c.Agent.TokenBudget = 5000
+			c.Webhooks.Bulkhead.ObservationalInFlight = 7
+		}},
+		{"float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=0.75"}, func(c *Config) { c.Webhooks.Retry.Jitter = 0.75 }},
+		{"duration", []string{"HOOKD_SSE_HEARTBEAT=2m", "HOOKD_WEBHOOKS_BREAKER_OPEN_FOR=1m30s",
+			"HOOKD_SHUTDOWN_TIMEOUT=3s"}, func(c *Config) {
+			c.SSE.Heartbeat = sec(120)
+			c.Webhooks.Breaker.OpenFor = sec(90)
+			c.ShutdownTimeout = sec(3)
+		}},
+		{"duration list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=250ms, 1s,2.5s"}, func(c *Config) {
+			c.Webhooks.Retry.Fast = []Duration{sec(0.25), sec(1), sec(2.5)}
+		}},
+		{"empty list clears", []string{"HOOKD_WEBHOOKS_RETRY_FAST="}, func(c *Config) { c.Webhooks.Retry.Fast = []Duration{} }},
+		{"string list", []string{"HOOKD_AUTH_ADMIN_TOKENS=adm-1, adm-2,"}, func(c *Config) {
+			c.Auth.AdminTokens = []string{"adm-1", "adm-2"}
+		}},
+		{"cidr list", []string{"HOOKD_WEBHOOKS_ALLOW_CIDRS=10.1.0.0/16,::1"}, func(c *Config) {
+			c.Webhooks.AllowCIDRs = []string{"10.1.0.0/16", "::1"}
+		}},
+		{"json api keys", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","userId":"u","principalId":1},{"key":"k2","userId":"u2","principalId":2}]`},
+			func(c *Config) {
+				c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "u2", PrincipalID: 2}}
+			}},
+		{"empty json clears", []string{"HOOKD_AUTH_API_KEYS="}, func(c *Config) {}},
+		{"data dir", []string{"HOOKD_DATA_DIR=/srv/hookd"}, func(c *Config) { c.DataDir = "/srv/hookd" }},
+		{"last one wins", []string{"HOOKD_LISTEN=127.0.0.1:1", "HOOKD_LISTEN=127.0.0.1:2"}, func(c *Config) {
+			c.Listen = "127.0.0.1:2"
+		}},
+		{"ignored", []string{"HOOKD_TEST_ANYTHING=1", "HOOKD_CONFIG=/etc/hookd.yaml", "PATH=/bin", "hookd_listen=x", "NOEQUALS"},
+			func(c *Config) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Load("", tt.env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Default()
+			tt.want(&want)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("got  %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestEnvBeatsFile(t *testing.T) {
+	p := writeFile(t, "listen: 127.0.0.1:7000\nwebhooks:\n  retry:\n    fast: [1s]\n    jitter: 0.1\nauth:\n  adminTokens: [from-file]\n")
+	c, err := Load(p, []string{"HOOKD_LISTEN=127.0.0.1:7001", "HOOKD_WEBHOOKS_RETRY_FAST=2s,4s", "HOOKD_AUTH_ADMIN_TOKENS=from-env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:7001" {
+		t.Errorf("listen = %q", c.Listen)
+	}
+	if !reflect.DeepEqual(c.Webhooks.Retry.Fast, []Duration{sec(2), sec(4)}) {
+		t.Errorf("fast = %v", c.Webhooks.Retry.Fast)
+	}
+	if c.Webhooks.Retry.Jitter != 0.1 {
+		t.Errorf("jitter = %v, want the file's 0.1", c.Webhooks.Retry.Jitter)
+	}
+	if !reflect.DeepEqual(c.Auth.AdminTokens, []string{"from-env"}) {
+		t.Errorf("adminTokens = %v", c.Auth.AdminTokens)
+	}
+}
+
+func TestEnvNames(t *testing.T) {
+	want := []string{
+		"HOOKD_AGENT_MAX_ITERS",
+		"HOOKD_AGENT_TOKEN_BUDGET",
+		"HOOKD_AUTH_ADMIN_TOKENS",
+		"HOOKD_AUTH_API_KEYS",
+		"HOOKD_DATABASE",
+		"HOOKD_DATA_DIR",
+		"HOOKD_LISTEN",
+		"HOOKD_LOG_FORMAT",
+		"HOOKD_LOG_LEVEL",
+		"HOOKD_MASTER_KEY",
+		"HOOKD_MODEL_API_KEY",
+		"HOOKD_MODEL_BASE_URL",
+		"HOOKD_MODEL_NAME",
+		"HOOKD_MODEL_PROVIDER",
+		"HOOKD_MODEL_SCRIPT",
+		"HOOKD_SHUTDOWN_TIMEOUT",
+		"HOOKD_SSE_HEARTBEAT",
+		"HOOKD_WEBHOOKS_ALLOW_CIDRS",
+		"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS",
+		"HOOKD_WEBHOOKS_BREAKER_CONSECUTIVE_FAILURES",
+		"HOOKD_WEBHOOKS_BREAKER_OPEN_FOR",
+		"HOOKD_WEBHOOKS_BULKHEAD_INTERCEPTIVE_CONCURRENCY",
+		"HOOKD_WEBHOOKS_BULKHEAD_OBSERVATIONAL_IN_FLIGHT",
+		"HOOKD_WEBHOOKS_RETRY_FAST",
+		"HOOKD_WEBHOOKS_RETRY_JITTER",
+		"HOOKD_WEBHOOKS_RETRY_LADDER",
+	}
+	if got := EnvNames(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("EnvNames() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestUpperSnake(t *testing.T) {
+	for in, want := range map[string]string{
+		"listen": "LISTEN", "masterKey": "MASTER_KEY", "allowCIDRs": "ALLOW_CIDRS", "baseURL": "BASE_URL",
+		"apiKeys": "API_KEYS", "observationalInFlight": "OBSERVATIONAL_IN_FLIGHT", "sse": "SSE",
+	} {
+		if got := upperSnake(in); got != want {
+			t.Errorf("upperSnake(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+		want string // the whole message, or its start when it ends in "…"
+	}{
+		{"listen not host:port", func(c *Config) { c.Listen = "8080" }, `config: listen: "8080" is not host:port…`},
+		{"listen bad port", func(c *Config) { c.Listen = "127.0.0.1:http" }, `config: listen: "127.0.0.1:http": port must be…`},
+		{"listen port range", func(c *Config) { c.Listen = "127.0.0.1:70000" }, `config: listen: "127.0.0.1:70000": port must be…`},
+		{"database scheme", func(c *Config) { c.Database = "mysql://u:pw@h/db" }, `config: database: must start with…`},
+		{"database sqlite path", func(c *Config) { c.Database = "sqlite:" }, `config: database: sqlite: needs a file path…`},
+		{"masterKey base64", func(c *Config) { c.MasterKey = "not base64!!" }, `config: masterKey: not valid base64…`},
+		{"masterKey length", func(c *Config) { c.MasterKey = base64.StdEncoding.EncodeToString(make([]byte, 16)) },
+			`config: masterKey: must decode to exactly 32 bytes, got 16`},
+		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, `config: shutdownTimeout: must be greater than 0`},
+		{"adminTokens empty", func(c *Config) { c.Auth.AdminTokens = []string{"a", " "} }, `config: auth.adminTokens[1]: must not be empty`},
+		{"apiKey key", func(c *Config) { c.Auth.APIKeys = []APIKey{{UserID: "u", PrincipalID: 1}} }, `config: auth.apiKeys[0].key: must not be empty`},
+		{"apiKey userId", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", PrincipalID: 1}} }, `config: auth.apiKeys[0].userId: must not be empty`},
+		{"apiKey principalId", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u"}} }, `config: auth.apiKeys[0].principalId: must be greater than 0`},
+		{"apiKey duplicate", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}, {Key: "k", UserID: "v", PrincipalID: 2}}
+		}, `config: auth.apiKeys[1].key: same key as auth.apiKeys[0]`},
+		{"allowCIDRs", func(c *Config) { c.Webhooks.AllowCIDRs = []string{"10.0.0.0/8", "10.0.0.0/99"} },
+			`config: webhooks.allowCIDRs[1]: "10.0.0.0/99" is not a CIDR or IP address`},
+		{"allowCIDRs word", func(c *Config) { c.Webhooks.AllowCIDRs = []string{"intranet"} },
+			`config: webhooks.allowCIDRs[0]: "intranet" is not a CIDR or IP address`},
+		{"retry fast", func(c *Config) { c.Webhooks.Retry.Fast = []Duration{sec(1), 0} }, `config: webhooks.retry.fast[1]: must be greater than 0`},
+		{"retry ladder", func(c *Config) { c.Webhooks.Retry.Ladder = []Duration{-sec(1)} }, `config: webhooks.retry.ladder[0]: must be greater than 0`},
+		{"jitter high", func(c *Config) { c.Webhooks.Retry.Jitter = 1.5 }, `config: webhooks.retry.jitter: must be between 0 and 1`},
+		{"jitter negative", func(c *Config) { c.Webhooks.Retry.Jitter = -0.1 }, `config: webhooks.retry.jitter: must be between 0 and 1`},
+		{"consecutiveFailures", func(c *Config) { c.Webhooks.Breaker.ConsecutiveFailures = 0 }, `config: webhooks.breaker.consecutiveFailures: must be at least 1`},
+		{"openFor", func(c *Config) { c.Webhooks.Breaker.OpenFor = 0 }, `config: webhooks.breaker.openFor: must be greater than 0`},
+		{"interceptiveConcurrency", func(c *Config) { c.Webhooks.Bulkhead.InterceptiveConcurrency = 0 }, `config: webhooks.bulkhead.interceptiveConcurrency: must be at least 1`},
+		{"observationalInFlight", func(c *Config) { c.Webhooks.Bulkhead.ObservationalInFlight = -1 }, `config: webhooks.bulkhead.observationalInFlight: must be at least 1`},
+		{"provider", func(c *Config) { c.Model.Provider = "anthropic" }, `config: model.provider: "anthropic" is not one of scripted, openai`},
+		{"openai baseURL", func(c *Config) { c.Model.Provider, c.Model.Name = "openai", "m" }, `config: model.baseURL: required when model.provider is openai`},
+		{"openai baseURL scheme", func(c *Config) { c.Model.Provider, c.Model.Name, c.Model.BaseURL = "openai", "m", "localhost:1234" },
+			`config: model.baseURL: must be an http:// or https:// URL`},
+		{"openai name", func(c *Config) { c.Model.Provider, c.Model.BaseURL = "openai", "http://x/v1" }, `config: model.name: required when model.provider is openai`},
+		{"maxIters", func(c *Config) { c.Agent.MaxIters = 0 }, `config: agent.maxIters: must be at least 1`},
+		{"tokenBudget", func(c *Config) { c.Agent.TokenBudget = -1 }, `config: agent.tokenBudget: must be 0 (no budget) or more`},
+		{"heartbeat", func(c *Config) { c.SSE.Heartbeat = Duration(500 * time.Millisecond) }, `config: sse.heartbeat: must be at least 1s`},
+		{"log level", func(c *Config) { c.Log.Level = "trace" }, `config: log.level: "trace" is not one of debug, info, warn, error`},
+		{"log format", func(c *Config) { c.Log.Format = "xml" }, `config: log.format: "xml" is not one of auto, json, text`},
+		{"not loopback", func(c *Config) { c.Listen = "0.0.0.0:8080" },
+			`config: listen: 0.0.0.0:8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
+		{"all interfaces", func(c *Config) { c.Listen = ":8080" },
+			`config: listen: :8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mod(&c)
+			err := c.Validate()
+			if err == nil {
+				t.Fatal("Validate() = nil")
+			}
+			if prefix, ok := strings.CutSuffix(tt.want, "…"); ok {
+				if !strings.HasPrefix(err.Error(), prefix) {
+					t.Fatalf("Validate() = %q\nwant prefix %q", err, prefix)
+				}
+			} else if err.Error() != tt.want {
+				t.Fatalf("Validate() = %q\nwant %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestValidateAccepts(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*Config)
+	}{
+		{"defaults", func(c *Config) {}},
+		{"postgresql", func(c *Config) { c.Database = "postgresql://u@h:5432/db?sslmode=disable" }},
+		{"sqlite absolute", func(c *Config) { c.Database = "sqlite:/var/lib/hookd/hookd.db" }},
+		{"master key", func(c *Config) { c.MasterKey = validKey }},
+		{"ephemeral port", func(c *Config) { c.Listen = "127.0.0.1:0" }},
+		{"public with admin token", func(c *Config) { c.Listen, c.Auth.AdminTokens = "0.0.0.0:8080", []string{"t"} }},
+		{"public with api key", func(c *Config) {
+			c.Listen, c.Auth.APIKeys = ":8080", []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}}
+		}},
+		{"openai", func(c *Config) {
+			c.Model = Model{Provider: "openai", BaseURL: "https://api.openai.com/v1", Name: "gpt"}
+		}},
+		{"edge values", func(c *Config) {
+			c.Webhooks.Retry.Jitter = 0
+			c.Webhooks.Retry.Fast = nil
+			c.SSE.Heartbeat = sec(1)
+			c.Webhooks.AllowCIDRs = []string{"169.254.169.254", "fe80::/10"}
+		}},
+	}
+	for _, tt := range tests {
+		c := Default()
+		tt.mod(&c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+		}
+	}
+}
+
+func TestValidateReportsEveryError(t *testing.T) {
+	c := Default()
+	c.Agent.MaxIters = 0
+	c.Log.Level = "loud"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("nil")
+	}
+	for _, k := range []string{"config: agent.maxIters:", "config: log.level:"} {
+		if !strings.Contains(err.Error(), k) {
+			t.Errorf("%q does not mention %s", err, k)
+		}
+	}
+}
+
+func TestFileErrors(t *testing.T) {
+	tests := []struct {
+		name, body, want string
+	}{
+		{"unknown top-level key", "listen: 127.0.0.1:1\nlistn: x\n", `config: listn: unknown key (did you mean "listen"?)`},
+		{"unknown nested key", "webhooks:\n  retry:\n    jiter: 0.1\n", `config: webhooks.retry.jiter: unknown key (did you mean "jitter"?)`},
+		{"unknown key no suggestion", "webhooks:\n  breaker:\n    somethingElse: 1\n", `config: webhooks.breaker.somethingElse: unknown key`},
+		{"unknown key in list item", "auth:\n  apiKeys:\n    - {key: k, userId: u, principalId: 1, role: admin}\n", `config: auth.apiKeys[0].role: unknown key`},
+		{"bad duration", "webhooks:\n  breaker:\n    openFor: abc\n", `config: webhooks.breaker.openFor: "abc" is not a duration`},
+		{"bare number duration", "sse:\n  heartbeat: 15\n", `config: sse.heartbeat: "15" is not a duration (add a unit: 15s)`},
+		{"bad duration in list", "webhooks:\n  retry:\n    fast: [1s, soon]\n", `config: webhooks.retry.fast[1]: "soon" is not a duration`},
+		{"bad int", "agent:\n  maxIters: many\n", `config: agent.maxIters: "many" is not an integer`},
+		{"float for int", "webhooks:\n  bulkhead:\n    interceptiveConcurrency: 1.5\n", `config: webhooks.bulkhead.interceptiveConcurrency: "1.5" is not an integer`},
+		{"bad bool", "webhooks:\n  allowPrivateNetworks: perhaps\n", `config: webhooks.allowPrivateNetworks: "perhaps" is not a boolean (true or false)`},
+		{"bad float", "webhooks:\n  retry:\n    jitter: lots\n", `config: webhooks.retry.jitter: "lots" is not a number`},
+		{"list for scalar", "listen: [a, b]\n", `config: listen: expected a string, got a list`},
+		{"scalar for list", "webhooks:\n  retry:\n    fast: 1s\n", `config: webhooks.retry.fast: expected a list, got a single value`},
+		{"scalar for section", "webhooks: yes\n", `config: webhooks: expected a mapping, got a single value`},
+		{"duplicate key", "listen: 127.0.0.1:1\nlisten: 127.0.0.1:2\n", `config: listen: defined more than once`},
+		{"top level list", "- a\n- b\n", `config: (top level): expected a mapping, got a list`},
+		{"validation after file", "webhooks:\n  retry:\n    jitter: 2\n", `config: webhooks.retry.jitter: must be between 0 and 1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tt.body), nil)
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("err = %q\nwant  %q", err, tt.want)
+			}
+		})
+	}
+
+	t.Run("syntax error names the file", func(t *testing.T) {
+		p := writeFile(t, "listen: [unclosed\n")
+		_, err := Load(p, nil)
+		if err == nil || !strings.HasPrefix(err.Error(), "config: "+p+": yaml:") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("two documents", func(t *testing.T) {
+		p := writeFile(t, "listen: 127.0.0.1:1\n---\nlisten: 127.0.0.1:2\n")
+		_, err := Load(p, nil)
+		if err == nil || err.Error() != "config: "+p+": more than one YAML document" {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("missing file", func(t *testing.T) {
+		_, err := Load(filepath.Join(t.TempDir(), "nope.yaml"), nil)
+		if !errors.Is(err, os.ErrNotExist) || !strings.HasPrefix(err.Error(), "config: ") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("merge keys", func(t *testing.T) {
+		body := "x-breaker: &b {consecutiveFailures: 2, openFor: 5s}\n"
+		if _, err := Load(writeFile(t, body), nil); err == nil || !strings.Contains(err.Error(), "config: x-breaker: unknown key") {
+			t.Fatalf("err = %v", err)
+		}
+		body = "webhooks:\n  breaker:\n    <<: {consecutiveFailures: 2, openFor: 5s}\n    openFor: 6s\n"
+		c, err := Load(writeFile(t, body), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Webhooks.Breaker != (Breaker{ConsecutiveFailures: 2, OpenFor: sec(6)}) {
+			t.Fatalf("breaker = %+v", c.Webhooks.Breaker)
+		}
+	})
+}
+
+func TestEnvErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"unknown variable", []string{"HOOKD_LISTN=x"}, `config: HOOKD_LISTN: no such setting (did you mean HOOKD_LISTEN?)`},
+		{"unknown variable no suggestion", []string{"HOOKD_FROBNICATE=1"}, `config: HOOKD_FROBNICATE: no such setting`},
+		{"section is not a setting", []string{"HOOKD_WEBHOOKS_RETRY=1s"}, `config: HOOKD_WEBHOOKS_RETRY: names a section, not a setting (set its keys, e.g. HOOKD_WEBHOOKS_RETRY_FAST)`},
+		{"top section", []string{"HOOKD_MODEL=openai"}, `config: HOOKD_MODEL: names a section, not a setting (set its keys, e.g. HOOKD_MODEL_PROVIDER)`},
+		{"partial name is no section", []string{"HOOKD_AUTH_API=x"}, `config: HOOKD_AUTH_API: no such setting`},
+		{"bad bool", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=maybe"},
+			`config: HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: webhooks.allowPrivateNetworks: "maybe" is not a boolean (true or false)`},
+		{"empty bool", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS="},
+			`config: HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: webhooks.allowPrivateNetworks: "" is not a boolean (true or false)`},
+		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
+		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
+		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
+		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
+		{"bad json", []string{"HOOKD_AUTH_API_KEYS=key-secret"},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: invalid JSON at offset 1`},
+		{"json unknown field", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","user":"u","principalId":1}]`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: json: unknown field "user"`},
+		{"validation names the variable", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=2"},
+			`config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: must be between 0 and 1`},
+		{"validation of a list item names the variable", []string{"HOOKD_WEBHOOKS_ALLOW_CIDRS=10.0.0.0/8,nope"},
+			`config: HOOKD_WEBHOOKS_ALLOW_CIDRS: webhooks.allowCIDRs[1]: "nope" is not a CIDR or IP address`},
+		{"validation of json keys names the variable", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","userId":"u"}]`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys[0].principalId: must be greater than 0`},
+		{"non-loopback refusal from env", []string{"HOOKD_LISTEN=0.0.0.0:8080"},
+			`config: listen: 0.0.0.0:8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load("", tt.env)
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			if err.Error() != tt.want {
+				t.Fatalf("err = %q\nwant  %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoopbackOnly(t *testing.T) {
+	for listen, want := range map[string]bool{
+		"127.0.0.1:0":          true,
+		"127.0.0.1:8080":       true,
+		"127.1.2.3:8080":       true,
+		"localhost:8080":       true,
+		"LocalHost:8080":       true,
+		"[::1]:8080":           true,
+		"[::ffff:127.0.0.1]:1": true,
+		"0.0.0.0:8080":         false,
+		":8080":                false,
+		"[::]:8080":            false,
+		"192.168.1.5:8080":     false,
+		"example.com:8080":     false,
+		"localhost.evil:80":    false,
+		"garbage":              false,
+	} {
+		c := Default()
+		c.Listen = listen
+		if got := c.LoopbackOnly(); got != want {
+			t.Errorf("LoopbackOnly(%q) = %v, want %v", listen, got, want)
+		}
+		// Loopback addresses need no credentials; others are refused without them.
+		err := c.Validate()
+		if listen == "garbage" {
+			continue
+		}
+		if want && err != nil {
+			t.Errorf("%q: %v", listen, err)
+		}
+		if !want && (err == nil || !strings.Contains(err.Error(), "is not loopback")) {
+			t.Errorf("%q: err = %v, want the refusal", listen, err)
+		}
+	}
+}
+
+func TestResolvedDataDir(t *testing.T) {
+	tests := []struct{ dataDir, database, want string }{
+		{"/srv/x", "sqlite:./data/hookd.db", "/srv/x"},
+		{"", "sqlite:./data/hookd.db", "./data"},
+		{"", "sqlite:/var/lib/hookd/h.db", "/var/lib/hookd"},
+		{"", "sqlite:///var/lib/hookd/h.db", "/var/lib/hookd"},
+		{"", "sqlite:h.db", "."},
+		{"", "sqlite:/h.db", "/"},
+		{"", "sqlite:state/h.db?cache=shared", "state"},
+		{"", "sqlite::memory:", "./data"},
+		{"", "postgres://u@h:5432/db", "./data"},
+		{"/srv/pg", "postgres://u@h:5432/db", "/srv/pg"},
+	}
+	for _, tt := range tests {
+		c := Config{DataDir: tt.dataDir, Database: tt.database}
+		if got := c.ResolvedDataDir(); got != tt.want {
+			t.Errorf("ResolvedDataDir(%q, %q) = %q, want %q", tt.dataDir, tt.database, got, tt.want)
+		}
+	}
+}
+
+func TestStringHidesSecrets(t *testing.T) {
+	c, err := Load(writeFile(t, fmt.Sprintf(fullFile, validKey)), []string{
+		"HOOKD_DATABASE=postgres://hookd:db-password@db:5432/hookd?sslmode=disable",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := c.String()
+	secrets := []string{validKey, "adm-1", "adm-2", "key-a", "key-b", "sk-model", "db-password"}
+
+	var slogBuf bytes.Buffer
+	slog.New(slog.NewJSONHandler(&slogBuf, nil)).Info("config", "config", c)
+	var textBuf bytes.Buffer
+	slog.New(slog.NewTextHandler(&textBuf, nil)).Info("config", "config", c)
+	outputs := map[string]string{
+		"String": c.String(), "%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c),
+		"slog json": slogBuf.String(), "slog text": textBuf.String(),
+	}
+	for name, out := range outputs {
+		for _, s := range secrets {
+			if strings.Contains(out, s) {
+				t.Errorf("%s output contains secret %q:\n%s", name, s, out)
+			}
+		}
+	}
+	for _, want := range []string{"masterKey: '***'", "- '***'", "key: '***'", "apiKey: '***'", "userId: user-10001",
+		"hookd:***@db:5432", "listen: 0.0.0.0:9090", "- 500ms", "- 1h30m", "openFor: 1m"} {
+		if !strings.Contains(orig, want) {
+			t.Errorf("String() lacks %q:\n%s", want, orig)
+		}
+	}
+	// Redaction works on a copy.
+	if c.MasterKey != validKey || c.Auth.AdminTokens[0] != "adm-1" || c.Auth.APIKeys[0].Key != "key-a" ||
+		c.Model.APIKey != "sk-model" || !strings.Contains(c.Database, "db-password") {
+		t.Fatalf("String() modified the config: %+v", []any{c.MasterKey, c.Auth, c.Model.APIKey, c.Database})
+	}
+	// Unset secrets stay visibly unset.
+	if s := Default().String(); !strings.Contains(s, `masterKey: ""`) || strings.Contains(s, "***") {
+		t.Errorf("default String():\n%s", s)
+	}
+}
+
+func TestStringRoundTrips(t *testing.T) {
+	// Without secrets, String() is a loadable config equal to the original.
+	c := Default()
+	c.Webhooks.Retry.Fast = []Duration{sec(1.5), Duration(90 * time.Minute)}
+	c.Auth.APIKeys = []APIKey{}
+	got, err := Load(writeFile(t, c.String()), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, c) {
+		t.Fatalf("round trip: %+v\nwant %+v", got, c)
+	}
+}
+
+func TestErrorsHideSecrets(t *testing.T) {
+	const secret = "s3cret-token-value"
+	tests := []struct {
+		name string
+		body string
+		env  []string
+	}{
+		{"master key too short in file", "masterKey: " + base64.StdEncoding.EncodeToString([]byte(secret)) + "\n", nil},
+		{"master key not base64 in env", "", []string{"HOOKD_MASTER_KEY=" + secret}},
+		{"token where a list belongs", "auth:\n  adminTokens: " + secret + "\n", nil},
+		{"key where a mapping belongs", "auth:\n  apiKeys: [" + secret + "]\n", nil},
+		{"model key as a list", "model:\n  apiKey: [" + secret + "]\n", nil},
+		{"database with password", "database: mysql://u:" + secret + "@h/db\n", nil},
+		{"json keys", "", []string{`HOOKD_AUTH_API_KEYS=[{"key":"` + secret + `"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := ""
+			if tt.body != "" {
+				path = writeFile(t, tt.body)
+			}
+			_, err := Load(path, tt.env)
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			if strings.Contains(err.Error(), secret) ||
+				strings.Contains(err.Error(), base64.StdEncoding.EncodeToString([]byte(secret))) {
+				t.Fatalf("error reveals the secret: %v", err)
+			}
+		})
+	}
+}
+
+func TestDurationString(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		1500 * time.Millisecond: "1.5s", time.Minute: "1m", 90 * time.Minute: "1h30m", 2 * time.Hour: "2h",
+		30 * time.Second: "30s", 0: "0s", 61 * time.Second: "1m1s",
+	} {
+		if got := Duration(d).String(); got != want {
+			t.Errorf("Duration(%v).String() = %q, want %q", d, got, want)
+		}
+	}
+}
