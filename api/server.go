@@ -23,6 +23,7 @@ const MaxBodyBytes = 1 << 20
 type Deps struct {
 	DB          *storage.DB
 	Hooks       *dispatcher.Registry
+	Dispatcher  *dispatcher.Dispatcher
 	AdminTokens []string
 	// LoopbackOnly is true when the daemon listens on loopback; only then may the admin API go
 	// without tokens.
@@ -63,6 +64,13 @@ func New(d Deps) http.Handler {
 	admin.GET("/hooks/:id", h.get)
 	admin.PUT("/hooks/:id", h.replace)
 	admin.DELETE("/hooks/:id", h.delete)
+	da := dispatchAPI{d: d.Dispatcher, db: d.DB}
+	admin.POST("/hooks/dispatch", da.dispatch)
+	admin.POST("/hooks/:id/test", da.probe)
+	admin.GET("/deliveries", da.deliveries)
+	admin.POST("/deliveries/:id/redeliver", da.redeliver)
+	admin.GET("/decisions", da.decisions)
+	admin.GET("/breakers", da.breakers)
 	return r
 }
 

@@ -26,6 +26,7 @@ type Registry struct {
 type snapshot struct {
 	version string
 	byType  map[HookType][]*boundHook // enabled hooks, in chain order (priority, then id)
+	all     map[int64]*boundHook      // every hook, enabled or not
 }
 
 // boundHook is a hook with its toolNameMatch compiled.
@@ -69,21 +70,22 @@ func (r *Registry) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}}
+	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}, all: map[int64]*boundHook{}}
 	for _, row := range rows {
 		h, err := fromRow(row)
 		if err != nil {
 			return err
-		}
-		if !*h.Enabled {
-			continue
 		}
 		m, err := ParseNameMatch(h.ToolNameMatch)
 		if err != nil { // validated on the way in; a bad row is skipped, not fatal
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
-		s.byType[h.HookType] = append(s.byType[h.HookType], &boundHook{Hook: h, match: m})
+		b := &boundHook{Hook: h, match: m}
+		s.all[h.ID] = b
+		if *h.Enabled {
+			s.byType[h.HookType] = append(s.byType[h.HookType], b)
+		}
 	}
 	for _, hooks := range s.byType {
 		slices.SortFunc(hooks, func(a, b *boundHook) int {
@@ -209,4 +211,14 @@ func toRow(h *Hook) (storage.Hook, error) {
 
 func fromRow(row storage.Hook) (Hook, error) {
 	return join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
+}
+
+// byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
+// deliveries of a hook disabled after they were queued are still delivered.
+func (r *Registry) byID(id int64) *Hook {
+	h := r.snap.Load().all[id]
+	if h == nil {
+		return nil
+	}
+	return &h.Hook
 }

@@ -64,6 +64,10 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 				return nil, fmt.Errorf("storage: create %s: %w", dir, err)
 			}
 		}
+		// The file holds the outbox and the decision log: keep it to the daemon's user.
+		if f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600); err == nil {
+			f.Close()
+		}
 		// WAL lets readers run beside the writer; _txlock=immediate takes the write lock at BEGIN so
 		// two writers never deadlock upgrading a read lock; synchronous=FULL fsyncs each commit.
 		q := "?_journal_mode=WAL&_busy_timeout=5000&_txlock=immediate&_foreign_keys=on&_synchronous=FULL"

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/breaker"
+	"github.com/hookd/hookd/config"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/storage"
+)
+
+// serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
+func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+	log.Info("starting hookd", "version", version, "config", cfg)
+	key, created, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
+	if err != nil {
+		return err
+	}
+	if created {
+		log.Warn("generated a master key; back it up, secrets cannot be read without it",
+			"path", cfg.ResolvedDataDir()+"/master.key")
+	}
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: key, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	hooks, err := dispatcher.NewRegistry(ctx, db, log)
+	if err != nil {
+		return fmt.Errorf("load hooks: %w", err)
+	}
+	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
+		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
+	disp := dispatcher.New(db, hooks, log, dispatcher.Settings{
+		Retry: dispatcher.RetryPolicy{Fast: durations(cfg.Webhooks.Retry.Fast), Ladder: durations(cfg.Webhooks.Retry.Ladder),
+			Jitter: cfg.Webhooks.Retry.Jitter},
+		Breaker: breaker.Settings{ConsecutiveFailures: uint32(cfg.Webhooks.Breaker.ConsecutiveFailures),
+			OpenFor: cfg.Webhooks.Breaker.OpenFor.Std()},
+		InterceptiveConcurrency: cfg.Webhooks.Bulkhead.InterceptiveConcurrency,
+		ObservationalInFlight:   cfg.Webhooks.Bulkhead.ObservationalInFlight,
+		Transport:               guard.Transport(),
+		Version:                 version,
+	})
+	if err := disp.Start(ctx); err != nil {
+		return fmt.Errorf("start dispatcher: %w", err)
+	}
+	regCtx, stopReg := context.WithCancel(context.Background())
+	defer stopReg()
+	go hooks.Run(regCtx)
+
+	loopback := cfg.LoopbackOnly()
+	if len(cfg.Auth.AdminTokens) == 0 && len(cfg.Auth.APIKeys) == 0 {
+		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only", "listen", cfg.Listen)
+	}
+	srv := &http.Server{
+		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, AdminTokens: cfg.Auth.AdminTokens,
+			LoopbackOnly: loopback, Log: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String(), "database", string(db.Dialect()))
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	}
+	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "err", err)
+	}
+	disp.Stop(sctx)
+	stopReg()
+	log.Info("stopped")
+	return nil
+}
+
+func durations(ds []config.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d.Std()
+	}
+	return out
+}
+
+// newLogger writes JSON lines, or text when format is auto and stderr is a terminal.
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(c.Level)))
+	opts := &slog.HandlerOptions{Level: level}
+	text := c.Format == "text"
+	if c.Format == "auto" || c.Format == "" {
+		if f, ok := w.(*os.File); ok {
+			if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+				text = true
+			}
+		}
+	}
+	if text {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

@@ -1,0 +1,196 @@
+// Package dispatcher sends lifecycle events to the hooks registered for them. Interceptive points
+// (user_message, pre_tool_use, pre_scheduled_task) wait for allow / deny / modify; observational
+// points are written to a durable outbox and delivered by workers with retries.
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hookd/hookd/breaker"
+	"github.com/hookd/hookd/storage"
+)
+
+// Settings tune the dispatcher; zero values take the documented defaults.
+type Settings struct {
+	Retry                   RetryPolicy
+	Breaker                 breaker.Settings
+	InterceptiveConcurrency int // concurrent interceptive calls; over it a call resolves by failureMode
+	ObservationalInFlight   int // deliveries in flight; over it rows wait in the outbox
+	// Transport carries every outbound request; it should be the SSRF guard's.
+	Transport http.RoundTripper
+	Version   string
+	// Lease is how long a claimed delivery stays claimed before the rescuer returns it to the
+	// queue; it must exceed the longest hook timeout.
+	Lease time.Duration
+}
+
+// RetryPolicy is the observational retry ladder: a fast tier truncated by a hook's maxRetries, then
+// the minute ladder, each delay jittered by ±Jitter.
+type RetryPolicy struct {
+	Fast   []time.Duration
+	Ladder []time.Duration
+	Jitter float64
+}
+
+// DefaultRetry is the source document's ladder.
+var DefaultRetry = RetryPolicy{
+	Fast:   []time.Duration{1500 * time.Millisecond, 3 * time.Second, 6 * time.Second},
+	Ladder: []time.Duration{time.Minute, 3 * time.Minute, 5 * time.Minute, 10 * time.Minute, 20 * time.Minute, 30 * time.Minute},
+	Jitter: 0.25,
+}
+
+// delay is the wait before the next attempt after `done` attempts; ok is false when the ladder is
+// spent.
+func (p RetryPolicy) delay(done, maxRetries int) (time.Duration, bool) {
+	fast := p.Fast[:min(max(maxRetries, 0), len(p.Fast))]
+	i := done - 1
+	var d time.Duration
+	switch {
+	case i < len(fast):
+		d = fast[i]
+	case i-len(fast) < len(p.Ladder):
+		d = p.Ladder[i-len(fast)]
+	default:
+		return 0, false
+	}
+	if p.Jitter > 0 {
+		d = time.Duration(float64(d) * (1 + p.Jitter*(2*rand.Float64()-1)))
+	}
+	return d, true
+}
+
+// maxRetryAfter caps how long a receiver's Retry-After can push a delivery out.
+const maxRetryAfter = 30 * time.Minute
+
+// Dispatcher runs hooks. Its methods are safe for concurrent use.
+type Dispatcher struct {
+	db       *storage.DB
+	reg      *Registry
+	log      *slog.Logger
+	set      Settings
+	send     *sender
+	breakers *breaker.Set
+
+	interceptSlots chan struct{} // bulkhead: one token per interceptive call in flight
+	deliverySlots  chan struct{} // bulkhead: one token per delivery in flight
+
+	// Writers own these channels' receiving ends; any goroutine may send.
+	enqueue     chan enqueueReq       // to the group committer
+	completions chan storage.Outcome  // to the completion writer
+	decisions   chan storage.Decision // to the decision log writer
+	wake        chan struct{}         // to the claimer: work may be due
+
+	bulkheadRejected atomic.Int64
+
+	// stopMu makes Stop wait for Observe calls already handing rows to the committer.
+	stopMu  sync.RWMutex
+	stopped bool
+
+	runCtx    context.Context // ends when Stop begins: no new claims
+	stopClaim context.CancelFunc
+	sendCtx   context.Context // ends when the shutdown bound passes: in-flight requests abort
+	stopSend  context.CancelFunc
+	claimers  sync.WaitGroup
+	inflight  sync.WaitGroup
+	writers   sync.WaitGroup
+	stopOnce  sync.Once
+	closeWrit chan struct{}
+}
+
+// New builds a dispatcher over db and the hooks of reg. Call Start to deliver.
+func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatcher {
+	if s.Retry.Fast == nil && s.Retry.Ladder == nil {
+		s.Retry = DefaultRetry
+	}
+	if s.InterceptiveConcurrency <= 0 {
+		s.InterceptiveConcurrency = 256
+	}
+	if s.ObservationalInFlight <= 0 {
+		s.ObservationalInFlight = 1024
+	}
+	if s.Transport == nil {
+		s.Transport = http.DefaultTransport
+	}
+	if s.Lease <= 0 {
+		s.Lease = 2 * time.Duration(MaxTimeoutMs) * time.Millisecond
+	}
+	d := &Dispatcher{
+		db: db, reg: reg, log: log, set: s,
+		send:           newSender(s.Transport, s.Version),
+		breakers:       breaker.New(s.Breaker),
+		interceptSlots: make(chan struct{}, s.InterceptiveConcurrency),
+		deliverySlots:  make(chan struct{}, s.ObservationalInFlight),
+		enqueue:        make(chan enqueueReq, 4096),
+		completions:    make(chan storage.Outcome, 4096),
+		decisions:      make(chan storage.Decision, 8192),
+		wake:           make(chan struct{}, 1),
+		closeWrit:      make(chan struct{}),
+	}
+	d.breakers.OnStateChange(func(url, from, to string) {
+		log.Warn("breaker state changed", "url", url, "from", from, "to", to)
+	})
+	d.runCtx, d.stopClaim = context.WithCancel(context.Background())
+	d.sendCtx, d.stopSend = context.WithCancel(context.Background())
+	d.writers.Add(3)
+	go d.commitLoop()
+	go d.completionLoop()
+	go d.decisionLoop()
+	return d
+}
+
+// Start begins delivering queued events.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	if d.db.Dialect() == storage.SQLite {
+		// One process owns a SQLite file, so whatever it left in flight died with it.
+		if _, err := d.db.RescueDeliveries(ctx, time.Now().Add(d.set.Lease+time.Hour)); err != nil {
+			return err
+		}
+	}
+	d.claimers.Add(2)
+	go d.claimLoop()
+	go d.rescueLoop()
+	return nil
+}
+
+// Stop stops claiming, lets deliveries in flight finish until ctx ends (then aborts them: their
+// rows are reclaimed on the next start), and flushes every writer. Observe must not be called
+// after Stop begins. Stop is idempotent.
+func (d *Dispatcher) Stop(ctx context.Context) {
+	d.stopOnce.Do(func() {
+		d.stopMu.Lock()
+		d.stopped = true
+		d.stopMu.Unlock()
+		d.stopClaim()
+		d.claimers.Wait()
+		done := make(chan struct{})
+		go func() { d.inflight.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			d.stopSend()
+			<-done
+		}
+		close(d.closeWrit)
+		d.writers.Wait()
+		d.stopSend()
+	})
+}
+
+// Breakers lists the circuit breaker of every callback URL seen.
+func (d *Dispatcher) Breakers() []breaker.Status { return d.breakers.States() }
+
+// BulkheadRejected counts interceptive calls resolved by failureMode because the bulkhead was full.
+func (d *Dispatcher) BulkheadRejected() int64 { return d.bulkheadRejected.Load() }
+
+func (d *Dispatcher) poke() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,242 @@
+package dispatcher
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SchemaVersion of the envelope.
+const SchemaVersion = "1.0"
+
+// Event is one occurrence at a lifecycle point, as a caller hands it to Intercept or Observe.
+type Event struct {
+	HookType    HookType
+	TraceID     string
+	SessionID   *int64
+	PrincipalID *int64
+	AgentID     *int64
+	// Context is the hookType's context struct (PreToolUseContext, …) or raw JSON of that shape.
+	Context any
+	// OccurredAt defaults to now.
+	OccurredAt time.Time
+}
+
+// toolName is what toolNameMatch is tested against.
+func (e *Event) toolName() string {
+	switch c := e.Context.(type) {
+	case *PreToolUseContext:
+		return c.ToolName
+	case *PostToolUseContext:
+		return c.ToolName
+	}
+	return ""
+}
+
+// Envelope is the body of every webhook request, in the field order of the source document.
+// EventID and OccurredAt are fixed when the event is queued; DispatchedAt and DeliveryAttempt
+// change with every attempt, and the body is signed anew each time.
+type Envelope struct {
+	SchemaVersion   string          `json:"schemaVersion"`
+	EventID         string          `json:"eventId"`
+	HookType        HookType        `json:"hookType"`
+	HookName        string          `json:"hookName"`
+	OccurredAt      int64           `json:"occurredAt"`
+	DispatchedAt    int64           `json:"dispatchedAt"`
+	DeliveryAttempt int             `json:"deliveryAttempt"`
+	TraceID         *string         `json:"traceId"`
+	SessionID       *int64          `json:"sessionId"`
+	PrincipalID     *int64          `json:"principalId"`
+	AgentID         *int64          `json:"agentId"`
+	Context         json.RawMessage `json:"context"`
+}
+
+// Value is a tool's arguments or output: the JSON itself when the text is valid JSON, else the
+// text as a JSON string.
+type Value string
+
+// MarshalJSON implements the rule above.
+func (v Value) MarshalJSON() ([]byte, error) {
+	b := []byte(v)
+	if len(bytes.TrimSpace(b)) > 0 && json.Valid(b) {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, b); err == nil {
+			return buf.Bytes(), nil
+		}
+	}
+	return json.Marshal(string(v))
+}
+
+// UnmarshalJSON keeps JSON as its text and a string as its content.
+func (v *Value) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*v = Value(s)
+		return nil
+	}
+	if string(b) == "null" {
+		*v = ""
+		return nil
+	}
+	*v = Value(b)
+	return nil
+}
+
+// PreToolUseContext is the context of pre_tool_use. A modify decision's value is the new
+// arguments as a JSON string.
+type PreToolUseContext struct {
+	ToolName   string `json:"toolName"`
+	ToolCallID string `json:"toolCallId"`
+	Arguments  Value  `json:"arguments"`
+}
+
+// PostToolUseContext is the context of post_tool_use.
+type PostToolUseContext struct {
+	ToolName     string  `json:"toolName"`
+	ToolCallID   string  `json:"toolCallId"`
+	Arguments    Value   `json:"arguments"`
+	Output       Value   `json:"output"`
+	Succeeded    bool    `json:"succeeded"`
+	ErrorMessage *string `json:"errorMessage"`
+	DurationMs   int64   `json:"durationMs"`
+}
+
+// TriggerSource says where a run came from; channel fields are null for non-channel messages.
+type TriggerSource struct {
+	SourceType      string  `json:"sourceType"`
+	ChannelType     *string `json:"channelType"`
+	ChannelProvider *string `json:"channelProvider"`
+}
+
+// Trigger source types (lower case on the wire).
+const (
+	SourceHuman     = "human_message"
+	SourceScheduled = "scheduled_task"
+	SourceAPI       = "api_call"
+	SourceInternal  = "internal"
+)
+
+// UserMessageContext is the context of user_message. A modify decision's value is the new input.
+type UserMessageContext struct {
+	UserInput     string        `json:"userInput"`
+	ChatMode      string        `json:"chatMode"`
+	TriggerSource TriggerSource `json:"triggerSource"`
+	BizKey        *string       `json:"bizKey"`
+	UserNickname  *string       `json:"userNickname"`
+}
+
+// SessionStartContext is the context of session_start.
+type SessionStartContext struct {
+	NewSession bool `json:"newSession"`
+}
+
+// AgentCompletionContext is the context of agent_completion.
+type AgentCompletionContext struct {
+	Succeeded          bool    `json:"succeeded"`
+	ErrorMessage       *string `json:"errorMessage"`
+	ErrorCode          *string `json:"errorCode"`
+	Model              string  `json:"model"`
+	DurationMs         int64   `json:"durationMs"`
+	TotalTokens        int64   `json:"totalTokens"`
+	StepCount          int     `json:"stepCount"`
+	TriggerSourceType  string  `json:"triggerSourceType"`
+	RequestID          string  `json:"requestId"`
+	AssistantMessageID *int64  `json:"assistantMessageId"`
+	UserMessageID      *int64  `json:"userMessageId"`
+	NewSession         bool    `json:"newSession"`
+	AgentName          string  `json:"agentName"`
+	ChannelProvider    *string `json:"channelProvider"`
+}
+
+// PostLLMCallContext is the context of post_llm_call.
+type PostLLMCallContext struct {
+	Model            string `json:"model"`
+	Step             int    `json:"step"`
+	DurationMs       int64  `json:"durationMs"`
+	PromptTokens     int64  `json:"promptTokens"`
+	CompletionTokens int64  `json:"completionTokens"`
+	TotalTokens      int64  `json:"totalTokens"`
+	CachedTokens     int64  `json:"cachedTokens"`
+	ReasoningTokens  int64  `json:"reasoningTokens"`
+}
+
+// PreScheduledTaskContext is the context of pre_scheduled_task. The envelope's sessionId is the
+// task's bound session only when the task reuses one, else null.
+type PreScheduledTaskContext struct {
+	TaskID   int64  `json:"taskId"`
+	TaskName string `json:"taskName"`
+}
+
+// PostScheduledTaskContext is the context of post_scheduled_task. RequestID is null when the
+// task failed before a run existed.
+type PostScheduledTaskContext struct {
+	TaskID       int64   `json:"taskId"`
+	TaskName     string  `json:"taskName"`
+	Succeeded    bool    `json:"succeeded"`
+	ErrorMessage *string `json:"errorMessage"`
+	ErrorCode    *string `json:"errorCode"`
+	DurationMs   int64   `json:"durationMs"`
+	RequestID    *string `json:"requestId"`
+}
+
+// newContext returns an empty context of t's shape.
+func newContext(t HookType) any {
+	switch t {
+	case PreToolUse:
+		return &PreToolUseContext{}
+	case PostToolUse:
+		return &PostToolUseContext{}
+	case UserMessage:
+		return &UserMessageContext{}
+	case SessionStart:
+		return &SessionStartContext{}
+	case AgentCompletion:
+		return &AgentCompletionContext{}
+	case PostLLMCall:
+		return &PostLLMCallContext{}
+	case PreScheduledTask:
+		return &PreScheduledTaskContext{}
+	case PostScheduledTask:
+		return &PostScheduledTaskContext{}
+	}
+	return nil
+}
+
+// DecodeContext reads a context in the JSON shape of hook type t, as agents outside hookd send it.
+func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
+	c := newContext(t)
+	if c == nil {
+		return nil, invalid("hookType", "%q is not a hook type", t)
+	}
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, invalid("context", "is required for %s", t)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(c); err != nil {
+		return nil, invalid("context", "does not fit %s: %v", t, err)
+	}
+	return c, nil
+}
+
+// marshalContext renders the event's context once; every hook's envelope embeds the same bytes.
+func marshalContext(c any) (json.RawMessage, error) {
+	if raw, ok := c.(json.RawMessage); ok {
+		return raw, nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode context: %w", err)
+	}
+	return b, nil
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,393 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hookd/hookd/breaker"
+	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/storage"
+)
+
+// How much of a response an attempt record keeps.
+const keptResponseBody = 2 << 10
+
+// enqueueReq is one Observe call waiting for the group commit that makes its rows durable.
+type enqueueReq struct {
+	rows []storage.Delivery
+	done chan error
+}
+
+// ErrStopped is returned by Observe once the dispatcher is shutting down.
+var ErrStopped = errors.New("dispatcher: stopped")
+
+// Observe queues an observational event for every matching hook and returns their eventIds once
+// the rows are committed. Concurrent calls share one commit.
+func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
+	if ev.HookType.Interceptive() || !ev.HookType.Valid() {
+		return nil, fmt.Errorf("dispatcher: %s is not observational", ev.HookType)
+	}
+	hooks := d.reg.Match(ev.HookType, ev.AgentID, ev.toolName())
+	if len(hooks) == 0 {
+		return nil, nil
+	}
+	body, err := marshalContext(ev.Context)
+	if err != nil {
+		return nil, err
+	}
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = time.Now()
+	}
+	req := enqueueReq{rows: make([]storage.Delivery, len(hooks)), done: make(chan error, 1)}
+	ids := make([]string, len(hooks))
+	for i, h := range hooks {
+		ids[i] = storage.NewTSIDString()
+		req.rows[i] = storage.Delivery{EventID: ids[i], HookID: h.ID, HookType: string(h.HookType), HookName: h.HookName,
+			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), SessionID: ev.SessionID,
+			PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
+	}
+	d.stopMu.RLock()
+	if d.stopped {
+		d.stopMu.RUnlock()
+		return nil, ErrStopped
+	}
+	select {
+	case d.enqueue <- req:
+	case <-ctx.Done():
+		d.stopMu.RUnlock()
+		return nil, ctx.Err()
+	}
+	d.stopMu.RUnlock()
+	// Once handed over, the commit happens whatever the caller's context says; waiting for it
+	// is what makes the returned ids a promise.
+	if err := <-req.done; err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+// commitLoop is the group committer: it takes every request that queued while the previous
+// commit ran and writes them in one transaction, so throughput does not fall to one fsync per
+// event.
+func (d *Dispatcher) commitLoop() {
+	defer d.writers.Done()
+	const maxRows = 2000
+	var reqs []enqueueReq
+	var rows []storage.Delivery
+	flush := func() {
+		err := d.db.EnqueueDeliveries(context.Background(), rows)
+		for _, r := range reqs {
+			r.done <- err
+		}
+		if err != nil {
+			d.log.Error("outbox commit failed", "rows", len(rows), "err", err)
+		} else {
+			d.poke()
+		}
+		reqs, rows = reqs[:0], rows[:0]
+	}
+	for {
+		select {
+		case r := <-d.enqueue:
+			reqs, rows = append(reqs, r), append(rows, r.rows...)
+		drain:
+			for len(rows) < maxRows {
+				select {
+				case r := <-d.enqueue:
+					reqs, rows = append(reqs, r), append(rows, r.rows...)
+				default:
+					break drain
+				}
+			}
+			flush()
+		case <-d.closeWrit:
+			for {
+				select {
+				case r := <-d.enqueue:
+					reqs, rows = append(reqs, r), append(rows, r.rows...)
+				default:
+					if len(reqs) > 0 {
+						flush()
+					}
+					return
+				}
+			}
+		}
+	}
+}
+
+// claimLoop owns the deliverySlots bulkhead: it claims only as many due rows as there are free
+// slots, hands each to a goroutine, and sleeps until a commit, a free slot or the next due time.
+func (d *Dispatcher) claimLoop() {
+	defer d.claimers.Done()
+	const batch = 256
+	for {
+		free := cap(d.deliverySlots) - len(d.deliverySlots)
+		n := min(free, batch)
+		var claimed []storage.Delivery
+		if n > 0 {
+			var err error
+			claimed, err = d.db.ClaimDeliveries(d.runCtx, time.Now(), n, d.set.Lease)
+			if err != nil && d.runCtx.Err() == nil {
+				d.log.Error("claim failed", "err", err)
+			}
+			for _, row := range claimed {
+				d.deliverySlots <- struct{}{}
+				d.inflight.Add(1)
+				go d.deliver(row)
+			}
+		}
+		if n > 0 && len(claimed) == n {
+			continue // more may be due right now
+		}
+		wait := time.Second
+		if n > 0 {
+			if next, ok, err := d.db.NextDue(d.runCtx); err == nil && ok {
+				wait = min(max(time.Until(next), time.Millisecond), time.Second)
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-d.runCtx.Done():
+			t.Stop()
+			return
+		case <-d.wake:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// rescueLoop returns rows whose claimer died (its lease ran out) to the queue.
+func (d *Dispatcher) rescueLoop() {
+	defer d.claimers.Done()
+	t := time.NewTicker(max(d.set.Lease/4, time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-d.runCtx.Done():
+			return
+		case <-t.C:
+			n, err := d.db.RescueDeliveries(d.runCtx, time.Now())
+			if err != nil && d.runCtx.Err() == nil {
+				d.log.Error("rescue failed", "err", err)
+			}
+			if n > 0 {
+				d.log.Warn("rescued deliveries left in flight", "count", n)
+				d.poke()
+			}
+		}
+	}
+}
+
+func (d *Dispatcher) deliver(row storage.Delivery) {
+	out := d.attempt(d.sendCtx, row)
+	if d.sendCtx.Err() == nil {
+		d.completions <- out
+	} // else shutdown cut the attempt short: the row stays claimed and is handed out again later
+	<-d.deliverySlots
+	d.inflight.Done()
+	d.poke()
+}
+
+// attempt makes one delivery attempt of a claimed row and decides what becomes of it.
+func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.Outcome {
+	out := storage.Outcome{Delivery: row, Attempts: row.Attempts}
+	h := d.reg.byID(row.HookID)
+	if h == nil {
+		out.Status, out.Error = storage.StatusDead, "hook deleted"
+		return out
+	}
+	url := h.DispatchConfig.URL
+	done, err := d.breakers.Acquire(url)
+	if err != nil {
+		// The endpoint is known to be down: wait for the breaker without spending an attempt.
+		until := d.breakers.OpenUntil(url)
+		if until.IsZero() {
+			until = time.Now().Add(time.Second)
+		}
+		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, until, "breaker open"
+		out.StatusCode = row.LastStatusCode
+		return out
+	}
+	out.Attempts = row.Attempts + 1
+	env := &Envelope{SchemaVersion: SchemaVersion, EventID: row.EventID, HookType: HookType(row.HookType),
+		HookName: row.HookName, OccurredAt: row.OccurredAt.UnixMilli(), DeliveryAttempt: out.Attempts,
+		TraceID: row.TraceID, SessionID: row.SessionID, PrincipalID: row.PrincipalID, AgentID: row.AgentID,
+		Context: row.Context}
+	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
+	actx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s", h.HookName, timeout))
+	a := d.send.send(actx, h, env)
+	cancel()
+	done(breakerOutcome(a))
+
+	rec := &storage.Attempt{Attempt: out.Attempts, DispatchedAt: time.UnixMilli(env.DispatchedAt),
+		StatusCode: a.status, LatencyMs: a.latency.Milliseconds(), ResponseBody: truncateUTF8(a.respBody, keptResponseBody)}
+	out.Attempt, out.StatusCode = rec, a.status
+	verdict, class := classify(a)
+	rec.ErrorClass = class
+	if a.err != nil {
+		rec.Error = a.err.Error()
+	} else if verdict != delivered {
+		rec.Error = "HTTP " + fmt.Sprint(a.status)
+	}
+	out.Error = rec.Error
+	switch verdict {
+	case delivered:
+		out.Status = storage.StatusDelivered
+	case final:
+		out.Status = storage.StatusFailed
+	case retry:
+		wait, ok := d.set.Retry.delay(out.Attempts, *h.DispatchConfig.MaxRetries)
+		if !ok {
+			out.Status = storage.StatusDead
+			d.log.Warn("delivery dead: retries spent", "eventId", row.EventID, "hookId", h.ID, "hookName", h.HookName,
+				"attempts", out.Attempts, "err", out.Error)
+			break
+		}
+		if a.status == 429 || a.status == 503 {
+			wait = max(wait, min(a.retryAfter, maxRetryAfter)) // never earlier than the receiver asked
+		}
+		out.Status, out.NextAttemptAt = storage.StatusPending, time.Now().Add(wait)
+	}
+	return out
+}
+
+type verdict int
+
+const (
+	delivered verdict = iota
+	retry
+	final
+)
+
+// classify decides what an attempt means for its delivery: 2xx delivered; 429, 5xx and network
+// failures retry; any other status (3xx, 4xx) is the receiver's final word; a request refused by
+// the SSRF guard will be refused again, so it is final too.
+func classify(a attempt) (verdict, string) {
+	switch {
+	case a.err != nil && a.status == 0:
+		if errors.Is(a.err, netguard.ErrBlocked) {
+			return final, "blocked"
+		}
+		return retry, errorClass(a.err)
+	case a.status/100 == 2:
+		return delivered, ""
+	case a.status == 429:
+		return retry, "http_429"
+	case a.status/100 == 5:
+		return retry, "http_5xx"
+	case a.status/100 == 3:
+		return final, "http_3xx"
+	default:
+		return final, "http_4xx"
+	}
+}
+
+// errorClass names a transport failure for the attempts log.
+func errorClass(err error) string {
+	var dnsErr *net.DNSError
+	var tf *TokenFetchError
+	msg := err.Error()
+	switch {
+	case errors.As(err, &tf):
+		return "token_fetch"
+	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
+		return "timeout"
+	case errors.As(err, &dnsErr):
+		return "dns"
+	case strings.Contains(msg, "connection refused"):
+		return "connection_refused"
+	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "EOF"), strings.Contains(msg, "broken pipe"):
+		return "connection_reset"
+	case strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"):
+		return "tls"
+	case breaker.IsNoResponse(err):
+		return "network"
+	default:
+		return "request"
+	}
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+func truncateUTF8(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	b = b[:n]
+	for len(b) > 0 && !utf8.Valid(b) {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
+
+// completionLoop writes the outcomes of attempts in batches.
+func (d *Dispatcher) completionLoop() {
+	defer d.writers.Done()
+	batch := make([]storage.Outcome, 0, 512)
+	write := func() {
+		if err := d.db.CompleteDeliveries(context.Background(), batch); err != nil {
+			// The rows stay claimed; the rescuer hands them out again when the lease ends.
+			d.log.Error("recording delivery outcomes failed", "count", len(batch), "err", err)
+		}
+		for _, o := range batch {
+			if o.Status == storage.StatusPending {
+				d.poke()
+				break
+			}
+		}
+		batch = batch[:0]
+	}
+	for {
+		select {
+		case o := <-d.completions:
+			batch = append(batch, o)
+		drain:
+			for len(batch) < cap(batch) {
+				select {
+				case o := <-d.completions:
+					batch = append(batch, o)
+				default:
+					break drain
+				}
+			}
+			write()
+		case <-d.closeWrit:
+			for {
+				select {
+				case o := <-d.completions:
+					batch = append(batch, o)
+				default:
+					write()
+					return
+				}
+			}
+		}
+	}
+}
+
+// Redeliver makes one more attempt of a delivery now, whatever its state (unless a worker holds
+// it), with the same eventId and the next attempt number, and returns the delivery afterwards.
+func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery, error) {
+	row, err := d.db.ClaimDelivery(ctx, id, time.Now(), d.set.Lease)
+	if err != nil {
+		return storage.Delivery{}, err
+	}
+	out := d.attempt(ctx, row)
+	if err := d.db.CompleteDeliveries(ctx, []storage.Outcome{out}); err != nil {
+		return storage.Delivery{}, err
+	}
+	if out.Status == storage.StatusPending {
+		d.poke()
+	}
+	return d.db.GetDelivery(ctx, id)
+}

@@ -1,0 +1,103 @@
+package storage
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Decision is one interceptive hook call: who was asked, what it answered, and whether the answer
+// came from the hook's failureMode instead of the receiver.
+type Decision struct {
+	ID              int64     `json:"id"`
+	DecisionID      string    `json:"decisionId"` // shared by the hooks of one chain
+	EventID         string    `json:"eventId"`
+	HookID          int64     `json:"hookId"`
+	HookName        string    `json:"hookName"`
+	HookType        string    `json:"hookType"`
+	SessionID       *int64    `json:"sessionId"`
+	TraceID         *string   `json:"traceId"`
+	Outcome         string    `json:"outcome"`
+	Reason          string    `json:"reason,omitempty"`
+	FromFailureMode bool      `json:"fromFailureMode"`
+	StatusCode      int       `json:"statusCode"`
+	Error           string    `json:"error,omitempty"`
+	LatencyMs       int64     `json:"latencyMs"`
+	CreatedAt       time.Time `json:"createdAt"`
+}
+
+type decisionRow struct {
+	ID              int64 `gorm:"primaryKey"`
+	DecisionID      string
+	EventID         string
+	HookID          int64
+	HookName        string
+	HookType        string
+	SessionID       *int64
+	TraceID         *string
+	Outcome         string
+	Reason          string
+	FromFailureMode bool
+	StatusCode      int
+	Error           string
+	LatencyMs       int64
+	CreatedAt       int64 `gorm:"autoCreateTime:false"`
+}
+
+func (decisionRow) TableName() string { return "decisions" }
+
+// InsertDecisions appends to the decision log in one transaction.
+func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	rows := make([]decisionRow, len(ds))
+	for i, d := range ds {
+		rows[i] = decisionRow{DecisionID: d.DecisionID, EventID: d.EventID, HookID: d.HookID, HookName: d.HookName,
+			HookType: d.HookType, SessionID: d.SessionID, TraceID: d.TraceID, Outcome: d.Outcome, Reason: d.Reason,
+			FromFailureMode: d.FromFailureMode, StatusCode: d.StatusCode, Error: d.Error, LatencyMs: d.LatencyMs,
+			CreatedAt: ms(d.CreatedAt)}
+	}
+	if err := db.w.WithContext(ctx).CreateInBatches(rows, 200).Error; err != nil {
+		return fmt.Errorf("storage: insert %d decisions: %w", len(rows), err)
+	}
+	return nil
+}
+
+// DecisionFilter narrows ListDecisions; zero values do not filter.
+type DecisionFilter struct {
+	HookType   string
+	SessionID  *int64
+	DecisionID string
+	BeforeID   int64
+	Limit      int
+}
+
+// ListDecisions returns decision log entries newest first.
+func (db *DB) ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, error) {
+	q := db.r.WithContext(ctx).Order("id DESC").Limit(cmpLimit(f.Limit))
+	if f.HookType != "" {
+		q = q.Where("hook_type = ?", f.HookType)
+	}
+	if f.SessionID != nil {
+		q = q.Where("session_id = ?", *f.SessionID)
+	}
+	if f.DecisionID != "" {
+		q = q.Where("decision_id = ?", f.DecisionID)
+	}
+	if f.BeforeID != 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	var rows []decisionRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: list decisions: %w", err)
+	}
+	out := make([]Decision, len(rows))
+	for i, r := range rows {
+		out[i] = Decision{ID: r.ID, DecisionID: r.DecisionID, EventID: r.EventID, HookID: r.HookID, HookName: r.HookName,
+			HookType: r.HookType, SessionID: r.SessionID, TraceID: r.TraceID, Outcome: r.Outcome, Reason: r.Reason,
+			FromFailureMode: r.FromFailureMode, StatusCode: r.StatusCode, Error: r.Error, LatencyMs: r.LatencyMs,
+			CreatedAt: fromMs(r.CreatedAt)}
+	}
+	return out, nil
+}

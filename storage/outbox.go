@@ -1,0 +1,332 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// Delivery states. pending rows wait for next_attempt_at; delivering rows are claimed by a worker
+// until lease_until; delivered, failed (a final 4xx/3xx) and dead (retries spent) are final but
+// can be redelivered by hand.
+const (
+	StatusPending    = "pending"
+	StatusDelivering = "delivering"
+	StatusDelivered  = "delivered"
+	StatusFailed     = "failed"
+	StatusDead       = "dead"
+)
+
+// Delivery is one observational event queued for one hook.
+type Delivery struct {
+	ID             int64     `json:"id"`
+	EventID        string    `json:"eventId"`
+	HookID         int64     `json:"hookId"`
+	HookType       string    `json:"hookType"`
+	HookName       string    `json:"hookName"`
+	OccurredAt     time.Time `json:"occurredAt"`
+	TraceID        *string   `json:"traceId"`
+	SessionID      *int64    `json:"sessionId"`
+	PrincipalID    *int64    `json:"principalId"`
+	AgentID        *int64    `json:"agentId"`
+	Context        []byte    `json:"-"`
+	Status         string    `json:"status"`
+	Attempts       int       `json:"attempts"`
+	NextAttemptAt  time.Time `json:"nextAttemptAt"`
+	LastStatusCode int       `json:"lastStatusCode"`
+	LastError      string    `json:"lastError"`
+	CreatedAt      time.Time `json:"createdAt"`
+	UpdatedAt      time.Time `json:"updatedAt"`
+	// leaseUntil identifies this claim: a completion applies only to the claim it came from.
+	leaseUntil int64
+}
+
+// Attempt is one HTTP exchange of a delivery.
+type Attempt struct {
+	DeliveryID   int64     `json:"-"`
+	Attempt      int       `json:"attempt"`
+	DispatchedAt time.Time `json:"dispatchedAt"`
+	StatusCode   int       `json:"statusCode"`
+	ErrorClass   string    `json:"errorClass,omitempty"`
+	Error        string    `json:"error,omitempty"`
+	LatencyMs    int64     `json:"latencyMs"`
+	ResponseBody string    `json:"responseBody,omitempty"`
+}
+
+// Outcome is what a worker learned from one claim: the delivery's new state and, when a request
+// went out, the attempt to record.
+type Outcome struct {
+	Delivery      Delivery // as claimed
+	Status        string
+	Attempts      int
+	NextAttemptAt time.Time
+	StatusCode    int
+	Error         string
+	Attempt       *Attempt
+}
+
+type deliveryRow struct {
+	ID             int64 `gorm:"primaryKey"`
+	EventID        string
+	HookID         int64
+	HookType       string
+	HookName       string
+	OccurredAt     int64
+	TraceID        *string
+	SessionID      *int64
+	PrincipalID    *int64
+	AgentID        *int64
+	Context        string
+	Status         string
+	Attempts       int
+	NextAttemptAt  int64
+	LeaseUntil     int64
+	LastStatusCode int
+	LastError      string
+	CreatedAt      int64 `gorm:"autoCreateTime:false"`
+	UpdatedAt      int64 `gorm:"autoUpdateTime:false"`
+}
+
+func (deliveryRow) TableName() string { return "deliveries" }
+
+type attemptRow struct {
+	ID           int64 `gorm:"primaryKey"`
+	DeliveryID   int64
+	Attempt      int
+	DispatchedAt int64
+	StatusCode   int
+	ErrorClass   string
+	Error        string
+	LatencyMs    int64
+	ResponseBody string
+}
+
+func (attemptRow) TableName() string { return "delivery_attempts" }
+
+func (r deliveryRow) plain() Delivery {
+	return Delivery{ID: r.ID, EventID: r.EventID, HookID: r.HookID, HookType: r.HookType, HookName: r.HookName,
+		OccurredAt: fromMs(r.OccurredAt), TraceID: r.TraceID, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
+		AgentID: r.AgentID, Context: []byte(r.Context), Status: r.Status, Attempts: r.Attempts,
+		NextAttemptAt: fromMs(r.NextAttemptAt), LastStatusCode: r.LastStatusCode, LastError: r.LastError,
+		CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt), leaseUntil: r.LeaseUntil}
+}
+
+// EnqueueDeliveries inserts pending deliveries in one transaction: once it returns they survive
+// a crash.
+func (db *DB) EnqueueDeliveries(ctx context.Context, ds []Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	rows := make([]deliveryRow, len(ds))
+	for i, d := range ds {
+		next := ms(d.NextAttemptAt)
+		if next == 0 {
+			next = now
+		}
+		rows[i] = deliveryRow{EventID: d.EventID, HookID: d.HookID, HookType: d.HookType, HookName: d.HookName,
+			OccurredAt: ms(d.OccurredAt), TraceID: d.TraceID, SessionID: d.SessionID, PrincipalID: d.PrincipalID,
+			AgentID: d.AgentID, Context: string(d.Context), Status: StatusPending, NextAttemptAt: next,
+			CreatedAt: now, UpdatedAt: now}
+	}
+	if err := db.w.WithContext(ctx).CreateInBatches(rows, 200).Error; err != nil {
+		return fmt.Errorf("storage: enqueue %d deliveries: %w", len(rows), err)
+	}
+	for i := range ds {
+		ds[i].ID = rows[i].ID
+	}
+	return nil
+}
+
+// ClaimDeliveries marks up to n due pending deliveries as delivering until now+lease and returns
+// them. It is one statement: no lock outlives it, and on PostgreSQL concurrent claimers skip each
+// other's rows instead of waiting.
+func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, n int, lease time.Duration) ([]Delivery, error) {
+	lock := ""
+	if db.dialect == Postgres {
+		lock = " FOR UPDATE SKIP LOCKED"
+	}
+	var rows []deliveryRow
+	err := db.w.WithContext(ctx).Raw(`UPDATE deliveries SET status = ?, lease_until = ?, updated_at = ?
+		WHERE id IN (SELECT id FROM deliveries WHERE status = ? AND next_attempt_at <= ?
+			ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
+		RETURNING *`, StatusDelivering, ms(now.Add(lease)), ms(now), StatusPending, ms(now), n).Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("storage: claim deliveries: %w", err)
+	}
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
+}
+
+// ClaimDelivery claims one delivery by id whatever its state, unless a worker holds it now; used
+// to redeliver by hand. ErrNotFound if there is none, ErrBusy if it is in flight.
+func (db *DB) ClaimDelivery(ctx context.Context, id int64, now time.Time, lease time.Duration) (Delivery, error) {
+	var rows []deliveryRow
+	err := db.w.WithContext(ctx).Raw(`UPDATE deliveries SET status = ?, lease_until = ?, updated_at = ?
+		WHERE id = ? AND (status <> ? OR lease_until < ?) RETURNING *`,
+		StatusDelivering, ms(now.Add(lease)), ms(now), id, StatusDelivering, ms(now)).Scan(&rows).Error
+	if err != nil {
+		return Delivery{}, fmt.Errorf("storage: claim delivery %d: %w", id, err)
+	}
+	if len(rows) == 0 {
+		if _, err := db.GetDelivery(ctx, id); err != nil {
+			return Delivery{}, err
+		}
+		return Delivery{}, ErrBusy
+	}
+	return rows[0].plain(), nil
+}
+
+// ErrBusy is returned when a row is held by someone else right now.
+var ErrBusy = errors.New("busy")
+
+// CompleteDeliveries records the outcomes of claims in one transaction. An outcome whose claim was
+// lost (its lease expired and the row was claimed again) is skipped, so two workers never both
+// decide a delivery's fate.
+func (db *DB) CompleteDeliveries(ctx context.Context, outs []Outcome) error {
+	if len(outs) == 0 {
+		return nil
+	}
+	now := time.Now().UnixMilli()
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		attempts := make([]attemptRow, 0, len(outs))
+		for _, o := range outs {
+			res := tx.Exec(`UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = 0,
+				last_status_code = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = ? AND lease_until = ?`,
+				o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error, now,
+				o.Delivery.ID, StatusDelivering, o.Delivery.leaseUntil)
+			if res.Error != nil {
+				return fmt.Errorf("storage: complete delivery %d: %w", o.Delivery.ID, res.Error)
+			}
+			if a := o.Attempt; a != nil {
+				attempts = append(attempts, attemptRow{DeliveryID: o.Delivery.ID, Attempt: a.Attempt,
+					DispatchedAt: ms(a.DispatchedAt), StatusCode: a.StatusCode, ErrorClass: a.ErrorClass,
+					Error: a.Error, LatencyMs: a.LatencyMs, ResponseBody: a.ResponseBody})
+			}
+		}
+		if len(attempts) > 0 {
+			if err := tx.CreateInBatches(attempts, 200).Error; err != nil {
+				return fmt.Errorf("storage: record attempts: %w", err)
+			}
+		}
+		return nil
+	})
+}
+
+// RescueDeliveries returns deliveries whose claim lease ran out (their worker died) to pending.
+func (db *DB) RescueDeliveries(ctx context.Context, now time.Time) (int64, error) {
+	res := db.w.WithContext(ctx).Exec(`UPDATE deliveries SET status = ?, lease_until = 0, updated_at = ?
+		WHERE status = ? AND lease_until < ?`, StatusPending, ms(now), StatusDelivering, ms(now))
+	if res.Error != nil {
+		return 0, fmt.Errorf("storage: rescue deliveries: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// NextDue is when the earliest pending delivery falls due; ok is false when none is pending.
+func (db *DB) NextDue(ctx context.Context) (t time.Time, ok bool, err error) {
+	var v *int64
+	err = db.r.WithContext(ctx).Raw(`SELECT MIN(next_attempt_at) FROM deliveries WHERE status = ?`, StatusPending).Scan(&v).Error
+	if err != nil || v == nil {
+		return time.Time{}, false, err
+	}
+	return fromMs(*v), true, nil
+}
+
+// DeliveryFilter narrows ListDeliveries; zero values do not filter.
+type DeliveryFilter struct {
+	HookID  int64
+	EventID string
+	Status  string
+	// BeforeID pages backwards: only rows with a smaller id.
+	BeforeID int64
+	Limit    int
+}
+
+// ListDeliveries returns deliveries newest first.
+func (db *DB) ListDeliveries(ctx context.Context, f DeliveryFilter) ([]Delivery, error) {
+	q := db.r.WithContext(ctx).Order("id DESC").Limit(cmpLimit(f.Limit))
+	if f.HookID != 0 {
+		q = q.Where("hook_id = ?", f.HookID)
+	}
+	if f.EventID != "" {
+		q = q.Where("event_id = ?", f.EventID)
+	}
+	if f.Status != "" {
+		q = q.Where("status = ?", f.Status)
+	}
+	if f.BeforeID != 0 {
+		q = q.Where("id < ?", f.BeforeID)
+	}
+	var rows []deliveryRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: list deliveries: %w", err)
+	}
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
+}
+
+// GetDelivery reads one delivery; ErrNotFound if there is none.
+func (db *DB) GetDelivery(ctx context.Context, id int64) (Delivery, error) {
+	var r deliveryRow
+	err := db.r.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Delivery{}, ErrNotFound
+	}
+	if err != nil {
+		return Delivery{}, fmt.Errorf("storage: get delivery %d: %w", id, err)
+	}
+	return r.plain(), nil
+}
+
+// Attempts returns the attempts of the given deliveries, in order, keyed by delivery id.
+func (db *DB) Attempts(ctx context.Context, deliveryIDs []int64) (map[int64][]Attempt, error) {
+	out := map[int64][]Attempt{}
+	if len(deliveryIDs) == 0 {
+		return out, nil
+	}
+	var rows []attemptRow
+	if err := db.r.WithContext(ctx).Where("delivery_id IN ?", deliveryIDs).Order("delivery_id, attempt, id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: list attempts: %w", err)
+	}
+	for _, r := range rows {
+		out[r.DeliveryID] = append(out[r.DeliveryID], Attempt{DeliveryID: r.DeliveryID, Attempt: r.Attempt,
+			DispatchedAt: fromMs(r.DispatchedAt), StatusCode: r.StatusCode, ErrorClass: r.ErrorClass,
+			Error: r.Error, LatencyMs: r.LatencyMs, ResponseBody: r.ResponseBody})
+	}
+	return out, nil
+}
+
+// OutboxStats is the backlog: how many deliveries are pending or in flight, and when the oldest
+// pending one fell due.
+func (db *DB) OutboxStats(ctx context.Context) (depth int64, oldestDue time.Time, err error) {
+	var v struct {
+		N      int64
+		Oldest *int64
+	}
+	err = db.r.WithContext(ctx).Raw(`SELECT COUNT(*) AS n, MIN(CASE WHEN status = ? THEN next_attempt_at END) AS oldest
+		FROM deliveries WHERE status IN (?, ?)`, StatusPending, StatusPending, StatusDelivering).Scan(&v).Error
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("storage: outbox stats: %w", err)
+	}
+	if v.Oldest != nil {
+		oldestDue = fromMs(*v.Oldest)
+	}
+	return v.N, oldestDue, nil
+}
+
+func cmpLimit(n int) int {
+	if n <= 0 || n > 1000 {
+		return 100
+	}
+	return n
+}
