@@ -66,7 +66,9 @@ webhooks:
     openFor: 30s                      # how long an open circuit refuses calls
   bulkhead:
     interceptiveConcurrency: 256      # concurrent interceptive (blocking) webhook calls
-    observationalInFlight: 1024       # queued + running observational (fire-and-forget) calls
+    observationalInFlight: 1024       # observational deliveries in flight; the rest wait in the outbox
+  claimLease: 2m                      # a claimed delivery whose worker died is handed out again after
+                                      # this; must exceed the longest hook timeoutMs (60s at most)
 
 model:
   provider: scripted                  # scripted | openai
@@ -122,6 +124,9 @@ type Webhooks struct {
 	Retry                Retry    `yaml:"retry"`
 	Breaker              Breaker  `yaml:"breaker"`
 	Bulkhead             Bulkhead `yaml:"bulkhead"`
+	// ClaimLease is how long a delivery claimed by a worker stays claimed before the rescuer hands
+	// it out again (its worker is presumed dead). It must exceed the longest hook timeout.
+	ClaimLease Duration `yaml:"claimLease"`
 }
 
 // AllowedPrefixes returns AllowCIDRs parsed, a bare IP as a single-address prefix. Entries that do
@@ -243,8 +248,9 @@ func Default() Config {
 					Duration(10 * time.Minute), Duration(20 * time.Minute), Duration(30 * time.Minute)},
 				Jitter: 0.25,
 			},
-			Breaker:  Breaker{ConsecutiveFailures: 5, OpenFor: Duration(30 * time.Second)},
-			Bulkhead: Bulkhead{InterceptiveConcurrency: 256, ObservationalInFlight: 1024},
+			Breaker:    Breaker{ConsecutiveFailures: 5, OpenFor: Duration(30 * time.Second)},
+			Bulkhead:   Bulkhead{InterceptiveConcurrency: 256, ObservationalInFlight: 1024},
+			ClaimLease: Duration(2 * time.Minute),
 		},
 		Model: Model{Provider: "scripted"},
 		Agent: Agent{MaxIters: 10},
@@ -805,6 +811,9 @@ func (c Config) Validate() error {
 	}
 	if c.Webhooks.Bulkhead.ObservationalInFlight < 1 {
 		bad("webhooks.bulkhead.observationalInFlight", "must be at least 1")
+	}
+	if c.Webhooks.ClaimLease < Duration(time.Second) {
+		bad("webhooks.claimLease", "must be at least 1s")
 	}
 
 	switch c.Model.Provider {

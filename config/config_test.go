@@ -123,6 +123,7 @@ webhooks:
     jitter: 0.5
   breaker: {consecutiveFailures: 3, openFor: 1m}
   bulkhead: {interceptiveConcurrency: 8, observationalInFlight: 16}
+  claimLease: 90s
 model:
   provider: openai
   script: ./demo.script
@@ -158,6 +159,7 @@ func TestFullFile(t *testing.T) {
 			Retry:                Retry{Fast: []Duration{sec(0.5), sec(1)}, Ladder: []Duration{sec(120), sec(5400)}, Jitter: 0.5},
 			Breaker:              Breaker{ConsecutiveFailures: 3, OpenFor: sec(60)},
 			Bulkhead:             Bulkhead{InterceptiveConcurrency: 8, ObservationalInFlight: 16},
+			ClaimLease:           sec(90),
 		},
 		Model: Model{Provider: "openai", Script: "./demo.script", BaseURL: "http://localhost:11434/v1",
 			APIKey: "sk-model", Name: "llama3"},
@@ -306,6 +308,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_WEBHOOKS_BREAKER_OPEN_FOR",
 		"HOOKD_WEBHOOKS_BULKHEAD_INTERCEPTIVE_CONCURRENCY",
 		"HOOKD_WEBHOOKS_BULKHEAD_OBSERVATIONAL_IN_FLIGHT",
+		"HOOKD_WEBHOOKS_CLAIM_LEASE",
 		"HOOKD_WEBHOOKS_RETRY_FAST",
 		"HOOKD_WEBHOOKS_RETRY_JITTER",
 		"HOOKD_WEBHOOKS_RETRY_LADDER",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -195,20 +196,30 @@ func (db *DB) CompleteDeliveries(ctx context.Context, outs []Outcome) error {
 	}
 	now := time.Now().UnixMilli()
 	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// One statement for the whole batch: on PostgreSQL a round trip per row would make the
+		// batch slow enough that a crash loses many recorded outcomes.
+		var values strings.Builder
+		args := make([]any, 0, len(outs)*8)
 		attempts := make([]attemptRow, 0, len(outs))
-		for _, o := range outs {
-			res := tx.Exec(`UPDATE deliveries SET status = ?, attempts = ?, next_attempt_at = ?, lease_until = 0,
-				last_status_code = ?, last_error = ?, updated_at = ? WHERE id = ? AND status = ? AND lease_until = ?`,
-				o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error, now,
-				o.Delivery.ID, StatusDelivering, o.Delivery.leaseUntil)
-			if res.Error != nil {
-				return fmt.Errorf("storage: complete delivery %d: %w", o.Delivery.ID, res.Error)
+		for i, o := range outs {
+			if i > 0 {
+				values.WriteString(", ")
 			}
+			values.WriteString("(CAST(? AS BIGINT), CAST(? AS BIGINT), ?, CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS INTEGER), ?)")
+			args = append(args, o.Delivery.ID, o.Delivery.leaseUntil, o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error)
 			if a := o.Attempt; a != nil {
 				attempts = append(attempts, attemptRow{DeliveryID: o.Delivery.ID, Attempt: a.Attempt,
 					DispatchedAt: ms(a.DispatchedAt), StatusCode: a.StatusCode, ErrorClass: a.ErrorClass,
 					Error: a.Error, LatencyMs: a.LatencyMs, ResponseBody: a.ResponseBody})
 			}
+		}
+		args = append(args, now, StatusDelivering)
+		err := tx.Exec(`WITH v (id, lease, status, attempts, next_at, code, err) AS (VALUES `+values.String()+`)
+			UPDATE deliveries SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at,
+				lease_until = 0, last_status_code = v.code, last_error = v.err, updated_at = ?
+			FROM v WHERE deliveries.id = v.id AND deliveries.status = ? AND deliveries.lease_until = v.lease`, args...).Error
+		if err != nil {
+			return fmt.Errorf("storage: complete %d deliveries: %w", len(outs), err)
 		}
 		if len(attempts) > 0 {
 			if err := tx.CreateInBatches(attempts, 200).Error; err != nil {

@@ -52,6 +52,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		ObservationalInFlight:   cfg.Webhooks.Bulkhead.ObservationalInFlight,
 		Transport:               guard.Transport(),
 		Version:                 version,
+		Lease:                   cfg.Webhooks.ClaimLease.Std(),
 	})
 	if err := disp.Start(ctx); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// binary is the hookd built once for every test of this file that runs the real process.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hookd-bin")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "hookd")
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version=test", "-o", binary, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build hookd: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// daemon is a running hookd process.
+type daemon struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{}
+}
+
+// startDaemon runs `hookd serve` with the config file and extra environment, and waits until it
+// listens.
+func startDaemon(t *testing.T, cfgPath string, env ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, done: make(chan struct{})}
+	d.cmd = exec.Command(binary, "serve", "--config", cfgPath)
+	d.cmd.Env = append(os.Environ(), env...)
+	d.cmd.Dir = filepath.Dir(cfgPath)
+	stderr, _ := d.cmd.StderrPipe()
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrc := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			d.mu.Lock()
+			d.logs.WriteString(line + "\n")
+			d.mu.Unlock()
+			var rec struct{ Msg, Addr string }
+			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
+				addrc <- rec.Addr
+			}
+		}
+		d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(func() { d.kill() })
+	select {
+	case d.addr = <-addrc:
+	case <-d.done:
+		t.Fatalf("hookd exited before listening:\n%s", d.log())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("hookd did not listen:\n%s", d.log())
+	}
+	return d
+}
+
+func (d *daemon) log() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.logs.String()
+}
+
+func (d *daemon) kill() {
+	select {
+	case <-d.done:
+	default:
+		d.cmd.Process.Signal(syscall.SIGKILL)
+		<-d.done
+	}
+}
+
+func (d *daemon) url(path string) string { return "http://" + d.addr + path }
+
+// call sends a JSON request and decodes the wrapper's data into out (if not nil).
+func (d *daemon) call(method, path, body string, out any) int {
+	d.t.Helper()
+	req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer adm-test")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		var w struct{ Data json.RawMessage }
+		if err := json.Unmarshal(raw, &w); err != nil {
+			d.t.Fatalf("%s %s: %s", method, path, raw)
+		}
+		json.Unmarshal(w.Data, out)
+	}
+	return resp.StatusCode
+}
+
+func writeConfig(t *testing.T, dir, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, "hookd.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestVersionAndUsage(t *testing.T) {
+	out, err := exec.Command(binary, "version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "hookd test" {
+		t.Fatalf("version: %q %v", out, err)
+	}
+	if err := exec.Command(binary, "bogus").Run(); err == nil {
+		t.Fatal("unknown command exited 0")
+	}
+}
+
+func TestConfigErrorsNameTheKey(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		file string
+		env  []string
+		want string
+	}{
+		{"webhooks:\n  retry:\n    jitter: 2\n", nil, "webhooks.retry.jitter"},
+		{"listen: 0.0.0.0:0\n", nil, "listen"},
+		{"", []string{"HOOKD_WEBHOOKS_BREAKER_OPEN_FOR=soon"}, "HOOKD_WEBHOOKS_BREAKER_OPEN_FOR"},
+		{"nosuchkey: 1\n", nil, "nosuchkey"},
+	}
+	for _, c := range cases {
+		cmd := exec.Command(binary, "serve", "--config", writeConfig(t, dir, c.file))
+		cmd.Env = append(os.Environ(), c.env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Errorf("%q: started", c.file)
+			continue
+		}
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+			t.Errorf("%q: %v", c.file, err)
+		}
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("%q: error does not name %s: %s", c.file, c.want, out)
+		}
+	}
+}
+
+func TestServeHealthAndGracefulStop(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "db", "hookd.db")+"\n")
+	d := startDaemon(t, cfg)
+	for _, p := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(d.url(p))
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s: %v %v", p, err, resp)
+		}
+		resp.Body.Close()
+	}
+	if st, err := os.Stat(filepath.Join(dir, "db", "master.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("master key: %v", err)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("no exit after SIGTERM")
+	}
+	if code := d.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d after SIGTERM:\n%s", code, d.log())
+	}
+	if !strings.Contains(d.log(), `"msg":"stopped"`) {
+		t.Fatalf("no clean stop in log:\n%s", d.log())
+	}
+}
