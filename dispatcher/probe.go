@@ -86,7 +86,7 @@ func SampleContext(t HookType) any {
 		biz, nick := "order-2026-001", "张三"
 		return &UserMessageContext{UserInput: "帮我查一下 Q3 财报", ChatMode: "single_chat",
 			TriggerSource: TriggerSource{SourceType: SourceHuman, ChannelType: &im, ChannelProvider: &provider},
-			BizKey: &biz, UserNickname: &nick}
+			BizKey:        &biz, UserNickname: &nick}
 	case SessionStart:
 		return &SessionStartContext{NewSession: true}
 	case AgentCompletion:
