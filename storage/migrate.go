@@ -95,6 +95,67 @@ var migrations = []migration{
 		`CREATE INDEX decisions_session ON decisions (session_id, id)`,
 		`CREATE INDEX decisions_decision ON decisions (decision_id)`,
 	}},
+	{3, "sessions and runs", []string{
+		`CREATE TABLE sessions (
+			id {{pk}},
+			user_id TEXT NOT NULL,
+			session_key TEXT NOT NULL,
+			principal_id BIGINT,
+			agent_id BIGINT,
+			parent_id BIGINT,
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX sessions_key ON sessions (user_id, session_key)`,
+		`CREATE TABLE messages (
+			id {{pk}},
+			session_id BIGINT NOT NULL,
+			run_id BIGINT,
+			role TEXT NOT NULL,
+			body TEXT NOT NULL,
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX messages_session ON messages (session_id, id)`,
+		`CREATE TABLE runs (
+			id {{pk}},
+			request_id TEXT NOT NULL UNIQUE,
+			session_id BIGINT NOT NULL,
+			user_id TEXT NOT NULL,
+			status TEXT NOT NULL,
+			spec TEXT NOT NULL,
+			state TEXT NOT NULL DEFAULT '',
+			error_code TEXT NOT NULL DEFAULT '',
+			error_message TEXT NOT NULL DEFAULT '',
+			owner TEXT NOT NULL DEFAULT '',
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX runs_session ON runs (session_id, id)`,
+		`CREATE INDEX runs_status ON runs (status)`,
+		// One live run per session, enforced by the database so replicas agree too.
+		`CREATE UNIQUE INDEX runs_live ON runs (session_id) WHERE status IN ('running', 'suspended')`,
+		`CREATE TABLE attachments (
+			id {{pk}},
+			session_id BIGINT NOT NULL,
+			message_id BIGINT,
+			path TEXT NOT NULL,
+			file_name TEXT NOT NULL,
+			extension TEXT NOT NULL,
+			content_type TEXT NOT NULL,
+			size BIGINT NOT NULL,
+			source TEXT NOT NULL,
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE UNIQUE INDEX attachments_path ON attachments (session_id, path)`,
+		`CREATE TABLE run_events (
+			run_id BIGINT NOT NULL,
+			seq BIGINT NOT NULL,
+			body TEXT NOT NULL,
+			PRIMARY KEY (run_id, seq)
+		)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
