@@ -133,7 +133,6 @@ func (db *DB) AddMessages(ctx context.Context, msgs []*Message) error {
 	})
 }
 
-
 // UpdateMessage replaces a message's body.
 func (db *DB) UpdateMessage(ctx context.Context, id int64, body []byte) error {
 	res := db.w.WithContext(ctx).Model(&messageRow{}).Where("id = ?", id).
