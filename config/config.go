@@ -80,6 +80,12 @@ model:
 agent:
   maxIters: 10                        # model/tool iterations per turn
   tokenBudget: 0                      # tokens per turn; 0 = no budget
+  name: assistant                     # the agent's name in events and agent_completion
+  workspaces: ""                      # per-session working directories; empty = dataDir/workspaces
+  shell:
+    enabled: false                    # offer the shell_execute tool (runs commands in the workspace)
+    timeout: 30s                      # per command
+    maxOutput: 65536                  # bytes of output kept per command
 
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
@@ -171,8 +177,19 @@ type Model struct {
 
 // Agent bounds one agent turn.
 type Agent struct {
-	MaxIters    int `yaml:"maxIters"`
-	TokenBudget int `yaml:"tokenBudget"`
+	MaxIters    int    `yaml:"maxIters"`
+	TokenBudget int    `yaml:"tokenBudget"`
+	Name        string `yaml:"name"`
+	// Workspaces is where each session's working directory lives; empty = dataDir/workspaces.
+	Workspaces string `yaml:"workspaces"`
+	Shell      Shell  `yaml:"shell"`
+}
+
+// Shell configures the shell_execute tool, which is off unless enabled.
+type Shell struct {
+	Enabled   bool     `yaml:"enabled"`
+	Timeout   Duration `yaml:"timeout"`
+	MaxOutput int      `yaml:"maxOutput"`
 }
 
 // SSE configures server-sent event streams.
@@ -253,9 +270,10 @@ func Default() Config {
 			ClaimLease: Duration(2 * time.Minute),
 		},
 		Model: Model{Provider: "scripted"},
-		Agent: Agent{MaxIters: 10},
-		SSE:   SSE{Heartbeat: Duration(15 * time.Second)},
-		Log:   Log{Level: "info", Format: "auto"},
+		Agent: Agent{MaxIters: 10, Name: "assistant",
+			Shell: Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
+		SSE: SSE{Heartbeat: Duration(15 * time.Second)},
+		Log: Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -831,6 +849,15 @@ func (c Config) Validate() error {
 		bad("model.provider", "%q is not one of scripted, openai", c.Model.Provider)
 	}
 
+	if c.Agent.Name == "" {
+		bad("agent.name", "must not be empty")
+	}
+	if c.Agent.Shell.Timeout <= 0 {
+		bad("agent.shell.timeout", "must be greater than 0")
+	}
+	if c.Agent.Shell.MaxOutput < 1024 {
+		bad("agent.shell.maxOutput", "must be at least 1024")
+	}
 	if c.Agent.MaxIters < 1 {
 		bad("agent.maxIters", "must be at least 1")
 	}

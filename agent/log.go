@@ -1,0 +1,206 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+)
+
+// eventLog makes run events durable and tells readers about them. Runs hand events to one writer
+// goroutine, which commits whatever queued up in one transaction (a fast stream of deltas is not
+// a commit each); only then are the events visible to readers, so what a client saw is always
+// what a later replay shows.
+//
+// Ownership: the writer goroutine is the only one that appends to a feed's recent events and
+// raises its durable mark; readers take the lock to copy them.
+type eventLog struct {
+	db  *storage.DB
+	log *slog.Logger
+	in  chan logItem
+
+	mu    sync.Mutex
+	feeds map[int64]*feed // live runs of this process
+	// anyFeed is closed (and replaced) whenever a feed appears, so a reader waiting for a run
+	// that is not live here yet (a suspended run after a restart) learns when it resumes.
+	anyFeed chan struct{}
+
+	done chan struct{}
+}
+
+type logItem struct {
+	runID int64
+	ev    Event
+	body  []byte
+	sync  chan struct{} // a barrier: closed once everything before it is durable
+}
+
+// feed is the in-memory tail of one live run.
+type feed struct {
+	durable int64   // highest durable seq
+	recent  []Event // the newest durable events, contiguous up to durable
+	wake    chan struct{}
+	ended   bool // the run finished and its last event is durable
+}
+
+// recentCap bounds the events a feed keeps in memory; older ones are read from the database.
+const recentCap = 4096
+
+func newEventLog(db *storage.DB, log *slog.Logger) *eventLog {
+	l := &eventLog{db: db, log: log, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
+		anyFeed: make(chan struct{}), done: make(chan struct{})}
+	go l.writer()
+	return l
+}
+
+// open registers a live run whose events up to durable are already stored.
+func (l *eventLog) open(runID, durable int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.feeds[runID]; ok {
+		return
+	}
+	l.feeds[runID] = &feed{durable: durable, wake: make(chan struct{})}
+	close(l.anyFeed)
+	l.anyFeed = make(chan struct{})
+}
+
+// close marks a run's feed ended once everything queued for it is durable, and forgets it.
+func (l *eventLog) close(runID int64) {
+	l.barrier()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f, ok := l.feeds[runID]; ok {
+		f.ended = true
+		close(f.wake)
+		delete(l.feeds, runID)
+	}
+}
+
+// append queues an event; it becomes visible once committed.
+func (l *eventLog) append(runID int64, ev Event) {
+	body, err := json.Marshal(ev)
+	if err != nil { // every field is a plain value; this would be a programming error
+		panic(fmt.Sprintf("agent: encode event: %v", err))
+	}
+	l.in <- logItem{runID: runID, ev: ev, body: body}
+}
+
+// barrier waits until everything queued so far is durable.
+func (l *eventLog) barrier() {
+	c := make(chan struct{})
+	l.in <- logItem{sync: c}
+	<-c
+}
+
+// stop flushes and ends the writer.
+func (l *eventLog) stop() {
+	close(l.in)
+	<-l.done
+}
+
+func (l *eventLog) writer() {
+	defer close(l.done)
+	const maxBatch = 1024
+	batch := make([]logItem, 0, maxBatch)
+	for item := range l.in {
+		batch = append(batch[:0], item)
+	drain:
+		for len(batch) < maxBatch {
+			select {
+			case it, ok := <-l.in:
+				if !ok {
+					break drain
+				}
+				batch = append(batch, it)
+			default:
+				break drain
+			}
+		}
+		l.flush(batch)
+	}
+}
+
+func (l *eventLog) flush(batch []logItem) {
+	rows := make([]storage.RunEvent, 0, len(batch))
+	for _, it := range batch {
+		if it.sync == nil {
+			rows = append(rows, storage.RunEvent{RunID: it.runID, Seq: it.ev.Seq, Body: it.body})
+		}
+	}
+	for attempt := 0; len(rows) > 0; attempt++ {
+		err := l.db.AppendRunEvents(context.Background(), rows)
+		if err == nil {
+			break
+		}
+		// The database is the source of truth for replays: keep trying rather than drop events.
+		l.log.Error("persisting run events failed; retrying", "events", len(rows), "attempt", attempt+1, "err", err)
+		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+	}
+	l.mu.Lock()
+	woken := map[*feed]bool{}
+	for _, it := range batch {
+		if it.sync != nil {
+			continue
+		}
+		f := l.feeds[it.runID]
+		if f == nil || it.ev.Seq <= f.durable {
+			continue
+		}
+		f.durable = it.ev.Seq
+		f.recent = append(f.recent, it.ev)
+		if len(f.recent) > recentCap {
+			f.recent = append(f.recent[:0:0], f.recent[len(f.recent)-recentCap/2:]...)
+		}
+		woken[f] = true
+	}
+	for f := range woken {
+		close(f.wake)
+		f.wake = make(chan struct{})
+	}
+	l.mu.Unlock()
+	for _, it := range batch {
+		if it.sync != nil {
+			close(it.sync)
+		}
+	}
+}
+
+// tail returns the durable events after seq `after` that the feed still holds in memory. ok is
+// false when the run has no feed here or the feed no longer reaches back that far; wake fires on
+// the next commit; live says whether the run is still live here.
+func (l *eventLog) tail(runID, after int64) (evs []Event, ok bool, wake <-chan struct{}, live bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.feeds[runID]
+	if f == nil {
+		return nil, false, l.anyFeed, false
+	}
+	if after >= f.durable {
+		return nil, true, f.wake, true
+	}
+	if len(f.recent) == 0 || f.recent[0].Seq > after+1 {
+		return nil, false, f.wake, true
+	}
+	i := int(after + 1 - f.recent[0].Seq)
+	return append([]Event(nil), f.recent[i:]...), true, f.wake, true
+}
+
+// readStored reads events after seq from the database.
+func (l *eventLog) readStored(ctx context.Context, runID, after int64, limit int) ([]Event, error) {
+	rows, err := l.db.RunEvents(ctx, runID, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Event, len(rows))
+	for i, r := range rows {
+		if err := json.Unmarshal(r.Body, &out[i]); err != nil {
+			return nil, fmt.Errorf("run %d event %d: %w", runID, r.Seq, err)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,538 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"mime"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// run is one executing run. Its goroutine owns state; emit may be called from tool goroutines.
+type run struct {
+	rt     *Runtime
+	rec    storage.Run
+	spec   runSpec
+	state  runState
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	emitMu sync.Mutex
+	seq    int64
+}
+
+// runState is the run's resume point, persisted at every step boundary and pause.
+type runState struct {
+	Input      string          `json:"input"` // the input after the user_message hooks
+	Step       int             `json:"step"`  // model calls made
+	Transcript []model.Message `json:"transcript"`
+	Usage      Usage           `json:"usage"`
+	Text       string          `json:"text"`     // the last answer text
+	Thinking   string          `json:"thinking"` // the last reasoning
+}
+
+type userBody struct {
+	Text   string   `json:"text"`
+	Images []string `json:"images,omitempty"`
+}
+
+type assistantBody struct {
+	Text           string          `json:"text"`
+	Thinking       string          `json:"thinking,omitempty"`
+	Transcript     []model.Message `json:"transcript,omitempty"`
+	Usage          *Usage          `json:"usage,omitempty"`
+	GenerateReason string          `json:"generateReason,omitempty"`
+	MsgUUID        string          `json:"msgUuid,omitempty"`
+	Error          string          `json:"error,omitempty"`
+}
+
+func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	return &run{rt: rt, rec: rec, spec: spec, state: st, ctx: ctx, cancel: cancel}
+}
+
+// emit stamps e with the run's next seq and queues it for the log.
+func (r *run) emit(e Event) {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	if r.seq == 0 {
+		r.rt.elog.open(r.rec.ID, 0)
+	}
+	r.seq++
+	e.Seq, e.RunID, e.ID, e.At = r.seq, r.rec.RequestID, newEventID(), time.Now().UTC()
+	if e.ReplyID == "" {
+		e.ReplyID = r.spec.ReplyID
+	}
+	if e.Step == 0 {
+		e.Step = r.state.Step
+	}
+	e.TotalTokens = r.state.Usage.Total()
+	r.rt.elog.append(r.rec.ID, e)
+}
+
+func (r *run) traceID() string {
+	if r.spec.TraceID != "" {
+		return r.spec.TraceID
+	}
+	return r.rec.RequestID
+}
+
+func (r *run) hookEvent(t dispatcher.HookType, c any) dispatcher.Event {
+	sid := r.spec.SessionID
+	return dispatcher.Event{HookType: t, TraceID: r.traceID(), SessionID: &sid, PrincipalID: r.spec.PrincipalID,
+		AgentID: r.spec.AgentID, Context: c}
+}
+
+// observe queues an observational hook event; it never fails the run.
+func (r *run) observe(t dispatcher.HookType, c any) {
+	if _, err := r.rt.hooks.Observe(context.WithoutCancel(r.ctx), r.hookEvent(t, c)); err != nil {
+		r.rt.log.Error("observational hook event not queued", "hookType", t, "requestId", r.rec.RequestID, "err", err)
+	}
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// execute runs a new run from its user message to its end.
+func (r *run) execute() {
+	spec := &r.spec
+	ts := dispatcher.TriggerSource{SourceType: spec.TriggerSource, ChannelType: optional(spec.ChannelType),
+		ChannelProvider: optional(spec.ChannelProvider)}
+	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.UserMessage, &dispatcher.UserMessageContext{
+		UserInput: spec.Input, ChatMode: "single_chat", TriggerSource: ts, BizKey: optional(spec.BizKey),
+		UserNickname: optional(spec.UserNickname)}))
+	if err != nil {
+		r.fail(CodeInternal, "user_message hook: "+err.Error(), false, false)
+		return
+	}
+	input := spec.Input
+	switch dec.Decision {
+	case dispatcher.Deny:
+		reason := dec.Reason
+		if reason == "" {
+			reason = "the input was refused by policy"
+		}
+		r.fail(CodeHookDenied, reason, false, false)
+		return
+	case dispatcher.Modify:
+		input = *dec.ModifiedValue
+		body, _ := json.Marshal(userBody{Text: input, Images: spec.Images})
+		if err := r.rt.db.UpdateMessage(r.ctx, spec.UserMessageID, body); err != nil {
+			r.fail(CodeInternal, err.Error(), true, false)
+			return
+		}
+	}
+	r.state.Input = input
+	r.observe(dispatcher.SessionStart, &dispatcher.SessionStartContext{NewSession: spec.NewSession})
+
+	history, err := r.rt.history(r.ctx, spec.SessionID, r.rec.ID)
+	if err != nil {
+		r.fail(CodeInternal, err.Error(), true, false)
+		return
+	}
+	r.loop(append(history, model.Message{Role: model.RoleUser, Text: input, Images: spec.Images}))
+}
+
+// history is the conversation of the session's earlier runs, as the model sees it.
+func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]model.Message, error) {
+	msgs, err := rt.db.Messages(ctx, sessionID, time.Time{})
+	if err != nil {
+		return nil, err
+	}
+	var out []model.Message
+	for _, m := range msgs {
+		if m.RunID != nil && *m.RunID == excludeRun {
+			continue
+		}
+		switch m.Role {
+		case model.RoleUser:
+			var b userBody
+			if json.Unmarshal(m.Body, &b) == nil {
+				out = append(out, model.Message{Role: model.RoleUser, Text: b.Text, Images: b.Images})
+			}
+		case model.RoleAssistant:
+			var b assistantBody
+			if json.Unmarshal(m.Body, &b) == nil {
+				out = append(out, b.Transcript...)
+			}
+		}
+	}
+	return out, nil
+}
+
+// loop is the ReAct loop: call the model, run the tools it asks for, until it answers.
+func (r *run) loop(msgs []model.Message) {
+	msgs = append(msgs, r.state.Transcript...)
+	for {
+		if r.state.Step >= r.rt.cfg.MaxIters {
+			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.rt.cfg.MaxIters, CurrentIter: r.state.Step}})
+			r.finish(ReasonMaxIterations)
+			return
+		}
+		r.state.Step++
+		resp, err := r.callModel(msgs)
+		if err != nil {
+			r.modelFailed(err)
+			return
+		}
+		r.state.Text, r.state.Thinking = resp.Text, resp.Thinking
+		asst := model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls}
+		r.state.Transcript = append(r.state.Transcript, asst)
+		msgs = append(msgs, asst)
+		if len(resp.ToolCalls) == 0 {
+			r.finish(ReasonModelStop)
+			return
+		}
+		for _, call := range resp.ToolCalls {
+			if r.ctx.Err() != nil {
+				r.emitToolEnd(call, call.Arguments, ToolInterrupted, "", "interrupted before it ran", 0)
+				continue
+			}
+			res := r.runTool(call)
+			r.state.Transcript = append(r.state.Transcript, res)
+			msgs = append(msgs, res)
+		}
+		if r.ctx.Err() != nil {
+			r.stopped()
+			return
+		}
+		r.checkpoint()
+	}
+}
+
+// callModel makes one model call, streaming its pieces as events, and retries what is worth
+// retrying with status events in between.
+func (r *run) callModel(msgs []model.Message) (model.Response, error) {
+	specs := r.rt.tools.Specs()
+	tspecs := make([]model.ToolSpec, len(specs))
+	for i, s := range specs {
+		tspecs[i] = model.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
+	}
+	req := model.Request{Model: r.spec.Model, Temperature: r.spec.Temperature, Messages: msgs, Tools: tspecs,
+		RunInput: r.state.Input, Step: r.state.Step - 1}
+	backoff := r.rt.cfg.ModelBackoff
+	for attempt := 0; ; attempt++ {
+		req.Attempt = attempt
+		r.emit(Event{Kind: KindModelStarted})
+		s := &streamer{r: r}
+		start := time.Now()
+		resp, err := r.rt.model.Stream(r.ctx, req, s.chunk)
+		s.closeBlock()
+		if err == nil {
+			if resp.Usage.Duration == 0 {
+				resp.Usage.Duration = time.Since(start)
+			}
+			r.state.Usage.add(resp.Usage)
+			r.emit(Event{Kind: KindModelEnded, Usage: usageOf(resp.Usage, resp.Model)})
+			r.observe(dispatcher.PostLLMCall, &dispatcher.PostLLMCallContext{Model: resp.Model, Step: r.state.Step,
+				DurationMs: resp.Usage.Duration.Milliseconds(), PromptTokens: resp.Usage.InputTokens,
+				CompletionTokens: resp.Usage.OutputTokens, TotalTokens: resp.Usage.Total(),
+				CachedTokens: resp.Usage.CachedTokens, ReasoningTokens: resp.Usage.ReasoningTokens})
+			for i := range resp.ToolCalls {
+				if resp.ToolCalls[i].ID == "" {
+					resp.ToolCalls[i].ID = "call_" + newEventID()[:12]
+				}
+			}
+			return resp, nil
+		}
+		r.emit(Event{Kind: KindModelEnded, Usage: &Usage{Seconds: time.Since(start).Seconds()}})
+		r.state.Text = s.text // what streamed before the failure is kept if the run stops here
+		var me *model.Error
+		if r.ctx.Err() != nil || !errors.As(err, &me) || !me.Retryable() || attempt >= r.rt.cfg.ModelRetries {
+			return model.Response{}, err
+		}
+		wait := max(backoff, me.RetryAfter)
+		wait = min(wait, 30*time.Second)
+		code, msg := StatusNetworkRetrying, "模型网络抖动，正在重连中"
+		switch me.Kind {
+		case model.ErrRateLimited:
+			code, msg = StatusRateLimited, "模型限流中，正在重试"
+		case model.ErrEmpty:
+			code, msg = StatusEmptyRetrying, "模型返回空回复，正在自动重试"
+		}
+		r.emit(Event{Kind: KindStatus, Status: &StatusInfo{Code: code, Level: "WARN", Message: msg,
+			Attributes: map[string]any{"attempt": attempt + 1, "maxRetries": r.rt.cfg.ModelRetries, "backoffMs": wait.Milliseconds()}}})
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+			t.Stop()
+			return model.Response{}, context.Cause(r.ctx)
+		}
+		backoff *= 2
+	}
+}
+
+// streamer turns model chunks into block and tool-call events.
+type streamer struct {
+	r         *run
+	open      *Block // the open thinking or text block
+	calls     map[int]model.ToolCall
+	text      string
+	sawOutput bool
+}
+
+func (s *streamer) chunk(c model.Chunk) {
+	switch c.Kind {
+	case model.ChunkThinking, model.ChunkText:
+		typ := BlockText
+		if c.Kind == model.ChunkThinking {
+			typ = BlockThinking
+		} else {
+			s.text += c.Text
+		}
+		if s.open == nil || s.open.Type != typ {
+			s.closeBlock()
+			s.open = &Block{ID: "blk-" + newEventID()[:12], Type: typ}
+			s.r.emit(Event{Kind: KindBlockStarted, Block: &Block{ID: s.open.ID, Type: typ}})
+		}
+		s.r.emit(Event{Kind: KindBlockDelta, Block: &Block{ID: s.open.ID, Type: typ, Delta: c.Text}})
+	case model.ChunkToolCallStart:
+		s.closeBlock()
+		if s.calls == nil {
+			s.calls = map[int]model.ToolCall{}
+		}
+		s.calls[c.Index] = model.ToolCall{ID: c.ToolCallID, Name: c.ToolName}
+		s.r.emit(Event{Kind: KindToolCallStarted, Tool: &ToolInfo{CallID: c.ToolCallID, Name: c.ToolName}})
+	case model.ChunkToolCallDelta:
+		tc := s.calls[c.Index]
+		s.r.emit(Event{Kind: KindToolCallDelta, Tool: &ToolInfo{CallID: tc.ID, Name: tc.Name, ArgsDelta: c.ArgsDelta}})
+	}
+}
+
+func (s *streamer) closeBlock() {
+	if s.open != nil {
+		s.r.emit(Event{Kind: KindBlockEnded, Block: &Block{ID: s.open.ID, Type: s.open.Type}})
+		s.open = nil
+	}
+}
+
+// runTool takes one call through repair, the pre_tool_use hooks, execution and post_tool_use,
+// emitting its events, and returns the tool message the model sees next.
+func (r *run) runTool(call model.ToolCall) model.Message {
+	start := time.Now()
+	answer := func(state, args, output, errMsg string) model.Message {
+		r.emitToolEnd(call, args, state, output, errMsg, time.Since(start))
+		succeeded := state == ToolSuccess
+		r.observe(dispatcher.PostToolUse, &dispatcher.PostToolUseContext{ToolName: call.Name, ToolCallID: call.ID,
+			Arguments: dispatcher.Value(args), Output: dispatcher.Value(output), Succeeded: succeeded,
+			ErrorMessage: optional(errMsg), DurationMs: time.Since(start).Milliseconds()})
+		text := output
+		if !succeeded && errMsg != "" {
+			text = errMsg
+		}
+		return model.Message{Role: model.RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text}
+	}
+
+	args, err := tools.RepairArguments(call.Arguments)
+	if err != nil {
+		r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: call.Arguments}})
+		r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: call.ID, Name: call.Name}})
+		return answer(ToolError, call.Arguments, "", err.Error())
+	}
+	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: string(args)}})
+	r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: call.ID, Name: call.Name}})
+	tool, ok := r.rt.tools.Get(call.Name)
+	if !ok {
+		return answer(ToolError, string(args), "", fmt.Sprintf("unknown tool %q", call.Name))
+	}
+
+	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
+		ToolName: call.Name, ToolCallID: call.ID, Arguments: dispatcher.Value(args)}))
+	if err != nil {
+		return answer(ToolError, string(args), "", "pre_tool_use hook: "+err.Error())
+	}
+	switch dec.Decision {
+	case dispatcher.Deny:
+		reason := dec.Reason
+		if reason == "" {
+			reason = "the tool call was refused by policy"
+		}
+		return answer(ToolDenied, string(args), "", reason)
+	case dispatcher.Modify:
+		args = json.RawMessage(*dec.ModifiedValue)
+	}
+
+	dir, err := r.rt.ws.Dir(r.spec.SessionID)
+	if err != nil {
+		return answer(ToolError, string(args), "", err.Error())
+	}
+	streamed := false
+	env := tools.Env{SessionID: r.spec.SessionID, Workspace: dir, Progress: func(text string) {
+		streamed = true
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, OutputDelta: text}})
+	}}
+	res, err := tool.Run(r.ctx, env, args)
+	if err != nil {
+		r.rt.log.Warn("tool failed", "tool", call.Name, "requestId", r.rec.RequestID, "err", err)
+		res = tools.Result{Text: err.Error(), IsError: true}
+	}
+	if !streamed && res.Text != "" {
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, OutputDelta: res.Text}})
+	}
+	for _, d := range res.Data {
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name,
+			Data: &DataContent{ID: newEventID(), Name: d.Name, MediaType: d.MediaType, Base64: base64.StdEncoding.EncodeToString(d.Bytes)}}})
+	}
+	for _, f := range res.Files {
+		r.attach(f)
+	}
+	switch {
+	case r.ctx.Err() != nil:
+		return answer(ToolInterrupted, string(args), res.Text, "interrupted")
+	case res.IsError:
+		return answer(ToolError, string(args), res.Text, firstLine(res.Text))
+	default:
+		return answer(ToolSuccess, string(args), res.Text, "")
+	}
+}
+
+func (r *run) emitToolEnd(call model.ToolCall, args, state, output, errMsg string, d time.Duration) {
+	r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: args,
+		State: state, Output: output, Error: errMsg, DurationMs: d.Milliseconds()}})
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// attach records a file a tool wrote as a session attachment and announces it.
+func (r *run) attach(f tools.File) {
+	name := path.Base(f.Path)
+	ext := strings.TrimPrefix(path.Ext(name), ".")
+	ctype := mime.TypeByExtension(path.Ext(name))
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	msgID := r.spec.AssistantMessageID
+	a, created, err := r.rt.db.UpsertAttachment(r.ctx, storage.Attachment{SessionID: r.spec.SessionID, MessageID: &msgID,
+		Path: "/workspace/" + strings.TrimPrefix(f.Path, "/"), FileName: name, Extension: ext, ContentType: ctype,
+		Size: f.Size, Source: "AGENT_GENERATED"})
+	if err != nil {
+		r.rt.log.Error("recording attachment failed", "path", f.Path, "err", err)
+		return
+	}
+	change := "UPDATED"
+	if created {
+		change = "CREATED"
+	}
+	r.emit(Event{Kind: KindAttachment, Attachment: &AttachmentInfo{ID: a.ID, SessionID: a.SessionID, MessageID: a.MessageID,
+		FileName: a.FileName, Extension: a.Extension, ContentType: a.ContentType, Size: a.Size, VirtualPath: a.Path,
+		Source: a.Source, ChangeType: change}})
+}
+
+// checkpoint persists the resume point.
+func (r *run) checkpoint() {
+	r.rec.State, _ = json.Marshal(r.state)
+	if err := r.rt.db.UpdateRun(context.WithoutCancel(r.ctx), &r.rec); err != nil {
+		r.rt.log.Error("run checkpoint failed", "requestId", r.rec.RequestID, "err", err)
+	}
+}
+
+// modelFailed ends the run after a model error that was not (or no longer) worth retrying.
+func (r *run) modelFailed(err error) {
+	if r.ctx.Err() != nil {
+		r.stopped()
+		return
+	}
+	var me *model.Error
+	if errors.As(err, &me) && me.Kind != model.ErrFatal {
+		r.fail(CodeLLMNetwork, err.Error(), true, me.Kind == model.ErrNetwork)
+		return
+	}
+	r.fail(CodeLLMError, err.Error(), false, false)
+}
+
+// stopped ends a run whose context was cancelled: by the user (INTERRUPTED) or by shutdown
+// (suspended, to be resumed after the restart).
+func (r *run) stopped() {
+	if errors.Is(context.Cause(r.ctx), errShutdown) {
+		r.suspend(SuspendShutdown, "the daemon is shutting down")
+		return
+	}
+	r.end(OutcomeInterrupted, ReasonInterrupted, "", "")
+}
+
+// finish ends the run with an answer.
+func (r *run) finish(reason string) { r.end(OutcomeCompleted, reason, "", "") }
+
+// fail ends the run with an error.
+func (r *run) fail(code, msg string, recoverable, network bool) {
+	r.endWith(OutcomeFailed, "", code, msg, recoverable, network)
+}
+
+func (r *run) end(outcome, reason, code, msg string) {
+	r.endWith(outcome, reason, code, msg, false, false)
+}
+
+// endWith emits the result and the end, makes them durable, records the run's final state and
+// message, and reports agent_completion.
+func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bool) {
+	ctx := context.WithoutCancel(r.ctx)
+	usage := r.state.Usage
+	body := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
+		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
+	if outcome != OutcomeFailed {
+		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.spec.AssistantMessageID, MsgUUID: body.MsgUUID,
+			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
+	}
+	duration := time.Since(r.spec.StartedAt)
+	r.emit(Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
+		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.spec.AssistantMessageID}})
+	b, _ := json.Marshal(body)
+	if err := r.rt.db.UpdateMessage(ctx, r.spec.AssistantMessageID, b); err != nil {
+		r.rt.log.Error("saving the answer failed", "requestId", r.rec.RequestID, "err", err)
+	}
+	r.rt.elog.barrier()
+	r.rec.State, _ = json.Marshal(r.state)
+	r.rec.Status = map[string]string{OutcomeCompleted: storage.RunCompleted, OutcomeFailed: storage.RunFailed,
+		OutcomeInterrupted: storage.RunInterrupted}[outcome]
+	r.rec.ErrorCode, r.rec.ErrorMessage = code, msg
+	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
+		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
+	}
+	r.rt.elog.close(r.rec.ID)
+	r.observe(dispatcher.AgentCompletion, &dispatcher.AgentCompletionContext{Succeeded: outcome == OutcomeCompleted,
+		ErrorMessage: optional(msg), ErrorCode: optional(code), Model: r.modelName(), DurationMs: duration.Milliseconds(),
+		TotalTokens: usage.Total(), StepCount: r.state.Step, TriggerSourceType: r.spec.TriggerSource,
+		RequestID: r.rec.RequestID, AssistantMessageID: &r.spec.AssistantMessageID, UserMessageID: &r.spec.UserMessageID,
+		NewSession: r.spec.NewSession, AgentName: r.rt.cfg.AgentName, ChannelProvider: optional(r.spec.ChannelProvider)})
+}
+
+// suspend pauses the run: its state is saved and it waits for a resume.
+func (r *run) suspend(reason, msg string) {
+	ctx := context.WithoutCancel(r.ctx)
+	r.emit(Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: []PendingCall{},
+		MessageID: r.spec.AssistantMessageID}})
+	r.rt.elog.barrier()
+	r.rec.State, _ = json.Marshal(r.state)
+	r.rec.Status = storage.RunSuspended
+	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
+		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
+	}
+	r.rt.elog.close(r.rec.ID)
+}
+
+func (r *run) modelName() string {
+	if r.spec.Model != "" {
+		return r.spec.Model
+	}
+	return r.rt.cfg.ModelName
+}

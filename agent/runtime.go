@@ -1,0 +1,378 @@
+// Package agent runs agents: a ReAct loop (model call → thinking / text / tool calls → tool
+// results → … → answer) that calls the dispatcher at every lifecycle point and emits one
+// canonical stream of events, persisted per run so any client can catch up.
+//
+// The API the chat dialects use:
+//
+//	rt.StartRun(ctx, req)            start a turn; returns the run's ids at once
+//	rt.Subscribe(ctx, requestID, n)  every event after seq n: stored ones, then live ones
+//	rt.Run / rt.Session / rt.History look-ups, always scoped to the calling user
+//	rt.Cancel(requestID)             stop a run; it ends INTERRUPTED
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Hooks is what the runtime needs of the dispatcher.
+type Hooks interface {
+	Intercept(ctx context.Context, ev dispatcher.Event) (dispatcher.Decision, error)
+	Observe(ctx context.Context, ev dispatcher.Event) ([]string, error)
+}
+
+// Config tunes the runtime.
+type Config struct {
+	MaxIters    int    // model calls per run; default 10
+	TokenBudget int64  // tokens per run; 0 = none
+	AgentName   string // default "assistant"
+	ModelName   string // reported in agent_completion when a run names none
+	// ModelRetries is how often a retryable model error is retried; ModelBackoff the first wait
+	// (doubling, capped at 30 s; a provider's Retry-After wins when longer).
+	ModelRetries int
+	ModelBackoff time.Duration
+	// Owner names this process among replicas.
+	Owner string
+}
+
+// Runtime runs agents. Its methods are safe for concurrent use.
+type Runtime struct {
+	db    *storage.DB
+	hooks Hooks
+	model model.Model
+	tools *tools.Registry
+	ws    *tools.Workspaces
+	log   *slog.Logger
+	cfg   Config
+	elog  *eventLog
+
+	mu   sync.Mutex
+	live map[int64]*run // runs executing in this process
+	wg   sync.WaitGroup
+}
+
+// New builds a runtime; call Start before StartRun.
+func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *tools.Workspaces, log *slog.Logger, cfg Config) *Runtime {
+	if cfg.MaxIters <= 0 {
+		cfg.MaxIters = 10
+	}
+	if cfg.AgentName == "" {
+		cfg.AgentName = "assistant"
+	}
+	if cfg.ModelRetries <= 0 {
+		cfg.ModelRetries = 3
+	}
+	if cfg.ModelBackoff <= 0 {
+		cfg.ModelBackoff = 500 * time.Millisecond
+	}
+	return &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
+		elog: newEventLog(db, log), live: map[int64]*run{}}
+}
+
+// Start recovers runs a crash left running: they are suspended (SHUTDOWN_INTERRUPT) so a client
+// can resume them; nothing they emitted is lost.
+func (rt *Runtime) Start(ctx context.Context) error {
+	runs, err := rt.db.RunsByStatus(ctx, storage.RunRunning)
+	if err != nil {
+		return err
+	}
+	for _, r := range runs {
+		if r.Owner != "" && r.Owner != rt.cfg.Owner {
+			continue // another replica's
+		}
+		last, err := rt.db.LastRunSeq(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		var spec runSpec
+		_ = json.Unmarshal(r.Spec, &spec)
+		ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
+			ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
+				PendingCalls: []PendingCall{}, MessageID: spec.AssistantMessageID}}
+		rt.elog.append(r.ID, ev)
+		rt.elog.barrier()
+		r.Status = storage.RunSuspended
+		if err := rt.db.UpdateRun(ctx, &r, storage.RunRunning); err != nil && !errors.Is(err, storage.ErrNotFound) {
+			return err
+		}
+		rt.log.Warn("run left running by a crash is suspended", "requestId", r.RequestID)
+	}
+	return nil
+}
+
+// Stop cancels every live run and waits for them to wind down (until ctx ends), then flushes the
+// event log.
+func (rt *Runtime) Stop(ctx context.Context) {
+	rt.mu.Lock()
+	for _, r := range rt.live {
+		r.cancel(errShutdown)
+	}
+	rt.mu.Unlock()
+	done := make(chan struct{})
+	go func() { rt.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	rt.elog.stop()
+}
+
+var (
+	errShutdown = errors.New("daemon shutting down")
+	errStopped  = errors.New("stopped by the user")
+)
+
+// StartRequest asks for a run.
+type StartRequest struct {
+	UserID      string
+	PrincipalID *int64
+	AgentID     *int64
+	// SessionKey is the client's session id; a new key starts a new session.
+	SessionKey string
+	Input      string
+	Images     []string
+	// Model and Temperature override the configured model for this run.
+	Model       string
+	Temperature *float64
+	// TriggerSource is human_message (default), scheduled_task, api_call or internal.
+	TriggerSource   string
+	ChannelType     string
+	ChannelProvider string
+	BizKey          string
+	UserNickname    string
+	TraceID         string
+	ParentTurnID    *string
+}
+
+// ErrSessionBusy is returned by StartRun when the session already has a run in progress.
+var ErrSessionBusy = storage.ErrSessionBusy
+
+// runSpec is what a run was asked to do, persisted so it can be resumed.
+type runSpec struct {
+	StartRequest
+	SessionID          int64  `json:"sessionId"`
+	NewSession         bool   `json:"newSession"`
+	UserMessageID      int64  `json:"userMessageId"`
+	AssistantMessageID int64  `json:"assistantMessageId"`
+	ReplyID            string `json:"replyId"`
+	StartedAt          time.Time
+}
+
+// StartRun creates the session if needed, records the run and its user message, and starts the
+// loop. It returns once the run exists; its events follow through Subscribe.
+func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, error) {
+	if req.UserID == "" || req.SessionKey == "" {
+		return RunInfo{}, errors.New("agent: userId and sessionKey are required")
+	}
+	if req.TriggerSource == "" {
+		req.TriggerSource = dispatcher.SourceHuman
+	}
+	sess, created, err := rt.db.EnsureSession(ctx, storage.Session{UserID: req.UserID, Key: req.SessionKey,
+		PrincipalID: req.PrincipalID, AgentID: req.AgentID})
+	if err != nil {
+		return RunInfo{}, err
+	}
+	spec := runSpec{StartRequest: req, SessionID: sess.ID, NewSession: created, ReplyID: newUUID(), StartedAt: time.Now().UTC()}
+	rec := storage.Run{RequestID: storage.NewTSIDString(), SessionID: sess.ID, UserID: req.UserID,
+		Status: storage.RunRunning, Owner: rt.cfg.Owner}
+	rec.Spec, _ = json.Marshal(spec)
+	if err := rt.db.CreateRun(ctx, &rec); err != nil {
+		return RunInfo{}, err
+	}
+	user := &storage.Message{SessionID: sess.ID, RunID: &rec.ID, Role: model.RoleUser}
+	user.Body, _ = json.Marshal(userBody{Text: req.Input, Images: req.Images})
+	asst := &storage.Message{SessionID: sess.ID, RunID: &rec.ID, Role: model.RoleAssistant, Body: []byte(`{}`)}
+	if err := rt.db.AddMessages(ctx, []*storage.Message{user, asst}); err != nil {
+		rec.Status, rec.ErrorCode, rec.ErrorMessage = storage.RunFailed, CodeInternal, err.Error()
+		_ = rt.db.UpdateRun(context.WithoutCancel(ctx), &rec)
+		return RunInfo{}, err
+	}
+	spec.UserMessageID, spec.AssistantMessageID = user.ID, asst.ID
+	rec.Spec, _ = json.Marshal(spec)
+	if err := rt.db.UpdateRun(ctx, &rec); err != nil {
+		return RunInfo{}, err
+	}
+	info := RunInfo{RequestID: rec.RequestID, SessionID: sess.ID, SessionKey: sess.Key, UserID: req.UserID,
+		UserMessageID: user.ID, AssistantMessageID: asst.ID, AgentName: rt.cfg.AgentName, NewSession: created,
+		ParentTurnID: req.ParentTurnID}
+	r := rt.newRun(rec, spec, runState{})
+	r.emit(Event{Kind: KindRunStarted, Run: &info})
+	rt.launch(r, func(r *run) { r.execute() })
+	return info, nil
+}
+
+// launch runs fn for r on its own goroutine, tracked by the runtime.
+func (rt *Runtime) launch(r *run, fn func(*run)) {
+	rt.mu.Lock()
+	rt.live[r.rec.ID] = r
+	rt.mu.Unlock()
+	rt.wg.Add(1)
+	go func() {
+		defer rt.wg.Done()
+		defer func() {
+			if p := recover(); p != nil {
+				rt.log.Error("run panicked", "requestId", r.rec.RequestID, "panic", p)
+				r.fail(CodeInternal, fmt.Sprintf("internal error: %v", p), false, false)
+			}
+			rt.mu.Lock()
+			delete(rt.live, r.rec.ID)
+			rt.mu.Unlock()
+		}()
+		fn(r)
+	}()
+}
+
+// Cancel stops a live run of this process: the current step ends and the run ends INTERRUPTED.
+// It reports whether a run was stopped.
+func (rt *Runtime) Cancel(requestID string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, r := range rt.live {
+		if r.rec.RequestID == requestID {
+			r.cancel(errStopped)
+			return true
+		}
+	}
+	return false
+}
+
+// ErrNotFound is returned for runs and sessions that do not exist or belong to another user.
+var ErrNotFound = storage.ErrNotFound
+
+// Run returns the stored run if it belongs to userID.
+func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.Run, error) {
+	r, err := rt.db.GetRun(ctx, requestID)
+	if err != nil {
+		return storage.Run{}, err
+	}
+	if r.UserID != userID {
+		return storage.Run{}, ErrNotFound // another user's run does not exist for this one
+	}
+	return r, nil
+}
+
+// Subscribe streams a run's events with seq > after: what is stored first, then live ones as they
+// become durable, with no gap and no duplicate. The channel closes when the run has ended and
+// everything was sent, or when ctx ends; a suspended run keeps the channel open until it goes on.
+func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64) (<-chan Event, error) {
+	rec, err := rt.db.GetRun(ctx, requestID)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan Event, 256)
+	go func() {
+		defer close(ch)
+		cursor := after
+		for {
+			evs, ok, wake, live := rt.elog.tail(rec.ID, cursor)
+			if !ok {
+				stored, err := rt.elog.readStored(ctx, rec.ID, cursor, 1000)
+				if err != nil {
+					if ctx.Err() == nil {
+						rt.log.Error("replaying run events failed", "requestId", requestID, "err", err)
+					}
+					return
+				}
+				evs = stored
+			}
+			for _, e := range evs {
+				select {
+				case ch <- e:
+					cursor = e.Seq
+				case <-ctx.Done():
+					return
+				}
+			}
+			if len(evs) > 0 {
+				continue
+			}
+			if !live {
+				cur, err := rt.db.GetRun(ctx, requestID)
+				if err != nil {
+					return
+				}
+				if isFinal(cur.Status) {
+					if more, _ := rt.elog.readStored(ctx, rec.ID, cursor, 1); len(more) == 0 {
+						return
+					}
+					continue
+				}
+			}
+			// Not live here (suspended, or executing elsewhere): look again now and then.
+			t := time.NewTimer(time.Second)
+			select {
+			case <-wake:
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return
+			}
+			t.Stop()
+		}
+	}()
+	return ch, nil
+}
+
+func isFinal(status string) bool {
+	return status == storage.RunCompleted || status == storage.RunFailed || status == storage.RunInterrupted
+}
+
+// Session returns the session (userID, key); ErrNotFound if the user has none by that key.
+func (rt *Runtime) Session(ctx context.Context, userID, key string) (storage.Session, error) {
+	return rt.db.FindSession(ctx, userID, key)
+}
+
+// LiveRun returns the session's running or suspended run.
+func (rt *Runtime) LiveRun(ctx context.Context, sessionID int64) (storage.Run, error) {
+	return rt.db.LiveRun(ctx, sessionID)
+}
+
+// HistoryMessage is one message of a session as clients see it.
+type HistoryMessage struct {
+	ID        int64            `json:"id"`
+	Role      string           `json:"role"`
+	Text      string           `json:"text"`
+	Thinking  string           `json:"thinking,omitempty"`
+	ToolCalls []model.ToolCall `json:"toolCalls,omitempty"`
+	Usage     *Usage           `json:"usage,omitempty"`
+	RunID     string           `json:"runId,omitempty"`
+	CreatedAt time.Time        `json:"createdAt"`
+	UpdatedAt time.Time        `json:"updatedAt"`
+}
+
+// History returns a session's messages in order (since: only those changed at or after it).
+func (rt *Runtime) History(ctx context.Context, sessionID int64, since time.Time) ([]HistoryMessage, error) {
+	msgs, err := rt.db.Messages(ctx, sessionID, since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryMessage, 0, len(msgs))
+	for _, m := range msgs {
+		h := HistoryMessage{ID: m.ID, Role: m.Role, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		switch m.Role {
+		case model.RoleUser:
+			var b userBody
+			_ = json.Unmarshal(m.Body, &b)
+			h.Text = b.Text
+		case model.RoleAssistant:
+			var b assistantBody
+			_ = json.Unmarshal(m.Body, &b)
+			h.Text, h.Thinking, h.Usage = b.Text, b.Thinking, b.Usage
+			for _, t := range b.Transcript {
+				h.ToolCalls = append(h.ToolCalls, t.ToolCalls...)
+			}
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
