@@ -21,7 +21,7 @@ import (
 )
 
 type env struct {
-	t    *testing.T
+	t    testing.TB
 	db   *storage.DB
 	reg  *dispatcher.Registry
 	disp *dispatcher.Dispatcher
@@ -31,7 +31,7 @@ type env struct {
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // newEnv builds a runtime on a real database with the real dispatcher and the scripted model.
-func newEnv(t *testing.T, db *storage.DB, script string, cfg Config) *env {
+func newEnv(t testing.TB, db *storage.DB, script string, cfg Config) *env {
 	t.Helper()
 	ctx := context.Background()
 	var sf model.ScriptFile

@@ -9,9 +9,13 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/config"
@@ -61,6 +65,27 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer stopReg()
 	go hooks.Run(regCtx)
 
+	mdl, err := newModel(cfg.Model)
+	if err != nil {
+		return err
+	}
+	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(),
+		tools.NewHTTPRequest(&http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}))
+	if cfg.Agent.Shell.Enabled {
+		toolset.Add(tools.NewShell(tools.ShellConfig{Timeout: cfg.Agent.Shell.Timeout.Std(), MaxOutput: cfg.Agent.Shell.MaxOutput}))
+	}
+	wsRoot := cfg.Agent.Workspaces
+	if wsRoot == "" {
+		wsRoot = filepath.Join(cfg.ResolvedDataDir(), "workspaces")
+	}
+	host, _ := os.Hostname()
+	runtime := agent.New(db, disp, mdl, toolset, tools.NewWorkspaces(wsRoot), log, agent.Config{
+		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
+		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid())})
+	if err := runtime.Start(ctx); err != nil {
+		return fmt.Errorf("start agent runtime: %w", err)
+	}
+
 	loopback := cfg.LoopbackOnly()
 	if len(cfg.Auth.AdminTokens) == 0 && len(cfg.Auth.APIKeys) == 0 {
 		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only", "listen", cfg.Listen)
@@ -90,10 +115,35 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
+	runtime.Stop(sctx)
 	disp.Stop(sctx)
 	stopReg()
 	log.Info("stopped")
 	return nil
+}
+
+// newModel builds the configured model provider.
+func newModel(c config.Model) (model.Model, error) {
+	switch c.Provider {
+	case "openai":
+		return model.NewOpenAI(model.OpenAIConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Name}), nil
+	default:
+		if c.Script == "" {
+			return model.DefaultScript(), nil
+		}
+		m, err := model.LoadScript(c.Script)
+		if err != nil {
+			return nil, fmt.Errorf("model.script: %w", err)
+		}
+		return m, nil
+	}
+}
+
+func modelName(c config.Model) string {
+	if c.Provider == "openai" {
+		return c.Name
+	}
+	return model.ScriptedModelName
 }
 
 func durations(ds []config.Duration) []time.Duration {
