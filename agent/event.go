@@ -53,6 +53,20 @@ const (
 	// shutdown); KindResumed: it goes on.
 	KindSuspended Kind = "suspended"
 	KindResumed   Kind = "resumed"
+	// KindAsk: tool calls wait for a person's confirmation (one event per step, all its asks);
+	// KindAskResolved: the answers, as the run goes on.
+	KindAsk         Kind = "ask"
+	KindAskResolved Kind = "ask.resolved"
+	// KindAllDenied: every tool call of a step was denied; the model is told.
+	KindAllDenied Kind = "all_denied"
+	// KindExternalCalls: tools the client declared and runs itself; KindExternalResults: the
+	// results it sent back.
+	KindExternalCalls   Kind = "external.calls"
+	KindExternalResults Kind = "external.results"
+	// KindStopRequested: a middleware (the token budget) asks the run to pause after this step.
+	KindStopRequested Kind = "stop_requested"
+	// KindInputConsumed: supplementary input appended during the run became a new user message.
+	KindInputConsumed Kind = "input.consumed"
 )
 
 // Event is one thing that happened in a run. Exactly the sub-struct of its kind is set. Events
@@ -80,6 +94,71 @@ type Event struct {
 	Result     *ResultInfo     `json:"result,omitempty"`
 	End        *EndInfo        `json:"end,omitempty"`
 	Suspend    *SuspendInfo    `json:"suspend,omitempty"`
+	Ask        *AskInfo        `json:"ask,omitempty"`
+	Answers    []AskAnswer     `json:"answers,omitempty"`
+	Calls      []PendingCall   `json:"calls,omitempty"`   // all_denied, external.calls
+	Results    []ToolOutput    `json:"results,omitempty"` // external.results
+	Stop       *StopInfo       `json:"stop,omitempty"`
+	Input      *InputInfo      `json:"input,omitempty"`
+}
+
+// AskInfo lists the calls of a step that wait for confirmation.
+type AskInfo struct {
+	Calls []AskCall `json:"calls"`
+}
+
+// AskCall is one call waiting for confirmation.
+type AskCall struct {
+	AskID           string    `json:"askId"`
+	CallID          string    `json:"callId"`
+	Name            string    `json:"name"`
+	Arguments       string    `json:"arguments"`
+	RuleDescription string    `json:"ruleDescription"`
+	RulePattern     string    `json:"rulePattern"`
+	PrincipalID     *int64    `json:"principalId,omitempty"`
+	ExpiresAt       time.Time `json:"expiresAt"`
+}
+
+// AskAnswer is how one ask was resolved.
+type AskAnswer struct {
+	AskID     string     `json:"askId"`
+	CallID    string     `json:"callId"`
+	Name      string     `json:"name"`
+	Arguments string     `json:"arguments"`       // what was asked about
+	Input     string     `json:"input,omitempty"` // the arguments the person edited, if any
+	Approved  bool       `json:"approved"`
+	Reason    string     `json:"reason"`
+	Rules     []RuleSpec `json:"rules,omitempty"`
+}
+
+// RuleSpec is a permission rule as people write it.
+type RuleSpec struct {
+	ToolName    string `json:"tool_name"`
+	RuleContent string `json:"rule_content"`
+	Behavior    string `json:"behavior"`
+	Source      string `json:"source"`
+}
+
+// ToolOutput is a result the client sent for a tool it ran.
+type ToolOutput struct {
+	CallID string `json:"callId"`
+	Name   string `json:"name"`
+	Output string `json:"output"`
+	State  string `json:"state"` // success | error | ...
+}
+
+// StopInfo says why a run was asked to pause.
+type StopInfo struct {
+	Reason         string `json:"reason"`
+	GenerateReason string `json:"generateReason"`
+}
+
+// InputInfo is supplementary input that was consumed.
+type InputInfo struct {
+	InputID            string `json:"inputId"`
+	Content            string `json:"content"`
+	UserMessageID      int64  `json:"userMessageId"`
+	AssistantMessageID int64  `json:"assistantMessageId"`
 }
 
 // RunInfo identifies a run to clients.
@@ -296,6 +375,7 @@ type SuspendInfo struct {
 	Message      string        `json:"message,omitempty"`
 	PendingCalls []PendingCall `json:"pendingCalls"`
 	MessageID    int64         `json:"messageId"`
+	Step         int           `json:"step"` // -1 when unknown (crash recovery)
 }
 
 // PendingCall is a tool call waiting at a pause.
@@ -305,6 +385,7 @@ type PendingCall struct {
 	Arguments string `json:"arguments"`
 	State     string `json:"state"` // pending | asking
 	AskID     string `json:"askId,omitempty"`
+	External  bool   `json:"external,omitempty"` // a client-side tool
 }
 
 // newEventID is a 32-hex id.

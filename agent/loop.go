@@ -2,14 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"mime"
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hookd/hookd/agent/model"
@@ -26,9 +25,17 @@ type run struct {
 	state  runState
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// base is the conversation before this run plus its user message; the model sees base and
+	// then state.Transcript.
+	base []model.Message
+	// inModel is set while a model call is in flight (owned by the run goroutine).
+	inModel bool
+	// pauseRequested asks the loop to suspend at the next step boundary.
+	pauseRequested atomic.Bool
 
 	emitMu sync.Mutex
-	seq    int64
+	seq    int64 // the last seq emitted (or stored, for a resumed run)
+	opened bool  // this process registered the run's feed
 }
 
 // runState is the run's resume point, persisted at every step boundary and pause.
@@ -39,11 +46,19 @@ type runState struct {
 	Usage      Usage           `json:"usage"`
 	Text       string          `json:"text"`     // the last answer text
 	Thinking   string          `json:"thinking"` // the last reasoning
+	// Pending are the tool calls of the current step until they all have results.
+	Pending []pendingCall `json:"pending,omitempty"`
+	// AssistantMessageID is the message answers go to now (supplementary input starts a new one).
+	AssistantMessageID int64 `json:"assistantMessageId,omitempty"`
+	// BudgetBase is the token count when the budget last started counting (a resume restarts it).
+	BudgetBase int64 `json:"budgetBase,omitempty"`
 }
 
 type userBody struct {
 	Text   string   `json:"text"`
 	Images []string `json:"images,omitempty"`
+	// Supplementary input is also in the run's transcript; the model history takes it from there.
+	Supplementary bool `json:"supplementary,omitempty"`
 }
 
 type assistantBody struct {
@@ -65,8 +80,9 @@ func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
 func (r *run) emit(e Event) {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
-	if r.seq == 0 {
-		r.rt.elog.open(r.rec.ID, 0)
+	if !r.opened {
+		r.rt.elog.open(r.rec.ID, r.seq)
+		r.opened = true
 	}
 	r.seq++
 	e.Seq, e.RunID, e.ID, e.At = r.seq, r.rec.RequestID, newEventID(), time.Now().UTC()
@@ -139,12 +155,21 @@ func (r *run) execute() {
 	r.state.Input = input
 	r.observe(dispatcher.SessionStart, &dispatcher.SessionStartContext{NewSession: spec.NewSession})
 
-	history, err := r.rt.history(r.ctx, spec.SessionID, r.rec.ID)
-	if err != nil {
+	if err := r.loadBase(); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
 	}
-	r.loop(append(history, model.Message{Role: model.RoleUser, Text: input, Images: spec.Images}))
+	r.loop()
+}
+
+// loadBase reads the conversation before this run and the run's own user message.
+func (r *run) loadBase() error {
+	history, err := r.rt.history(r.ctx, r.spec.SessionID, r.rec.ID)
+	if err != nil {
+		return err
+	}
+	r.base = append(history, model.Message{Role: model.RoleUser, Text: r.state.Input, Images: r.spec.Images})
+	return nil
 }
 
 // history is the conversation of the session's earlier runs, as the model sees it.
@@ -161,7 +186,7 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 		switch m.Role {
 		case model.RoleUser:
 			var b userBody
-			if json.Unmarshal(m.Body, &b) == nil {
+			if json.Unmarshal(m.Body, &b) == nil && !b.Supplementary {
 				out = append(out, model.Message{Role: model.RoleUser, Text: b.Text, Images: b.Images})
 			}
 		case model.RoleAssistant:
@@ -174,43 +199,50 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 	return out, nil
 }
 
-// loop is the ReAct loop: call the model, run the tools it asks for, until it answers.
-func (r *run) loop(msgs []model.Message) {
-	msgs = append(msgs, r.state.Transcript...)
+// loop is the ReAct loop: settle the tool calls still pending (after a resume), then call the
+// model and run the tools it asks for, until it answers or the run pauses.
+func (r *run) loop() {
+	if len(r.state.Pending) > 0 && !r.settle() {
+		return
+	}
 	for {
+		if r.pauseRequested.Load() {
+			r.suspend(SuspendManual, "suspended by the user")
+			return
+		}
+		if r.overBudget() {
+			r.requestStop()
+			return
+		}
+		r.consumeInputs()
 		if r.state.Step >= r.rt.cfg.MaxIters {
 			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.rt.cfg.MaxIters, CurrentIter: r.state.Step}})
 			r.finish(ReasonMaxIterations)
 			return
 		}
+		r.checkpoint()
 		r.state.Step++
-		resp, err := r.callModel(msgs)
+		r.inModel = true
+		resp, err := r.callModel(append(append([]model.Message(nil), r.base...), r.state.Transcript...))
 		if err != nil {
 			r.modelFailed(err)
 			return
 		}
+		r.inModel = false
 		r.state.Text, r.state.Thinking = resp.Text, resp.Thinking
-		asst := model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls}
-		r.state.Transcript = append(r.state.Transcript, asst)
-		msgs = append(msgs, asst)
+		r.state.Transcript = append(r.state.Transcript,
+			model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
 			r.finish(ReasonModelStop)
 			return
 		}
-		for _, call := range resp.ToolCalls {
-			if r.ctx.Err() != nil {
-				r.emitToolEnd(call, call.Arguments, ToolInterrupted, "", "interrupted before it ran", 0)
-				continue
-			}
-			res := r.runTool(call)
-			r.state.Transcript = append(r.state.Transcript, res)
-			msgs = append(msgs, res)
+		r.state.Pending = make([]pendingCall, len(resp.ToolCalls))
+		for i, c := range resp.ToolCalls {
+			r.state.Pending[i] = pendingCall{ID: c.ID, Name: c.Name, Raw: c.Arguments, Stage: stageNew}
 		}
-		if r.ctx.Err() != nil {
-			r.stopped()
+		if !r.settle() {
 			return
 		}
-		r.checkpoint()
 	}
 }
 
@@ -218,10 +250,11 @@ func (r *run) loop(msgs []model.Message) {
 // retrying with status events in between.
 func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 	specs := r.rt.tools.Specs()
-	tspecs := make([]model.ToolSpec, len(specs))
+	tspecs := make([]model.ToolSpec, len(specs), len(specs)+len(r.spec.ExternalTools))
 	for i, s := range specs {
 		tspecs[i] = model.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
 	}
+	tspecs = append(tspecs, r.spec.ExternalTools...)
 	req := model.Request{Model: r.spec.Model, Temperature: r.spec.Temperature, Messages: msgs, Tools: tspecs,
 		RunInput: r.state.Input, Step: r.state.Step - 1}
 	backoff := r.rt.cfg.ModelBackoff
@@ -321,91 +354,6 @@ func (s *streamer) closeBlock() {
 	}
 }
 
-// runTool takes one call through repair, the pre_tool_use hooks, execution and post_tool_use,
-// emitting its events, and returns the tool message the model sees next.
-func (r *run) runTool(call model.ToolCall) model.Message {
-	start := time.Now()
-	answer := func(state, args, output, errMsg string) model.Message {
-		r.emitToolEnd(call, args, state, output, errMsg, time.Since(start))
-		succeeded := state == ToolSuccess
-		r.observe(dispatcher.PostToolUse, &dispatcher.PostToolUseContext{ToolName: call.Name, ToolCallID: call.ID,
-			Arguments: dispatcher.Value(args), Output: dispatcher.Value(output), Succeeded: succeeded,
-			ErrorMessage: optional(errMsg), DurationMs: time.Since(start).Milliseconds()})
-		text := output
-		if !succeeded && errMsg != "" {
-			text = errMsg
-		}
-		return model.Message{Role: model.RoleTool, ToolCallID: call.ID, Name: call.Name, Text: text}
-	}
-
-	args, err := tools.RepairArguments(call.Arguments)
-	if err != nil {
-		r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: call.Arguments}})
-		r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: call.ID, Name: call.Name}})
-		return answer(ToolError, call.Arguments, "", err.Error())
-	}
-	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: string(args)}})
-	r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: call.ID, Name: call.Name}})
-	tool, ok := r.rt.tools.Get(call.Name)
-	if !ok {
-		return answer(ToolError, string(args), "", fmt.Sprintf("unknown tool %q", call.Name))
-	}
-
-	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
-		ToolName: call.Name, ToolCallID: call.ID, Arguments: dispatcher.Value(args)}))
-	if err != nil {
-		return answer(ToolError, string(args), "", "pre_tool_use hook: "+err.Error())
-	}
-	switch dec.Decision {
-	case dispatcher.Deny:
-		reason := dec.Reason
-		if reason == "" {
-			reason = "the tool call was refused by policy"
-		}
-		return answer(ToolDenied, string(args), "", reason)
-	case dispatcher.Modify:
-		args = json.RawMessage(*dec.ModifiedValue)
-	}
-
-	dir, err := r.rt.ws.Dir(r.spec.SessionID)
-	if err != nil {
-		return answer(ToolError, string(args), "", err.Error())
-	}
-	streamed := false
-	env := tools.Env{SessionID: r.spec.SessionID, Workspace: dir, Progress: func(text string) {
-		streamed = true
-		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, OutputDelta: text}})
-	}}
-	res, err := tool.Run(r.ctx, env, args)
-	if err != nil {
-		r.rt.log.Warn("tool failed", "tool", call.Name, "requestId", r.rec.RequestID, "err", err)
-		res = tools.Result{Text: err.Error(), IsError: true}
-	}
-	if !streamed && res.Text != "" {
-		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, OutputDelta: res.Text}})
-	}
-	for _, d := range res.Data {
-		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: call.ID, Name: call.Name,
-			Data: &DataContent{ID: newEventID(), Name: d.Name, MediaType: d.MediaType, Base64: base64.StdEncoding.EncodeToString(d.Bytes)}}})
-	}
-	for _, f := range res.Files {
-		r.attach(f)
-	}
-	switch {
-	case r.ctx.Err() != nil:
-		return answer(ToolInterrupted, string(args), res.Text, "interrupted")
-	case res.IsError:
-		return answer(ToolError, string(args), res.Text, firstLine(res.Text))
-	default:
-		return answer(ToolSuccess, string(args), res.Text, "")
-	}
-}
-
-func (r *run) emitToolEnd(call model.ToolCall, args, state, output, errMsg string, d time.Duration) {
-	r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: call.ID, Name: call.Name, Arguments: args,
-		State: state, Output: output, Error: errMsg, DurationMs: d.Milliseconds()}})
-}
-
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
@@ -421,7 +369,7 @@ func (r *run) attach(f tools.File) {
 	if ctype == "" {
 		ctype = "application/octet-stream"
 	}
-	msgID := r.spec.AssistantMessageID
+	msgID := r.assistantID()
 	a, created, err := r.rt.db.UpsertAttachment(r.ctx, storage.Attachment{SessionID: r.spec.SessionID, MessageID: &msgID,
 		Path: "/workspace/" + strings.TrimPrefix(f.Path, "/"), FileName: name, Extension: ext, ContentType: ctype,
 		Size: f.Size, Source: "AGENT_GENERATED"})
@@ -464,6 +412,10 @@ func (r *run) modelFailed(err error) {
 // (suspended, to be resumed after the restart).
 func (r *run) stopped() {
 	if errors.Is(context.Cause(r.ctx), errShutdown) {
+		if r.inModel { // the call is made again after the restart
+			r.state.Step--
+			r.inModel = false
+		}
 		r.suspend(SuspendShutdown, "the daemon is shutting down")
 		return
 	}
@@ -482,25 +434,19 @@ func (r *run) end(outcome, reason, code, msg string) {
 	r.endWith(outcome, reason, code, msg, false, false)
 }
 
-// endWith emits the result and the end, makes them durable, records the run's final state and
-// message, and reports agent_completion.
+// endWith records the run's end — its answer, its final status — and then announces it, so a
+// client that sees the end can start the next run on the session at once. Then it reports
+// agent_completion.
 func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bool) {
 	ctx := context.WithoutCancel(r.ctx)
 	usage := r.state.Usage
 	body := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
 		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
-	if outcome != OutcomeFailed {
-		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.spec.AssistantMessageID, MsgUUID: body.MsgUUID,
-			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
-	}
-	duration := time.Since(r.spec.StartedAt)
-	r.emit(Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
-		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.spec.AssistantMessageID}})
 	b, _ := json.Marshal(body)
-	if err := r.rt.db.UpdateMessage(ctx, r.spec.AssistantMessageID, b); err != nil {
+	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
 		r.rt.log.Error("saving the answer failed", "requestId", r.rec.RequestID, "err", err)
 	}
-	r.rt.elog.barrier()
+	r.state.Pending = nil
 	r.rec.State, _ = json.Marshal(r.state)
 	r.rec.Status = map[string]string{OutcomeCompleted: storage.RunCompleted, OutcomeFailed: storage.RunFailed,
 		OutcomeInterrupted: storage.RunInterrupted}[outcome]
@@ -508,27 +454,47 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
 	}
+	if outcome != OutcomeFailed {
+		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
+			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
+	}
+	duration := time.Since(r.spec.StartedAt)
+	r.emit(Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
+		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.assistantID()}})
 	r.rt.elog.close(r.rec.ID)
 	r.observe(dispatcher.AgentCompletion, &dispatcher.AgentCompletionContext{Succeeded: outcome == OutcomeCompleted,
 		ErrorMessage: optional(msg), ErrorCode: optional(code), Model: r.modelName(), DurationMs: duration.Milliseconds(),
 		TotalTokens: usage.Total(), StepCount: r.state.Step, TriggerSourceType: r.spec.TriggerSource,
-		RequestID: r.rec.RequestID, AssistantMessageID: &r.spec.AssistantMessageID, UserMessageID: &r.spec.UserMessageID,
+		RequestID: r.rec.RequestID, AssistantMessageID: ptrTo(r.assistantID()), UserMessageID: &r.spec.UserMessageID,
 		NewSession: r.spec.NewSession, AgentName: r.rt.cfg.AgentName, ChannelProvider: optional(r.spec.ChannelProvider)})
 }
 
-// suspend pauses the run: its state is saved and it waits for a resume.
+// suspend pauses the run: it announces why and what waits, saves its state, and lets its
+// goroutine end. A resume starts a new one from the saved state.
 func (r *run) suspend(reason, msg string) {
 	ctx := context.WithoutCancel(r.ctx)
-	r.emit(Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: []PendingCall{},
-		MessageID: r.spec.AssistantMessageID}})
-	r.rt.elog.barrier()
+	pending := r.pendingCalls()
+	r.emit(Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: pending,
+		MessageID: r.assistantID(), Step: r.state.Step}})
+	// Everything this goroutine emitted is durable, its feed closed and it is no longer live
+	// before the run can be claimed by a resume, so two goroutines never act for one run.
+	r.rt.elog.close(r.rec.ID)
+	r.rt.forget(r)
 	r.rec.State, _ = json.Marshal(r.state)
 	r.rec.Status = storage.RunSuspended
 	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
 	}
-	r.rt.elog.close(r.rec.ID)
 }
+
+func (r *run) assistantID() int64 {
+	if r.state.AssistantMessageID != 0 {
+		return r.state.AssistantMessageID
+	}
+	return r.spec.AssistantMessageID
+}
+
+func ptrTo[T any](v T) *T { return &v }
 
 func (r *run) modelName() string {
 	if r.spec.Model != "" {

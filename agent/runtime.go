@@ -43,6 +43,13 @@ type Config struct {
 	ModelBackoff time.Duration
 	// Owner names this process among replicas.
 	Owner string
+	// DefaultBehavior is what happens to a call of a tool that writes or executes when no
+	// permission rule matches: ask (default) or allow. Read-only tools are always allowed.
+	DefaultBehavior string
+	// AskTimeout is how long a confirmation or a client-side tool may take before the call is
+	// denied ("等待超时"); SweepEvery how often that is checked.
+	AskTimeout time.Duration
+	SweepEvery time.Duration
 }
 
 // Runtime runs agents. Its methods are safe for concurrent use.
@@ -59,6 +66,9 @@ type Runtime struct {
 	mu   sync.Mutex
 	live map[int64]*run // runs executing in this process
 	wg   sync.WaitGroup
+
+	stopSweep    context.CancelFunc
+	shutdownOnce sync.Once
 }
 
 // New builds a runtime; call Start before StartRun.
@@ -74,6 +84,15 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 	}
 	if cfg.ModelBackoff <= 0 {
 		cfg.ModelBackoff = 500 * time.Millisecond
+	}
+	if cfg.DefaultBehavior == "" {
+		cfg.DefaultBehavior = BehaviorAsk
+	}
+	if cfg.AskTimeout <= 0 {
+		cfg.AskTimeout = 10 * time.Minute
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = time.Second
 	}
 	return &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
 		elog: newEventLog(db, log), live: map[int64]*run{}}
@@ -98,7 +117,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		_ = json.Unmarshal(r.Spec, &spec)
 		ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
 			ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
-				PendingCalls: []PendingCall{}, MessageID: spec.AssistantMessageID}}
+				PendingCalls: []PendingCall{}, MessageID: spec.AssistantMessageID, Step: -1}}
 		rt.elog.append(r.ID, ev)
 		rt.elog.barrier()
 		r.Status = storage.RunSuspended
@@ -107,12 +126,22 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		}
 		rt.log.Warn("run left running by a crash is suspended", "requestId", r.RequestID)
 	}
+	sctx, cancel := context.WithCancel(context.Background())
+	rt.stopSweep = cancel
+	go rt.sweep(sctx)
 	return nil
 }
 
-// Stop cancels every live run and waits for them to wind down (until ctx ends), then flushes the
-// event log.
-func (rt *Runtime) Stop(ctx context.Context) {
+// Shutdown suspends every live run (SHUTDOWN_INTERRUPT, to be resumed after the restart), waits
+// for them to wind down (until ctx ends), then flushes the event log.
+func (rt *Runtime) Shutdown(ctx context.Context) {
+	rt.shutdownOnce.Do(func() { rt.shutdown(ctx) })
+}
+
+func (rt *Runtime) shutdown(ctx context.Context) {
+	if rt.stopSweep != nil {
+		rt.stopSweep()
+	}
 	rt.mu.Lock()
 	for _, r := range rt.live {
 		r.cancel(errShutdown)
@@ -152,6 +181,9 @@ type StartRequest struct {
 	UserNickname    string
 	TraceID         string
 	ParentTurnID    *string
+	// ExternalTools are tools the client declares and runs itself: calls to them pause the run
+	// until the client posts their results.
+	ExternalTools []model.ToolSpec
 }
 
 // ErrSessionBusy is returned by StartRun when the session already has a run in progress.
@@ -224,12 +256,19 @@ func (rt *Runtime) launch(r *run, fn func(*run)) {
 				rt.log.Error("run panicked", "requestId", r.rec.RequestID, "panic", p)
 				r.fail(CodeInternal, fmt.Sprintf("internal error: %v", p), false, false)
 			}
-			rt.mu.Lock()
-			delete(rt.live, r.rec.ID)
-			rt.mu.Unlock()
+			rt.forget(r)
 		}()
 		fn(r)
 	}()
+}
+
+// forget drops r from the live runs, unless a resume already registered a successor.
+func (rt *Runtime) forget(r *run) {
+	rt.mu.Lock()
+	if rt.live[r.rec.ID] == r {
+		delete(rt.live, r.rec.ID)
+	}
+	rt.mu.Unlock()
 }
 
 // Cancel stops a live run of this process: the current step ends and the run ends INTERRUPTED.

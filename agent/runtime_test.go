@@ -54,6 +54,9 @@ func newEnv(t testing.TB, db *storage.DB, script string, cfg Config) *env {
 	if cfg.ModelBackoff == 0 {
 		cfg.ModelBackoff = time.Millisecond
 	}
+	if cfg.DefaultBehavior == "" {
+		cfg.DefaultBehavior = BehaviorAllow // the loop tests are not about permissions
+	}
 	rt := New(db, disp, m, treg, tools.NewWorkspaces(t.TempDir()), quiet(), cfg)
 	if err := rt.Start(ctx); err != nil {
 		t.Fatal(err)
@@ -61,7 +64,7 @@ func newEnv(t testing.TB, db *storage.DB, script string, cfg Config) *env {
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		rt.Stop(c)
+		rt.Shutdown(c)
 		disp.Stop(c)
 	})
 	return &env{t: t, db: db, reg: reg, disp: disp, rt: rt}
@@ -549,7 +552,7 @@ func TestSubscribe(t *testing.T) {
 		if err := rt2.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		defer rt2.Stop(context.Background())
+		defer rt2.Shutdown(context.Background())
 		ch2, _ := rt2.Subscribe(ctx, info.RequestID, 0)
 		i := 0
 		for ev := range ch2 {

@@ -165,8 +165,8 @@ func TestFullFile(t *testing.T) {
 			APIKey: "sk-model", Name: "llama3"},
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}},
-		SSE:   SSE{Heartbeat: sec(5)},
-		Log:   Log{Level: "debug", Format: "json"},
+		SSE: SSE{Heartbeat: sec(5)},
+		Log: Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)

@@ -23,6 +23,24 @@ type Event struct {
 	OccurredAt time.Time
 }
 
+// normalizeContext turns the other accepted forms of a context into the pointer form that
+// toolNameMatch and modify work on: a struct value or raw JSON would otherwise match no
+// tool-scoped hook (an approval hook silently skipped) and ignore a modify, and raw JSON would go
+// out in the caller's field order instead of the document's.
+func normalizeContext(t HookType, c any) (any, error) {
+	switch v := c.(type) {
+	case json.RawMessage:
+		return DecodeContext(t, v)
+	case PreToolUseContext:
+		return &v, nil
+	case PostToolUseContext:
+		return &v, nil
+	case UserMessageContext:
+		return &v, nil
+	}
+	return c, nil
+}
+
 // toolName is what toolNameMatch is tested against.
 func (e *Event) toolName() string {
 	switch c := e.Context.(type) {

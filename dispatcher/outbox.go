@@ -32,6 +32,10 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	if ev.HookType.Interceptive() || !ev.HookType.Valid() {
 		return nil, fmt.Errorf("dispatcher: %s is not observational", ev.HookType)
 	}
+	var err error
+	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
+		return nil, err
+	}
 	hooks := d.reg.Match(ev.HookType, ev.AgentID, ev.toolName())
 	if len(hooks) == 0 {
 		return nil, nil
@@ -221,7 +225,9 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		TraceID: row.TraceID, SessionID: row.SessionID, PrincipalID: row.PrincipalID, AgentID: row.AgentID,
 		Context: row.Context}
 	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
-	actx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s", h.HookName, timeout))
+	// The cause wraps DeadlineExceeded: net/http returns the cause itself, and the breaker and
+	// the retry classifier know a timeout only by it.
+	actx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s: %w", h.HookName, timeout, context.DeadlineExceeded))
 	a := d.send.send(actx, h, env)
 	cancel()
 	done(breakerOutcome(a))

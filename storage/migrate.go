@@ -156,6 +156,44 @@ var migrations = []migration{
 			PRIMARY KEY (run_id, seq)
 		)`,
 	}},
+	{4, "permissions", []string{
+		`CREATE TABLE permission_rules (
+			id {{pk}},
+			tool_name TEXT NOT NULL,
+			rule_content TEXT NOT NULL,
+			behavior TEXT NOT NULL,
+			source TEXT NOT NULL,
+			scope TEXT NOT NULL,
+			scope_key TEXT NOT NULL,
+			expires_at BIGINT NOT NULL DEFAULT 0,
+			created_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX permission_rules_scope ON permission_rules (scope, scope_key)`,
+		`CREATE TABLE asks (
+			ask_id TEXT PRIMARY KEY,
+			kind TEXT NOT NULL,
+			run_id BIGINT NOT NULL,
+			user_id TEXT NOT NULL,
+			call_id TEXT NOT NULL,
+			tool_name TEXT NOT NULL,
+			args_hash TEXT NOT NULL,
+			status TEXT NOT NULL,
+			answer TEXT NOT NULL DEFAULT '',
+			expires_at BIGINT NOT NULL,
+			created_at BIGINT NOT NULL,
+			answered_at BIGINT NOT NULL DEFAULT 0
+		)`,
+		`CREATE INDEX asks_run ON asks (run_id, status)`,
+		`CREATE TABLE run_inputs (
+			id {{pk}},
+			run_id BIGINT NOT NULL,
+			input_id TEXT NOT NULL,
+			content TEXT NOT NULL,
+			consumed {{bool}} NOT NULL DEFAULT FALSE,
+			created_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX run_inputs_run ON run_inputs (run_id, consumed, id)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

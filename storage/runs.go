@@ -251,6 +251,19 @@ func (db *DB) GetRun(ctx context.Context, requestID string) (Run, error) {
 	return r.plain(), nil
 }
 
+// RunsByID reads a run by its numeric id; ErrNotFound if there is none.
+func (db *DB) RunsByID(ctx context.Context, id int64) (Run, error) {
+	var r runRow
+	err := db.w.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Run{}, ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("storage: get run %d: %w", id, err)
+	}
+	return r.plain(), nil
+}
+
 // LiveRun returns the session's running or suspended run; ErrNotFound if there is none.
 func (db *DB) LiveRun(ctx context.Context, sessionID int64) (Run, error) {
 	var r runRow
@@ -277,7 +290,7 @@ func (db *DB) RunsByStatus(ctx context.Context, status string) ([]Run, error) {
 	return out, nil
 }
 
-// UpdateRun writes a run's status, state and error, only if its status is still one of from
+// UpdateRun writes a run's status, spec, state and error, only if its status is still one of from
 // (nil: any); ErrNotFound when it was not. This is how two writers racing on one run agree.
 func (db *DB) UpdateRun(ctx context.Context, r *Run, from ...string) error {
 	q := db.w.WithContext(ctx).Model(&runRow{}).Where("id = ?", r.ID)
@@ -285,7 +298,7 @@ func (db *DB) UpdateRun(ctx context.Context, r *Run, from ...string) error {
 		q = q.Where("status IN ?", from)
 	}
 	r.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
-	res := q.Updates(map[string]any{"status": r.Status, "state": string(r.State), "error_code": r.ErrorCode,
+	res := q.Updates(map[string]any{"status": r.Status, "spec": string(r.Spec), "state": string(r.State), "error_code": r.ErrorCode,
 		"error_message": r.ErrorMessage, "owner": r.Owner, "updated_at": r.UpdatedAt.UnixMilli()})
 	if res.Error != nil {
 		return fmt.Errorf("storage: update run %d: %w", r.ID, res.Error)

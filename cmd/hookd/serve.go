@@ -115,7 +115,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
-	runtime.Stop(sctx)
+	runtime.Shutdown(sctx)
 	disp.Stop(sctx)
 	stopReg()
 	log.Info("stopped")

@@ -1,0 +1,331 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+const hitlScript = `{"scripts":[
+ {"match":"write","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"original"}}]},
+   {"text":"done"}]},
+ {"match":"two","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"A"}},{"name":"workspace_write_file","arguments":{"path":"b.txt","content":"B"}}]},
+   {"text":"both handled"}]},
+ {"match":"external","steps":[
+   {"toolCalls":[{"name":"client_pick","arguments":{"options":["A","B"]}}]},
+   {"text":"picked"}]},
+ {"match":"budget","steps":[
+   {"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":100,"outputTokens":50}},
+   {"text":"after budget","usage":{"inputTokens":100,"outputTokens":50}}]},
+ {"match":"supp","steps":[
+   {"toolCalls":[{"name":"workspace_list_files"}],"delayMs":400},
+   {"text":"saw it"}]},
+ {"match":"slow","steps":[
+   {"text":"first","delayMs":3000},
+   {"text":"never"}]},
+ {"match":"steps","steps":[
+   {"toolCalls":[{"name":"workspace_list_files"}],"delayMs":300},
+   {"toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"finished"}]}
+]}`
+
+func waitStatus(t *testing.T, rt *Runtime, user, requestID, status string) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if run, _ := rt.Run(context.Background(), user, requestID); run.Status == status {
+			return
+		}
+	}
+	t.Fatalf("run %s never became %s", requestID, status)
+}
+
+// until reads a run's events from `after` until one of kind k arrives (inclusive).
+func (e *env) until(requestID string, after int64, k Kind) []Event {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ch, err := e.rt.Subscribe(ctx, requestID, after)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []Event
+	for ev := range ch {
+		out = append(out, ev)
+		if ev.Kind == k {
+			return out
+		}
+	}
+	e.t.Fatalf("no %s in run %s: %s", k, requestID, kinds(out))
+	return nil
+}
+
+func (e *env) start(user, session, input string) RunInfo {
+	e.t.Helper()
+	info, err := e.rt.StartRun(context.Background(), StartRequest{UserID: user, SessionKey: session, Input: input})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return info
+}
+
+func TestAskApproveWithEditAndRule(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, hitlScript, Config{DefaultBehavior: BehaviorAsk})
+		info := e.start("alice", "s1", "write")
+		evs := e.until(info.RequestID, 0, KindSuspended)
+		ask := find(evs, KindAsk)
+		if ask == nil || len(ask.Ask.Calls) != 1 {
+			t.Fatalf("no ask: %s", kinds(evs))
+		}
+		call := ask.Ask.Calls[0]
+		if call.Name != "workspace_write_file" || !strings.Contains(call.Arguments, "original") || call.AskID == "" || call.RuleDescription == "" {
+			t.Fatalf("ask %+v", call)
+		}
+		if s := evs[len(evs)-1].Suspend; s.Reason != SuspendPermissionAsk || len(s.PendingCalls) != 1 || s.PendingCalls[0].State != "asking" {
+			t.Fatalf("suspend %+v", s)
+		}
+		waitStatus(t, e.rt, "alice", info.RequestID, storage.RunSuspended)
+
+		// Refused: another user, other arguments, an unknown ask.
+		ans := Answer{AskID: call.AskID, Approved: true}
+		if err := e.rt.Answer(context.Background(), "mallory", info.RequestID, []Answer{ans}); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("other user: %v", err)
+		}
+		other := ans
+		other.Arguments = json.RawMessage(`{"path":"a.txt","content":"something else"}`)
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{other}); !errors.Is(err, ErrArgumentsChanged) {
+			t.Fatalf("other arguments: %v", err)
+		}
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{{AskID: "ask_nope", Approved: true}}); !errors.Is(err, ErrNotWaiting) {
+			t.Fatalf("unknown ask: %v", err)
+		}
+
+		// Approve with edited input (same arguments as shown, key order aside) and a rule.
+		ans.Arguments = json.RawMessage(`{"content":"original","path":"a.txt"}`)
+		ans.Input = json.RawMessage(`{"path":"a.txt","content":"edited by alice"}`)
+		ans.Rules = []RuleSpec{{ToolName: "workspace_write_file", RuleContent: "a.txt", Behavior: BehaviorAllow}}
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); !errors.Is(err, ErrAlreadyAnswered) && !errors.Is(err, ErrNotWaiting) {
+			t.Fatalf("second use: %v", err)
+		}
+		rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+		checkSeqs(t, rest, evs[len(evs)-1].Seq)
+		res := find(rest, KindAskResolved)
+		if res == nil || !res.Answers[0].Approved || res.Answers[0].Input == "" {
+			t.Fatalf("resolved: %s", kinds(rest))
+		}
+		if te := find(rest, KindToolResultEnded).Tool; te.State != ToolSuccess || !strings.Contains(te.Arguments, "edited by alice") {
+			t.Fatalf("tool ran with %+v", te)
+		}
+		dir, _ := e.rt.ws.Dir(info.SessionID)
+		if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "edited by alice" {
+			t.Fatalf("file holds %q", b)
+		}
+		if rest[len(rest)-1].End.Outcome != OutcomeCompleted {
+			t.Fatalf("end %+v", rest[len(rest)-1].End)
+		}
+		// The remembered rule skips the ask next time in this session.
+		info2, evs2 := e.run(StartRequest{UserID: "alice", SessionKey: "s1", Input: "write"})
+		if find(evs2, KindAsk) != nil || evs2[len(evs2)-1].End.Outcome != OutcomeCompleted {
+			t.Fatalf("asked again: %s", kinds(evs2))
+		}
+		// But not in another session.
+		info3 := e.start("alice", "s2", "write")
+		if find(e.until(info3.RequestID, 0, KindSuspended), KindAsk) == nil {
+			t.Fatal("rule leaked into another session")
+		}
+		_ = info2
+		if err := e.rt.Stop(context.Background(), "alice", info3.RequestID); err != nil {
+			t.Fatal(err)
+		}
+		end := e.until(info3.RequestID, 0, KindRunEnded)
+		if end[len(end)-1].End.Outcome != OutcomeInterrupted {
+			t.Fatalf("stopping a suspended run: %+v", end[len(end)-1].End)
+		}
+	})
+}
+
+func TestAskDenyTimeoutAndAllDenied(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{DefaultBehavior: BehaviorAsk, AskTimeout: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond})
+	// Two asks: one denied by the user, one left to time out: every call denied.
+	info := e.start("u", "s", "two")
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	calls := find(evs, KindAsk).Ask.Calls
+	if len(calls) != 2 {
+		t.Fatalf("asks: %+v", calls)
+	}
+	if err := e.rt.Answer(context.Background(), "u", info.RequestID, []Answer{{CallID: calls[0].CallID, Approved: false, Reason: "不需要"}}); err != nil {
+		t.Fatal(err)
+	}
+	rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	res := find(rest, KindAskResolved).Answers
+	if len(res) != 2 || res[0].Approved || res[0].Reason != "不需要" || res[1].Approved || res[1].Reason != "等待超时" {
+		t.Fatalf("answers %+v", res)
+	}
+	var states []string
+	for _, ev := range rest {
+		if ev.Kind == KindToolResultEnded {
+			states = append(states, ev.Tool.State+":"+ev.Tool.Error)
+		}
+	}
+	if strings.Join(states, ",") != "denied:不需要,denied:等待超时" {
+		t.Fatalf("states %v", states)
+	}
+	if ad := find(rest, KindAllDenied); ad == nil || len(ad.Calls) != 2 {
+		t.Fatalf("all denied: %s", kinds(rest))
+	}
+	if r := find(rest, KindResult).Result; r.Text != "both handled" {
+		t.Fatalf("the model was not told and asked again: %+v", r)
+	}
+}
+
+func TestExternalExecution(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info, err := e.rt.StartRun(context.Background(), StartRequest{UserID: "u", SessionKey: "s", Input: "external",
+		ExternalTools: []model.ToolSpec{{Name: "client_pick", Description: "the user picks", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	ext := find(evs, KindExternalCalls)
+	if ext == nil || ext.Calls[0].Name != "client_pick" || evs[len(evs)-1].Suspend.Reason != SuspendExternalExecution {
+		t.Fatalf("external: %s", kinds(evs))
+	}
+	if err := e.rt.SubmitToolResults(context.Background(), "u", info.RequestID, []ToolOutput{{CallID: "nope", Output: "x"}}); !errors.Is(err, ErrNotWaiting) {
+		t.Fatalf("unknown call: %v", err)
+	}
+	if err := e.rt.SubmitToolResults(context.Background(), "u", info.RequestID, []ToolOutput{{CallID: ext.Calls[0].CallID, Output: "B"}}); err != nil {
+		t.Fatal(err)
+	}
+	rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	if r := find(rest, KindExternalResults); r == nil || r.Results[0].Output != "B" || r.Results[0].Name != "client_pick" {
+		t.Fatalf("results: %s", kinds(rest))
+	}
+	if r := find(rest, KindResult).Result; r.Text != "picked" {
+		t.Fatalf("result %+v", r)
+	}
+	hist, _ := e.rt.history(context.Background(), info.SessionID, -1)
+	if tool := hist[2]; tool.Role != model.RoleTool || tool.Text != "B" {
+		t.Fatalf("the model saw %+v", tool)
+	}
+}
+
+func TestTokenBudgetStopsAndResumes(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{TokenBudget: 120})
+	info := e.start("u", "s", "budget")
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	st := find(evs, KindStopRequested)
+	if st == nil || st.Stop.GenerateReason != ReasonMiddleware || !strings.Contains(st.Stop.Reason, "120") {
+		t.Fatalf("stop: %s", kinds(evs))
+	}
+	if evs[len(evs)-1].Suspend.Reason != SuspendRequestStop {
+		t.Fatalf("suspend %+v", evs[len(evs)-1].Suspend)
+	}
+	if err := e.rt.Resume(context.Background(), "other", info.RequestID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("other user resumed: %v", err)
+	}
+	if err := e.rt.Resume(context.Background(), "u", info.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	if find(rest, KindResumed) == nil || find(rest, KindResult).Result.Text != "after budget" {
+		t.Fatalf("after resume: %s", kinds(rest))
+	}
+}
+
+func TestSupplementaryInput(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info := e.start("u", "s", "supp")
+	e.until(info.RequestID, 0, KindModelStarted)
+	id, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, "顺便再加一个夜间模式")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.until(info.RequestID, 0, KindRunEnded)
+	in := find(evs, KindInputConsumed)
+	if in == nil || in.Input.InputID != id || in.Input.Content != "顺便再加一个夜间模式" || in.Input.AssistantMessageID == info.AssistantMessageID {
+		t.Fatalf("consumed: %s", kinds(evs))
+	}
+	if r := find(evs, KindResult).Result; r.MessageID != in.Input.AssistantMessageID {
+		t.Fatalf("answer went to message %d", r.MessageID)
+	}
+	h, _ := e.rt.History(context.Background(), info.SessionID, time.Time{})
+	if len(h) != 4 || h[2].Text != "顺便再加一个夜间模式" || h[3].Text != "saw it" {
+		t.Fatalf("history %+v", h)
+	}
+	if _, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, "late"); !errors.Is(err, ErrNotLive) {
+		t.Fatalf("append to an ended run: %v", err)
+	}
+}
+
+func TestManualSuspendResume(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info := e.start("u", "s", "steps")
+	e.until(info.RequestID, 0, KindModelStarted)
+	if err := e.rt.Suspend(context.Background(), "u", info.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	if s := evs[len(evs)-1].Suspend; s.Reason != SuspendManual || s.Step != 1 {
+		t.Fatalf("suspend %+v", s)
+	}
+	if err := e.rt.Resume(context.Background(), "u", info.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	if find(rest, KindResult).Result.Text != "finished" {
+		t.Fatalf("after resume: %s", kinds(rest))
+	}
+}
+
+// A shutdown suspends a running run; a new runtime on the same database resumes it under the
+// same run id, and the event stream has neither gaps nor repeats.
+func TestShutdownSuspendsAndRestartResumes(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, hitlScript, Config{})
+		info := e.start("u", "s", "slow")
+		e.until(info.RequestID, 0, KindModelStarted)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		e.rt.Shutdown(ctx)
+		cancel()
+		run, _ := e.rt.Run(context.Background(), "u", info.RequestID)
+		if run.Status != storage.RunSuspended {
+			t.Fatalf("after shutdown: %s", run.Status)
+		}
+
+		rt2 := New(db, e.disp, e.rt.model, e.rt.tools, e.rt.ws, quiet(), Config{})
+		if err := rt2.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer rt2.Shutdown(context.Background())
+		if err := rt2.Resume(context.Background(), "u", info.RequestID); err != nil {
+			t.Fatal(err)
+		}
+		e2 := &env{t: t, db: db, rt: rt2}
+		all := e2.until(info.RequestID, 0, KindRunEnded)
+		checkSeqs(t, all, 0)
+		susp := find(all, KindSuspended)
+		if susp == nil || susp.Suspend.Reason != SuspendShutdown {
+			t.Fatalf("events: %s", kinds(all))
+		}
+		if r := find(all, KindResult).Result; r.Text != "first" {
+			t.Fatalf("the interrupted model call was not made again: %+v", r)
+		}
+		if all[len(all)-1].End.Outcome != OutcomeCompleted || all[len(all)-1].RunID != info.RequestID {
+			t.Fatalf("end %+v", all[len(all)-1])
+		}
+	})
+}
