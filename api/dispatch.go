@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
@@ -32,20 +33,20 @@ type dispatchRequest struct {
 // with the chain's decision, observational ones once the events are durably queued.
 func (a dispatchAPI) dispatch(c *gin.Context) {
 	var req dispatchRequest
-	if !bindJSON(c, &req) {
+	if !wire.BindJSON(c, &req) {
 		return
 	}
 	if req.HookType == "" {
-		fail(c, http.StatusBadRequest, "hookType: is required")
+		wire.Fail(c, http.StatusBadRequest, "hookType: is required")
 		return
 	}
 	if !req.HookType.Valid() {
-		fail(c, http.StatusBadRequest, "hookType: %q is not one of %v", req.HookType, dispatcher.HookTypes)
+		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not one of %v", req.HookType, dispatcher.HookTypes)
 		return
 	}
 	ctxValue, err := dispatcher.DecodeContext(req.HookType, req.Context)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
 	ev := dispatcher.Event{HookType: req.HookType, TraceID: req.TraceID, SessionID: req.SessionID,
@@ -53,26 +54,26 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 	if !req.HookType.Interceptive() {
 		ids, err := a.d.Observe(c, ev)
 		if err != nil {
-			failErr(c, err)
+			wire.FailErr(c, err)
 			return
 		}
 		if ids == nil {
 			ids = []string{}
 		}
-		ok(c, http.StatusAccepted, gin.H{"eventIds": ids})
+		wire.OK(c, http.StatusAccepted, gin.H{"eventIds": ids})
 		return
 	}
 	dec, err := a.d.Intercept(c, ev)
 	var bad *dispatcher.InvalidModifyError
 	if errors.As(err, &bad) {
-		fail(c, http.StatusBadGateway, "%v", bad)
+		wire.Fail(c, http.StatusBadGateway, "%v", bad)
 		return
 	}
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
+	wire.OK(c, http.StatusOK, gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
 		"modifiedValue": dec.ModifiedValue, "decisionId": nullIfEmpty(dec.DecisionID)})
 }
 
@@ -83,10 +84,10 @@ func (a dispatchAPI) probe(c *gin.Context) {
 	}
 	res, err := a.d.Probe(c, id)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, res)
+	wire.OK(c, http.StatusOK, res)
 }
 
 // deliveryView is a delivery with its attempts.
@@ -112,12 +113,12 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 	switch f.Status {
 	case "", storage.StatusPending, storage.StatusDelivering, storage.StatusDelivered, storage.StatusFailed, storage.StatusDead:
 	default:
-		fail(c, http.StatusBadRequest, "status: must be pending, delivering, delivered, failed or dead")
+		wire.Fail(c, http.StatusBadRequest, "status: must be pending, delivering, delivered, failed or dead")
 		return
 	}
 	ds, err := a.db.ListDeliveries(c, f)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
 	ids := make([]int64, len(ds))
@@ -126,7 +127,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 	}
 	attempts, err := a.db.Attempts(c, ids)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
 	out := make([]deliveryView, len(ds))
@@ -136,7 +137,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 			out[i].Attempts = []storage.Attempt{}
 		}
 	}
-	ok(c, http.StatusOK, out)
+	wire.OK(c, http.StatusOK, out)
 }
 
 func (a dispatchAPI) redeliver(c *gin.Context) {
@@ -146,25 +147,25 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 	}
 	d, err := a.d.Redeliver(c, id)
 	if errors.Is(err, storage.ErrBusy) {
-		fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
+		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
 		return
 	}
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
 	attempts, err := a.db.Attempts(c, []int64{id})
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, deliveryView{Delivery: d, Attempts: attempts[id]})
+	wire.OK(c, http.StatusOK, deliveryView{Delivery: d, Attempts: attempts[id]})
 }
 
 func (a dispatchAPI) decisions(c *gin.Context) {
 	f := storage.DecisionFilter{HookType: c.Query("hookType"), DecisionID: c.Query("decisionId")}
 	if f.HookType != "" && !dispatcher.HookType(f.HookType).Interceptive() {
-		fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
+		wire.Fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
 		return
 	}
 	if c.Query("sessionId") != "" {
@@ -185,13 +186,13 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	f.Limit = int(limit)
 	ds, err := a.db.ListDecisions(c, f)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, ds)
+	wire.OK(c, http.StatusOK, ds)
 }
 
-func (a dispatchAPI) breakers(c *gin.Context) { ok(c, http.StatusOK, a.d.Breakers()) }
+func (a dispatchAPI) breakers(c *gin.Context) { wire.OK(c, http.StatusOK, a.d.Breakers()) }
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.
 func queryInt(c *gin.Context, name string) (int64, bool) {
@@ -201,7 +202,7 @@ func queryInt(c *gin.Context, name string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || v < 0 {
-		fail(c, http.StatusBadRequest, "%s: must be a non-negative integer", name)
+		wire.Fail(c, http.StatusBadRequest, "%s: must be a non-negative integer", name)
 		return 0, false
 	}
 	return v, true

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 )
 
@@ -13,43 +14,43 @@ type hooksAPI struct{ reg *dispatcher.Registry }
 
 func (a hooksAPI) create(c *gin.Context) {
 	var h dispatcher.Hook
-	if !bindJSON(c, &h) {
+	if !wire.BindJSON(c, &h) {
 		return
 	}
 	h.ID = 0
 	out, err := a.reg.Create(c, h)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusCreated, out.Masked())
+	wire.OK(c, http.StatusCreated, out.Masked())
 }
 
 func (a hooksAPI) list(c *gin.Context) {
 	t := dispatcher.HookType(c.Query("hookType"))
 	if t != "" && !t.Valid() {
-		fail(c, http.StatusBadRequest, "hookType: %q is not a hook type", t)
+		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not a hook type", t)
 		return
 	}
 	var agentID *int64
 	if s := c.Query("agentId"); s != "" {
 		v, err := strconv.ParseInt(s, 10, 64)
 		if err != nil {
-			fail(c, http.StatusBadRequest, "agentId: must be an integer")
+			wire.Fail(c, http.StatusBadRequest, "agentId: must be an integer")
 			return
 		}
 		agentID = &v
 	}
 	hooks, err := a.reg.List(c, t, agentID)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
 	out := make([]dispatcher.Hook, len(hooks))
 	for i, h := range hooks {
 		out[i] = h.Masked()
 	}
-	ok(c, http.StatusOK, out)
+	wire.OK(c, http.StatusOK, out)
 }
 
 func (a hooksAPI) get(c *gin.Context) {
@@ -59,10 +60,10 @@ func (a hooksAPI) get(c *gin.Context) {
 	}
 	h, err := a.reg.Get(c, id)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, h.Masked())
+	wire.OK(c, http.StatusOK, h.Masked())
 }
 
 func (a hooksAPI) replace(c *gin.Context) {
@@ -71,15 +72,15 @@ func (a hooksAPI) replace(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
-	if !bindJSON(c, &h) {
+	if !wire.BindJSON(c, &h) {
 		return
 	}
 	out, err := a.reg.Replace(c, id, h)
 	if err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, out.Masked())
+	wire.OK(c, http.StatusOK, out.Masked())
 }
 
 func (a hooksAPI) delete(c *gin.Context) {
@@ -88,17 +89,17 @@ func (a hooksAPI) delete(c *gin.Context) {
 		return
 	}
 	if err := a.reg.Delete(c, id); err != nil {
-		failErr(c, err)
+		wire.FailErr(c, err)
 		return
 	}
-	ok(c, http.StatusOK, gin.H{"id": id, "deleted": true})
+	wire.OK(c, http.StatusOK, gin.H{"id": id, "deleted": true})
 }
 
 // pathID reads the :id parameter, answering 400 when it is not a positive integer.
 func pathID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
-		fail(c, http.StatusBadRequest, "id: must be a positive integer")
+		wire.Fail(c, http.StatusBadRequest, "id: must be a positive integer")
 		return 0, false
 	}
 	return id, true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
@@ -39,22 +40,22 @@ func New(d Deps) http.Handler {
 	r.ContextWithFallback = true
 	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log))
 	r.NoRoute(func(c *gin.Context) {
-		fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
+		wire.Fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {
-		fail(c, http.StatusMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)
+		wire.Fail(c, http.StatusMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { ok(c, http.StatusOK, gin.H{"status": "alive"}) })
+	r.GET("/healthz", func(c *gin.Context) { wire.OK(c, http.StatusOK, gin.H{"status": "alive"}) })
 	r.GET("/readyz", func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := d.DB.Ping(ctx); err != nil {
 			d.Log.Warn("readiness: database unreachable", "err", err)
-			fail(c, http.StatusServiceUnavailable, "database unreachable")
+			wire.Fail(c, http.StatusServiceUnavailable, "database unreachable")
 			return
 		}
-		ok(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
+		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
 
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))
@@ -86,13 +87,13 @@ func adminAuth(tokens []string, loopbackOnly bool) gin.HandlerFunc {
 			if loopbackOnly {
 				return
 			}
-			fail(c, http.StatusUnauthorized, "admin API disabled: no adminTokens configured")
+			wire.Fail(c, http.StatusUnauthorized, "admin API disabled: no adminTokens configured")
 			return
 		}
 		got, found := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
 		if !found || !tokenIn([]byte(got), want) {
 			c.Header("WWW-Authenticate", `Bearer realm="hookd-admin"`)
-			fail(c, http.StatusUnauthorized, "admin bearer token required")
+			wire.Fail(c, http.StatusUnauthorized, "admin bearer token required")
 			return
 		}
 	}
@@ -112,7 +113,7 @@ func tokenIn(got []byte, tokens [][]byte) bool {
 // decoder reads past the limit.
 func limitBody(c *gin.Context) {
 	if c.Request.ContentLength > MaxBodyBytes {
-		fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
+		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
@@ -126,7 +127,7 @@ func recoverer(log *slog.Logger) gin.HandlerFunc {
 					panic(p)
 				}
 				log.Error("handler panic", "method", c.Request.Method, "path", c.FullPath(), "panic", p)
-				fail(c, http.StatusInternalServerError, "internal error")
+				wire.Fail(c, http.StatusInternalServerError, "internal error")
 			}
 		}()
 		c.Next()

@@ -1,4 +1,6 @@
-package api
+// Package wire holds what every HTTP route of hookd shares: the REST response wrapper, JSON
+// binding with clear errors, SSE framing, and who the caller of a chat API is.
+package wire
 
 import (
 	"encoding/json"
@@ -22,34 +24,34 @@ type Response struct {
 	Message        string `json:"message"`
 }
 
-// ok writes a success wrapper.
-func ok(c *gin.Context, status int, data any) {
+// OK writes a success wrapper.
+func OK(c *gin.Context, status int, data any) {
 	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: "success"})
 }
 
-// fail writes an error wrapper and stops the handler chain.
-func fail(c *gin.Context, status int, format string, args ...any) {
+// Fail writes an error wrapper and stops the handler chain.
+func Fail(c *gin.Context, status int, format string, args ...any) {
 	c.AbortWithStatusJSON(status, Response{HTTPStatusCode: status, Message: fmt.Sprintf(format, args...)})
 }
 
-// failErr maps an error from below to its status: validation 400, missing 404, else 500 (whose
+// FailErr maps an error from below to its status: validation 400, missing 404, else 500 (whose
 // detail goes to the log, not to the client).
-func failErr(c *gin.Context, err error) {
+func FailErr(c *gin.Context, err error) {
 	var ve *dispatcher.ValidationError
 	switch {
 	case errors.As(err, &ve):
-		fail(c, http.StatusBadRequest, "%s", ve.Error())
+		Fail(c, http.StatusBadRequest, "%s", ve.Error())
 	case errors.Is(err, storage.ErrNotFound):
-		fail(c, http.StatusNotFound, "not found")
+		Fail(c, http.StatusNotFound, "not found")
 	default:
 		_ = c.Error(err)
-		fail(c, http.StatusInternalServerError, "internal error")
+		Fail(c, http.StatusInternalServerError, "internal error")
 	}
 }
 
-// bindJSON decodes the body into v. It answers 413 for a body over the limit and 400 naming the
+// BindJSON decodes the body into v. It answers 413 for a body over the limit and 400 naming the
 // field for malformed JSON or a value of the wrong type, and reports whether decoding succeeded.
-func bindJSON(c *gin.Context, v any) bool {
+func BindJSON(c *gin.Context, v any) bool {
 	dec := json.NewDecoder(c.Request.Body)
 	err := dec.Decode(v)
 	if err == nil {
@@ -64,19 +66,19 @@ func bindJSON(c *gin.Context, v any) bool {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
-		fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
+		Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
 	case errors.Is(err, io.EOF):
-		fail(c, http.StatusBadRequest, "body: is empty; a JSON object is required")
+		Fail(c, http.StatusBadRequest, "body: is empty; a JSON object is required")
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
 			field = "body"
 		}
-		fail(c, http.StatusBadRequest, "%s: must be %s, not %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
+		Fail(c, http.StatusBadRequest, "%s: must be %s, not %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		fail(c, http.StatusBadRequest, "body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+		Fail(c, http.StatusBadRequest, "body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
 	default:
-		fail(c, http.StatusBadRequest, "body: %v", err)
+		Fail(c, http.StatusBadRequest, "body: %v", err)
 	}
 	return false
 }
