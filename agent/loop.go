@@ -184,6 +184,8 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 			continue
 		}
 		switch m.Role {
+		case model.RoleSystem: // a context reset: forget what came before
+			out = out[:0]
 		case model.RoleUser:
 			var b userBody
 			if json.Unmarshal(m.Body, &b) == nil && !b.Supplementary {
@@ -215,8 +217,8 @@ func (r *run) loop() {
 			return
 		}
 		r.consumeInputs()
-		if r.state.Step >= r.rt.cfg.MaxIters {
-			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.rt.cfg.MaxIters, CurrentIter: r.state.Step}})
+		if r.state.Step >= r.maxIters() {
+			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.maxIters(), CurrentIter: r.state.Step}})
 			r.finish(ReasonMaxIterations)
 			return
 		}
@@ -229,6 +231,9 @@ func (r *run) loop() {
 			return
 		}
 		r.inModel = false
+		if r.spec.NoTools {
+			resp.ToolCalls = nil // a single-answer run takes the text and nothing else
+		}
 		r.state.Text, r.state.Thinking = resp.Text, resp.Thinking
 		r.state.Transcript = append(r.state.Transcript,
 			model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls})
@@ -250,6 +255,9 @@ func (r *run) loop() {
 // retrying with status events in between.
 func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 	specs := r.rt.tools.Specs()
+	if r.spec.NoTools {
+		specs = nil
+	}
 	tspecs := make([]model.ToolSpec, len(specs), len(specs)+len(r.spec.ExternalTools))
 	for i, s := range specs {
 		tspecs[i] = model.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
@@ -485,6 +493,13 @@ func (r *run) suspend(reason, msg string) {
 	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
 	}
+}
+
+func (r *run) maxIters() int {
+	if r.spec.MaxIters > 0 && r.spec.MaxIters < r.rt.cfg.MaxIters {
+		return r.spec.MaxIters
+	}
+	return r.rt.cfg.MaxIters
 }
 
 func (r *run) assistantID() int64 {

@@ -184,6 +184,10 @@ type StartRequest struct {
 	// ExternalTools are tools the client declares and runs itself: calls to them pause the run
 	// until the client posts their results.
 	ExternalTools []model.ToolSpec
+	// MaxIters caps the model calls of this run below the configured cap (0: the configured one);
+	// NoTools offers the model no tools (a single-answer mode).
+	MaxIters int
+	NoTools  bool
 }
 
 // ErrSessionBusy is returned by StartRun when the session already has a run in progress.
@@ -215,7 +219,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 		return RunInfo{}, err
 	}
 	spec := runSpec{StartRequest: req, SessionID: sess.ID, NewSession: created, ReplyID: newUUID(), StartedAt: time.Now().UTC()}
-	rec := storage.Run{RequestID: storage.NewTSIDString(), SessionID: sess.ID, UserID: req.UserID,
+	rec := storage.Run{RequestID: storage.NewTSIDString(), ReplyID: spec.ReplyID, SessionID: sess.ID, UserID: req.UserID,
 		Status: storage.RunRunning, Owner: rt.cfg.Owner}
 	rec.Spec, _ = json.Marshal(spec)
 	if err := rt.db.CreateRun(ctx, &rec); err != nil {
@@ -287,6 +291,18 @@ func (rt *Runtime) Cancel(requestID string) bool {
 
 // ErrNotFound is returned for runs and sessions that do not exist or belong to another user.
 var ErrNotFound = storage.ErrNotFound
+
+// RunByReply returns the run of a reply (turn) id if it belongs to userID.
+func (rt *Runtime) RunByReply(ctx context.Context, userID, replyID string) (storage.Run, error) {
+	r, err := rt.db.RunByReply(ctx, replyID)
+	if err != nil {
+		return storage.Run{}, err
+	}
+	if r.UserID != userID {
+		return storage.Run{}, ErrNotFound
+	}
+	return r, nil
+}
 
 // Run returns the stored run if it belongs to userID.
 func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.Run, error) {
@@ -374,6 +390,18 @@ func (rt *Runtime) Session(ctx context.Context, userID, key string) (storage.Ses
 // LiveRun returns the session's running or suspended run.
 func (rt *Runtime) LiveRun(ctx context.Context, sessionID int64) (storage.Run, error) {
 	return rt.db.LiveRun(ctx, sessionID)
+}
+
+// Workspace returns the directory of a session's workspace.
+func (rt *Runtime) Workspace(sessionID int64) (string, error) { return rt.ws.Dir(sessionID) }
+
+// Tools lists the tools the agent offers the model.
+func (rt *Runtime) Tools() []tools.Spec { return rt.tools.Specs() }
+
+// ResetContext makes the session's next runs start from a clean slate: the model no longer sees
+// the messages before this point (they stay in the history).
+func (rt *Runtime) ResetContext(ctx context.Context, sessionID int64) error {
+	return rt.db.AddMessages(ctx, []*storage.Message{{SessionID: sessionID, Role: model.RoleSystem, Body: []byte(`{"reset":true}`)}})
 }
 
 // HistoryMessage is one message of a session as clients see it.

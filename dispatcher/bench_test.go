@@ -33,8 +33,10 @@ import (
 	"github.com/hookd/hookd/storage/storagetest"
 )
 
-// benchObservers is how many goroutines call Observe at once in BenchmarkObserveDelivery.
-const benchObservers = 64
+// benchObserverCounts are the numbers of goroutines calling Observe at once in
+// BenchmarkObserveDelivery. Each waits for its commit before calling again, so the count is the
+// offered concurrency; 64 is the headline figure.
+var benchObserverCounts = []int{16, 64, 256}
 
 // benchOutboxBatch is the batch size of BenchmarkBareOutbox: one enqueue, one claim and one
 // completion per batch, as the dispatcher's writers do under load.
@@ -312,27 +314,45 @@ func BenchmarkInterceptVsBare(b *testing.B) {
 	b.ReportMetric(float64(benchPercentile(ops[2].lat, 0.5))/float64(benchPercentile(ops[0].lat, 0.5)), "x-bare-p50")
 }
 
-// BenchmarkObserveDelivery measures sustained observational delivery: benchObservers goroutines
-// call Observe (one matching post_tool_use hook) b.N times in all, and the clock stops when the
-// local receiver has received all b.N events and every row is recorded delivered. It reports
-// end-to-end events/s and the latency of Observe itself (the group commit) under that load.
+// BenchmarkObserveDelivery measures sustained observational delivery: a number of goroutines call
+// Observe (one matching post_tool_use hook) b.N times in all, and the clock stops when the local
+// receiver has received all b.N events and every row is recorded delivered. It reports end-to-end
+// events/s and the latency of Observe itself (the group commit) under that load.
 func BenchmarkObserveDelivery(b *testing.B) {
-	b.Run("sqlite", func(b *testing.B) { benchObserveDelivery(b, storagetest.SQLite(b)) })
-	b.Run("postgres", func(b *testing.B) { benchObserveDelivery(b, benchPostgres(b)) })
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		b.Run(dialect, func(b *testing.B) {
+			if dialect == "postgres" {
+				benchNeedPostgres(b)
+			}
+			for _, n := range benchObserverCounts {
+				b.Run(fmt.Sprintf("observers=%d", n), func(b *testing.B) {
+					benchObserveDelivery(b, benchOpen(b, dialect), n)
+				})
+			}
+		})
+	}
 }
 
-// benchPostgres opens a fresh PostgreSQL schema, or skips when no server is configured. The
-// testing package shows a skipped benchmark's reason only under -v, so the reason is printed too.
-func benchPostgres(b *testing.B) *storage.DB {
+// benchNeedPostgres skips when no PostgreSQL server is configured. The testing package shows a
+// skipped benchmark's reason only under -v, so the reason is printed too.
+func benchNeedPostgres(b *testing.B) {
 	b.Helper()
 	if os.Getenv(storagetest.PostgresEnv) == "" {
 		fmt.Printf("%s: skipped: %s is not set, so there is no PostgreSQL server to measure\n", b.Name(), storagetest.PostgresEnv)
 		b.SkipNow()
 	}
-	return storagetest.Postgres(b)
 }
 
-func benchObserveDelivery(b *testing.B, db *storage.DB) {
+// benchOpen opens a fresh database of the dialect, removed when the benchmark run ends.
+func benchOpen(b *testing.B, dialect string) *storage.DB {
+	b.Helper()
+	if dialect == "postgres" {
+		return storagetest.Postgres(b)
+	}
+	return storagetest.SQLite(b)
+}
+
+func benchObserveDelivery(b *testing.B, db *storage.DB, observers int) {
 	target := int64(b.N)
 	var received atomic.Int64
 	allReceived := make(chan struct{})
@@ -352,12 +372,12 @@ func benchObserveDelivery(b *testing.B, db *storage.DB) {
 
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
-	errs := make(chan error, benchObservers)
+	errs := make(chan error, observers)
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	for range min(benchObservers, b.N) {
+	for range min(observers, b.N) {
 		wg.Go(func() {
 			for {
 				i := next.Add(1) - 1
@@ -419,7 +439,10 @@ func benchObserveDelivery(b *testing.B, db *storage.DB) {
 // one statement and completed (with an attempt record each) in one transaction.
 func BenchmarkBareOutbox(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) { benchBareOutbox(b, storagetest.SQLite(b)) })
-	b.Run("postgres", func(b *testing.B) { benchBareOutbox(b, benchPostgres(b)) })
+	b.Run("postgres", func(b *testing.B) {
+		benchNeedPostgres(b)
+		benchBareOutbox(b, storagetest.Postgres(b))
+	})
 }
 
 func benchBareOutbox(b *testing.B, db *storage.DB) {

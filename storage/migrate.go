@@ -194,6 +194,10 @@ var migrations = []migration{
 		)`,
 		`CREATE INDEX run_inputs_run ON run_inputs (run_id, consumed, id)`,
 	}},
+	{5, "run reply ids", []string{
+		`ALTER TABLE runs ADD COLUMN reply_id TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX runs_reply ON runs (reply_id)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

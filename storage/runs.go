@@ -181,6 +181,7 @@ var ErrSessionBusy = errors.New("session has a run in progress")
 type Run struct {
 	ID           int64
 	RequestID    string
+	ReplyID      string // the turn id clients of some dialects know the run by
 	SessionID    int64
 	UserID       string
 	Status       string
@@ -196,6 +197,7 @@ type Run struct {
 type runRow struct {
 	ID           int64 `gorm:"primaryKey"`
 	RequestID    string
+	ReplyID      string
 	SessionID    int64
 	UserID       string
 	Status       string
@@ -211,7 +213,7 @@ type runRow struct {
 func (runRow) TableName() string { return "runs" }
 
 func (r runRow) plain() Run {
-	return Run{ID: r.ID, RequestID: r.RequestID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status,
+	return Run{ID: r.ID, RequestID: r.RequestID, ReplyID: r.ReplyID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status,
 		Spec: []byte(r.Spec), State: []byte(r.State), ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
 		Owner: r.Owner, CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt)}
 }
@@ -220,7 +222,7 @@ func (r runRow) plain() Run {
 func (db *DB) CreateRun(ctx context.Context, r *Run) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	r.CreatedAt, r.UpdatedAt = now, now
-	row := runRow{RequestID: r.RequestID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status, Spec: string(r.Spec),
+	row := runRow{RequestID: r.RequestID, ReplyID: r.ReplyID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status, Spec: string(r.Spec),
 		State: string(r.State), Owner: r.Owner, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
 	if err := db.w.WithContext(ctx).Create(&row).Error; err != nil {
 		if isUniqueViolation(err) {
@@ -249,6 +251,32 @@ func (db *DB) GetRun(ctx context.Context, requestID string) (Run, error) {
 		return Run{}, fmt.Errorf("storage: get run %s: %w", requestID, err)
 	}
 	return r.plain(), nil
+}
+
+// RunByReply reads a run by its reply (turn) id; ErrNotFound if there is none.
+func (db *DB) RunByReply(ctx context.Context, replyID string) (Run, error) {
+	var r runRow
+	err := db.r.WithContext(ctx).Where("reply_id = ?", replyID).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) || replyID == "" {
+		return Run{}, ErrNotFound
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("storage: run of reply %s: %w", replyID, err)
+	}
+	return r.plain(), nil
+}
+
+// SessionRuns lists a session's runs, newest first.
+func (db *DB) SessionRuns(ctx context.Context, sessionID int64, limit int) ([]Run, error) {
+	var rows []runRow
+	if err := db.r.WithContext(ctx).Where("session_id = ?", sessionID).Order("id DESC").Limit(cmpLimit(limit)).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: runs of session %d: %w", sessionID, err)
+	}
+	out := make([]Run, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
 }
 
 // RunsByID reads a run by its numeric id; ErrNotFound if there is none.
