@@ -304,3 +304,37 @@ func TestAdminAuthAndErrors(t *testing.T) {
 }
 
 func itoa(v int64) string { b, _ := json.Marshal(v); return string(b) }
+
+func TestRulesAPI(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newServer(t, db, []string{adminToken}, false)
+		for body, field := range map[string]string{
+			`{"behavior":"allow"}`:                                    "toolName",
+			`{"toolName":"x","behavior":"maybe"}`:                     "behavior",
+			`{"toolName":"x","behavior":"deny","scope":"team"}`:       "scope",
+			`{"toolName":"x","behavior":"deny","scope":"user"}`:       "scopeKey",
+			`{"toolName":"/(x/","behavior":"deny"}`:                   "toolName",
+			`{"toolName":"x","ruleContent":"/(x/","behavior":"deny"}`: "ruleContent",
+		} {
+			if status, w := c.do("POST", "/api/rules", body); status != 400 || !strings.HasPrefix(w.Message, field) {
+				t.Errorf("%s: %d %s", body, status, w.Message)
+			}
+		}
+		status, w := c.do("POST", "/api/rules", `{"toolName":"shell_execute","ruleContent":"/^rm /","behavior":"deny","scope":"user","scopeKey":"alice"}`)
+		if status != 201 {
+			t.Fatalf("add: %d %s", status, w.Message)
+		}
+		var rule storage.PermissionRule
+		json.Unmarshal(w.Data, &rule)
+		_, w = c.do("GET", "/api/rules?scope=user", "")
+		if !strings.Contains(string(w.Data), `"ruleContent":"/^rm /"`) {
+			t.Fatalf("list: %s", w.Data)
+		}
+		if status, _ := c.do("DELETE", "/api/rules/"+itoa(rule.ID), ""); status != 200 {
+			t.Fatalf("revoke: %d", status)
+		}
+		if status, _ := c.do("DELETE", "/api/rules/"+itoa(rule.ID), ""); status != 404 {
+			t.Fatalf("revoke twice: %d", status)
+		}
+	})
+}

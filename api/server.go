@@ -72,6 +72,10 @@ func New(d Deps) http.Handler {
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
 	admin.GET("/decisions", da.decisions)
 	admin.GET("/breakers", da.breakers)
+	ra := rulesAPI{db: d.DB}
+	admin.GET("/rules", ra.list)
+	admin.POST("/rules", ra.add)
+	admin.DELETE("/rules/:id", ra.revoke)
 	return r
 }
 

@@ -86,6 +86,8 @@ agent:
     enabled: false                    # offer the shell_execute tool (runs commands in the workspace)
     timeout: 30s                      # per command
     maxOutput: 65536                  # bytes of output kept per command
+  toolDefault: ask                    # writing/executing tools with no matching rule: ask | allow
+  askTimeout: 10m                     # an unanswered confirmation counts as denied after this
 
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
@@ -183,6 +185,11 @@ type Agent struct {
 	// Workspaces is where each session's working directory lives; empty = dataDir/workspaces.
 	Workspaces string `yaml:"workspaces"`
 	Shell      Shell  `yaml:"shell"`
+	// ToolDefault is what a call of a tool that writes or executes gets when no permission rule
+	// matches: ask (a person confirms) or allow. Read-only tools are always allowed.
+	ToolDefault string `yaml:"toolDefault"`
+	// AskTimeout is how long a confirmation may wait before the call counts as denied.
+	AskTimeout Duration `yaml:"askTimeout"`
 }
 
 // Shell configures the shell_execute tool, which is off unless enabled.
@@ -270,7 +277,7 @@ func Default() Config {
 			ClaimLease: Duration(2 * time.Minute),
 		},
 		Model: Model{Provider: "scripted"},
-		Agent: Agent{MaxIters: 10, Name: "assistant",
+		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			Shell: Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
 		SSE: SSE{Heartbeat: Duration(15 * time.Second)},
 		Log: Log{Level: "info", Format: "auto"},
@@ -849,6 +856,12 @@ func (c Config) Validate() error {
 		bad("model.provider", "%q is not one of scripted, openai", c.Model.Provider)
 	}
 
+	if c.Agent.ToolDefault != "ask" && c.Agent.ToolDefault != "allow" {
+		bad("agent.toolDefault", "must be ask or allow")
+	}
+	if c.Agent.AskTimeout < Duration(time.Second) {
+		bad("agent.askTimeout", "must be at least 1s")
+	}
 	if c.Agent.Name == "" {
 		bad("agent.name", "must not be empty")
 	}

@@ -130,7 +130,7 @@ model:
   baseURL: http://localhost:11434/v1
   apiKey: sk-model
   name: llama3
-agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}}
+agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
 `
@@ -164,7 +164,7 @@ func TestFullFile(t *testing.T) {
 		Model: Model{Provider: "openai", Script: "./demo.script", BaseURL: "http://localhost:11434/v1",
 			APIKey: "sk-model", Name: "llama3"},
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
-			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}},
+			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120)},
 		SSE: SSE{Heartbeat: sec(5)},
 		Log: Log{Level: "debug", Format: "json"},
 	}
@@ -286,12 +286,14 @@ func TestEnvBeatsFile(t *testing.T) {
 
 func TestEnvNames(t *testing.T) {
 	want := []string{
+		"HOOKD_AGENT_ASK_TIMEOUT",
 		"HOOKD_AGENT_MAX_ITERS",
 		"HOOKD_AGENT_NAME",
 		"HOOKD_AGENT_SHELL_ENABLED",
 		"HOOKD_AGENT_SHELL_MAX_OUTPUT",
 		"HOOKD_AGENT_SHELL_TIMEOUT",
 		"HOOKD_AGENT_TOKEN_BUDGET",
+		"HOOKD_AGENT_TOOL_DEFAULT",
 		"HOOKD_AGENT_WORKSPACES",
 		"HOOKD_AUTH_ADMIN_TOKENS",
 		"HOOKD_AUTH_API_KEYS",

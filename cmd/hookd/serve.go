@@ -81,7 +81,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	host, _ := os.Hostname()
 	runtime := agent.New(db, disp, mdl, toolset, tools.NewWorkspaces(wsRoot), log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
-		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid())})
+		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std()})
 	if err := runtime.Start(ctx); err != nil {
 		return fmt.Errorf("start agent runtime: %w", err)
 	}

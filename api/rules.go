@@ -1,0 +1,99 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// rulesAPI lets compliance teams see, add and revoke the permission rules the runtime applies
+// to tool calls (besides the hooks): deny beats ask beats allow.
+type rulesAPI struct{ db *storage.DB }
+
+type ruleRequest struct {
+	ToolName    string     `json:"toolName"`
+	RuleContent string     `json:"ruleContent"`
+	Behavior    string     `json:"behavior"`
+	Source      string     `json:"source"`
+	Scope       string     `json:"scope"`
+	ScopeKey    string     `json:"scopeKey"`
+	ExpiresAt   *time.Time `json:"expiresAt"`
+}
+
+func (a rulesAPI) list(c *gin.Context) {
+	rules, err := a.db.ListRules(c, c.Query("scope"), c.Query("scopeKey"))
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusOK, rules)
+}
+
+func (a rulesAPI) add(c *gin.Context) {
+	var req ruleRequest
+	if !wire.BindJSON(c, &req) {
+		return
+	}
+	if req.Scope == "" {
+		req.Scope = "global"
+	}
+	if req.Source == "" {
+		req.Source = "admin"
+	}
+	bad := func(field, msg string) { wire.Fail(c, http.StatusBadRequest, "%s: %s", field, msg) }
+	switch {
+	case req.ToolName == "":
+		bad("toolName", "is required (a toolNameMatch expression, * for every tool)")
+		return
+	case req.Behavior != "allow" && req.Behavior != "deny" && req.Behavior != "ask":
+		bad("behavior", "must be allow, deny or ask")
+		return
+	case req.Scope != "session" && req.Scope != "user" && req.Scope != "global":
+		bad("scope", "must be session, user or global")
+		return
+	case req.Scope != "global" && req.ScopeKey == "":
+		bad("scopeKey", "is required for the "+req.Scope+" scope (the session id or the user id)")
+		return
+	case req.ExpiresAt != nil && req.ExpiresAt.Before(time.Now()):
+		bad("expiresAt", "is in the past")
+		return
+	}
+	if req.Scope == "global" {
+		req.ScopeKey = ""
+	}
+	if req.RuleContent == "" {
+		req.RuleContent = "*"
+	}
+	if _, err := dispatcher.ParseNameMatch(req.ToolName); err != nil {
+		bad("toolName", err.Error())
+		return
+	}
+	if _, err := dispatcher.ParseNameMatch(req.RuleContent); err != nil {
+		bad("ruleContent", err.Error())
+		return
+	}
+	rule := &storage.PermissionRule{ToolName: req.ToolName, RuleContent: req.RuleContent, Behavior: req.Behavior,
+		Source: req.Source, Scope: req.Scope, ScopeKey: req.ScopeKey, ExpiresAt: req.ExpiresAt}
+	if err := a.db.AddRules(c, []*storage.PermissionRule{rule}); err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusCreated, rule)
+}
+
+func (a rulesAPI) revoke(c *gin.Context) {
+	id, good := pathID(c)
+	if !good {
+		return
+	}
+	if err := a.db.DeleteRule(c, id); err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusOK, gin.H{"id": id, "deleted": true})
+}
