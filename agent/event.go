@@ -67,6 +67,8 @@ const (
 	KindStopRequested Kind = "stop_requested"
 	// KindInputConsumed: supplementary input appended during the run became a new user message.
 	KindInputConsumed Kind = "input.consumed"
+	// KindSubagentExposed: a subagent became a session of its own the user can address.
+	KindSubagentExposed Kind = "subagent.exposed"
 )
 
 // Event is one thing that happened in a run. Exactly the sub-struct of its kind is set. Events
@@ -100,6 +102,26 @@ type Event struct {
 	Results    []ToolOutput    `json:"results,omitempty"` // external.results
 	Stop       *StopInfo       `json:"stop,omitempty"`
 	Input      *InputInfo      `json:"input,omitempty"`
+	Subagent   *SubagentInfo   `json:"subagent,omitempty"`
+}
+
+// SubagentInfo describes a subagent a run spawned.
+type SubagentInfo struct {
+	SubagentID string `json:"subagentId"` // the child run's requestId
+	AgentID    string `json:"agentId"`    // the subagent's name
+	SessionID  string `json:"sessionId"`  // the child session's key
+	Label      string `json:"label"`
+}
+
+// AsyncInfo describes a tool call whose work goes on outside the run.
+type AsyncInfo struct {
+	TaskID        string `json:"asyncTaskId"`
+	CallID        string `json:"toolCallId"`
+	Name          string `json:"toolName"`
+	Arguments     string `json:"arguments"`
+	SubmittedAtMs int64  `json:"submittedAtMs"`
+	TimeoutMs     int64  `json:"timeoutMs"`
+	Strategy      string `json:"awakeStrategy"`
 }
 
 // AskInfo lists the calls of a step that wait for confirmation.
@@ -375,7 +397,8 @@ type SuspendInfo struct {
 	Message      string        `json:"message,omitempty"`
 	PendingCalls []PendingCall `json:"pendingCalls"`
 	MessageID    int64         `json:"messageId"`
-	Step         int           `json:"step"` // -1 when unknown (crash recovery)
+	Step         int           `json:"step"`            // -1 when unknown (crash recovery)
+	Async        *AsyncInfo    `json:"async,omitempty"` // ASYNC_TOOL_PENDING
 }
 
 // PendingCall is a tool call waiting at a pause.

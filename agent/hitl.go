@@ -41,6 +41,7 @@ type pendingCall struct {
 	External bool           `json:"external,omitempty"`
 	State    string         `json:"state,omitempty"` // the result state once done
 	Result   *model.Message `json:"result,omitempty"`
+	Async    *AsyncInfo     `json:"async,omitempty"` // work a tool started elsewhere
 }
 
 // Permission behaviours.
@@ -78,6 +79,10 @@ func (r *run) settle() bool {
 			continue
 		}
 		r.runCall(p)
+		if p.Stage == stageExternal && p.Async != nil {
+			r.waitAsync(p)
+			return false
+		}
 		if r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), errShutdown) {
 			r.stopped() // the interrupted call stays pending and runs again on resume
 			return false
@@ -116,6 +121,12 @@ func (r *run) decide(p *pendingCall) {
 	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args}})
 	external := r.isExternal(p.Name)
 	tool, known := r.rt.tools.Get(p.Name)
+	if p.Name == spawnTool && r.canSpawn() {
+		if r.preToolUse(p) {
+			p.Stage = stageReady // the subagent's own calls face the rules
+		}
+		return
+	}
 	if !known && !external {
 		p.Stage, p.Reason = stageError, fmt.Sprintf("unknown tool %q", p.Name)
 		return
@@ -246,6 +257,22 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 	r.rt.tryResume(context.WithoutCancel(r.ctx), r.rec.ID)
 }
 
+// waitAsync pauses the run until an asynchronous tool's result is posted or its time runs out.
+func (r *run) waitAsync(p *pendingCall) {
+	timeout := time.Duration(p.Async.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = r.rt.cfg.AskTimeout
+	}
+	row := storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
+		ToolName: p.Name, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
+	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{row}); err != nil {
+		r.fail(CodeInternal, err.Error(), true, false)
+		return
+	}
+	r.suspendWith(SuspendAsyncTool, "waiting for an asynchronous tool", p.Async)
+	r.rt.tryResume(context.WithoutCancel(r.ctx), r.rec.ID)
+}
+
 func (r *run) pendingCalls() []PendingCall {
 	out := []PendingCall{}
 	for _, p := range r.state.Pending {
@@ -294,6 +321,10 @@ func (r *run) runCall(p *pendingCall) {
 		}
 		return
 	}
+	if p.Name == spawnTool {
+		done(r.spawn(p))
+		return
+	}
 	tool, _ := r.rt.tools.Get(p.Name)
 	dir, err := r.rt.ws.Dir(r.spec.SessionID)
 	if err != nil {
@@ -312,6 +343,13 @@ func (r *run) runCall(p *pendingCall) {
 	if err != nil {
 		r.rt.log.Warn("tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
 		res = tools.Result{Text: err.Error(), IsError: true}
+	}
+	if a := res.Async; a != nil && err == nil {
+		// The work goes on elsewhere: the run waits for its result like for a client-side tool.
+		p.Stage, p.AskID = stageExternal, "async_"+newEventID()[:20]
+		p.Async = &AsyncInfo{TaskID: a.TaskID, CallID: p.ID, Name: p.Name, Arguments: p.Args,
+			SubmittedAtMs: time.Now().UnixMilli(), TimeoutMs: a.Timeout.Milliseconds(), Strategy: a.Strategy}
+		return
 	}
 	if !streamed && res.Text != "" {
 		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: res.Text}})
@@ -579,6 +617,8 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) 
 // resume applies what the run waited for and goes on with the loop.
 func (r *run) resume() {
 	r.emit(Event{Kind: KindResumed})
+	v, _ := json.Marshal(map[string]string{"status": "running"})
+	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
 	if err := r.loadBase(); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
@@ -602,11 +642,16 @@ func (r *run) resume() {
 			_ = json.Unmarshal(ask.Answer, &out)
 			if ask.Status == storage.AskExpired {
 				out = ToolOutput{CallID: p.ID, Name: p.Name, State: ToolError, Output: "等待超时"}
+				if p.Async != nil {
+					out.Output = fmt.Sprintf("asynchronous task %s timed out after %d ms", p.Async.TaskID, p.Async.TimeoutMs)
+				}
 			}
 			results = append(results, out)
 			p.Stage, p.State = stageDone, out.State
 			p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: out.Output}
-			r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+			if p.Async == nil { // an async call's result started before the pause
+				r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+			}
 			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: out.Output}})
 			r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: out.State, Output: out.Output}})
 			continue

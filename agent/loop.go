@@ -32,6 +32,9 @@ type run struct {
 	inModel bool
 	// pauseRequested asks the loop to suspend at the next step boundary.
 	pauseRequested atomic.Bool
+	// hints delivered to the live run, for the model's next step.
+	hintsMu sync.Mutex
+	hints   []string
 
 	emitMu sync.Mutex
 	seq    int64 // the last seq emitted (or stored, for a resumed run)
@@ -217,6 +220,7 @@ func (r *run) loop() {
 			return
 		}
 		r.consumeInputs()
+		r.takeHints()
 		if r.state.Step >= r.maxIters() {
 			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.maxIters(), CurrentIter: r.state.Step}})
 			r.finish(ReasonMaxIterations)
@@ -263,6 +267,9 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 		tspecs[i] = model.ToolSpec{Name: s.Name, Description: s.Description, Parameters: s.Parameters}
 	}
 	tspecs = append(tspecs, r.spec.ExternalTools...)
+	if r.canSpawn() {
+		tspecs = append(tspecs, spawnSpec)
+	}
 	req := model.Request{Model: r.spec.Model, Temperature: r.spec.Temperature, Messages: msgs, Tools: tspecs,
 		RunInput: r.state.Input, Step: r.state.Step - 1}
 	backoff := r.rt.cfg.ModelBackoff
@@ -479,11 +486,15 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 
 // suspend pauses the run: it announces why and what waits, saves its state, and lets its
 // goroutine end. A resume starts a new one from the saved state.
-func (r *run) suspend(reason, msg string) {
+func (r *run) suspend(reason, msg string) { r.suspendWith(reason, msg, nil) }
+
+func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 	ctx := context.WithoutCancel(r.ctx)
 	pending := r.pendingCalls()
+	v, _ := json.Marshal(map[string]string{"status": "suspended", "reason": reason})
+	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
 	r.emit(Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: pending,
-		MessageID: r.assistantID(), Step: r.state.Step}})
+		MessageID: r.assistantID(), Step: r.state.Step, Async: async}})
 	// Everything this goroutine emitted is durable, its feed closed and it is no longer live
 	// before the run can be claimed by a resume, so two goroutines never act for one run.
 	r.rt.elog.close(r.rec.ID)

@@ -188,6 +188,9 @@ type StartRequest struct {
 	// NoTools offers the model no tools (a single-answer mode).
 	MaxIters int
 	NoTools  bool
+	// ParentSessionID and Depth are set for a subagent's run.
+	ParentSessionID *int64
+	Depth           int
 }
 
 // ErrSessionBusy is returned by StartRun when the session already has a run in progress.
@@ -214,7 +217,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 		req.TriggerSource = dispatcher.SourceHuman
 	}
 	sess, created, err := rt.db.EnsureSession(ctx, storage.Session{UserID: req.UserID, Key: req.SessionKey,
-		PrincipalID: req.PrincipalID, AgentID: req.AgentID})
+		PrincipalID: req.PrincipalID, AgentID: req.AgentID, ParentID: req.ParentSessionID})
 	if err != nil {
 		return RunInfo{}, err
 	}

@@ -5,6 +5,7 @@ package tools
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Tool is something the model can call.
@@ -45,6 +46,16 @@ type Result struct {
 	Data []Data
 	// Files are workspace files the call created or changed; they become session attachments.
 	Files []File
+	// Async, when set, means the work goes on elsewhere: the run pauses until the result is
+	// posted back (or the timeout turns the call into an error).
+	Async *Async
+}
+
+// Async describes work a tool started outside the run.
+type Async struct {
+	TaskID   string
+	Timeout  time.Duration
+	Strategy string // POLL | NOTIFY: how the result is expected to come back
 }
 
 // Data is a binary result.
