@@ -6,7 +6,8 @@
 // UPPER_SNAKE, joined with "_" (webhooks.retry.fast → HOOKD_WEBHOOKS_RETRY_FAST, allowCIDRs →
 // ALLOW_CIDRS: a run of capitals is one word). Lists are comma-separated; auth.apiKeys is a JSON
 // array. A HOOKD_ variable that names no key is an error, except HOOKD_TEST_* (reserved for
-// tests) and HOOKD_CONFIG (reserved for the command line's config path).
+// tests), HOOKD_CLI_* (the operator CLI's address and token) and HOOKD_CONFIG (the command
+// line's config path).
 //
 // Error messages name the key as written in YAML, dotted ("webhooks.retry.jitter"), and the
 // variable too when the value came from the environment. They never echo a secret.
@@ -575,7 +576,7 @@ func applyEnv(c *Config, env []string) (map[string]string, error) {
 	for _, kv := range env {
 		name, val, ok := strings.Cut(kv, "=")
 		if !ok || !strings.HasPrefix(name, envPrefix) ||
-			strings.HasPrefix(name, envPrefix+"TEST_") || name == envPrefix+"CONFIG" {
+			strings.HasPrefix(name, envPrefix+"TEST_") || strings.HasPrefix(name, envPrefix+"CLI_") || name == envPrefix+"CONFIG" {
 			continue
 		}
 		k, ok := envKeys[name]

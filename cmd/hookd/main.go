@@ -21,7 +21,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 const usage = `usage:
   hookd serve [--config FILE]   run the daemon
   hookd version                 print the version
-`
+` + cliUsage
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -54,6 +54,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "hooks", "deliveries", "verify":
+		return runCLI(args, os.Stdin, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "hookd: unknown command %q\n%s", args[0], usage)
 		return 2
