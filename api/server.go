@@ -14,6 +14,7 @@ import (
 
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -25,6 +26,7 @@ type Deps struct {
 	DB          *storage.DB
 	Hooks       *dispatcher.Registry
 	Dispatcher  *dispatcher.Dispatcher
+	Scheduler   *scheduler.Scheduler // nil: /api/tasks answers 503
 	AdminTokens []string
 	// LoopbackOnly is true when the daemon listens on loopback; only then may the admin API go
 	// without tokens.
@@ -33,7 +35,9 @@ type Deps struct {
 }
 
 // New builds the HTTP handler.
-func New(d Deps) http.Handler {
+func New(d Deps) http.Handler { return newEngine(d) }
+
+func newEngine(d Deps) *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
@@ -58,6 +62,7 @@ func New(d Deps) http.Handler {
 		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
 
+	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))
 	h := hooksAPI{reg: d.Hooks}
 	admin.POST("/hooks", h.create)
@@ -76,6 +81,14 @@ func New(d Deps) http.Handler {
 	admin.GET("/rules", ra.list)
 	admin.POST("/rules", ra.add)
 	admin.DELETE("/rules/:id", ra.revoke)
+	ta := tasksAPI{s: d.Scheduler}
+	admin.POST("/tasks", ta.create)
+	admin.GET("/tasks", ta.list)
+	admin.GET("/tasks/:id", ta.get)
+	admin.PUT("/tasks/:id", ta.replace)
+	admin.DELETE("/tasks/:id", ta.delete)
+	admin.POST("/tasks/:id/run", ta.run)
+	admin.GET("/tasks/:id/runs", ta.runs)
 	return r
 }
 
@@ -145,4 +158,9 @@ func logErrors(log *slog.Logger) gin.HandlerFunc {
 			log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "status", c.Writer.Status(), "err", e.Err)
 		}
 	}
+}
+
+// isChatRoute tells the chat dialects' routes from the admin API's.
+func isChatRoute(path string) bool {
+	return strings.HasPrefix(path, "/harness/") || strings.HasPrefix(path, "/api/agent/")
 }
