@@ -369,6 +369,7 @@ type EndInfo struct {
 	StepCount    int    `json:"stepCount"`
 	DurationMs   int64  `json:"durationMs"`
 	MessageID    int64  `json:"messageId"`
+	Usage        *Usage `json:"usage,omitempty"` // the run's total
 }
 
 // Error codes of failed runs.

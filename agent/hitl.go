@@ -617,14 +617,13 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) 
 // resume applies what the run waited for and goes on with the loop.
 func (r *run) resume() {
 	r.emit(Event{Kind: KindResumed})
-	v, _ := json.Marshal(map[string]string{"status": "running"})
-	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
 	if err := r.loadBase(); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
 	}
 	var answers []AskAnswer
 	var results []ToolOutput
+	var finished []*pendingCall // external calls whose results arrived
 	for i := range r.state.Pending {
 		p := &r.state.Pending[i]
 		if p.Stage != stageAsking && p.Stage != stageExternal {
@@ -649,11 +648,7 @@ func (r *run) resume() {
 			results = append(results, out)
 			p.Stage, p.State = stageDone, out.State
 			p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: out.Output}
-			if p.Async == nil { // an async call's result started before the pause
-				r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
-			}
-			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: out.Output}})
-			r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: out.State, Output: out.Output}})
+			finished = append(finished, p)
 			continue
 		}
 		ans := AskAnswer{AskID: p.AskID, CallID: p.ID, Name: p.Name, Arguments: p.Args, Approved: ask.Status == storage.AskApproved,
@@ -680,13 +675,45 @@ func (r *run) resume() {
 		}
 		answers = append(answers, ans)
 	}
+	// What the run waited for comes first, then the state change and the results' details.
 	if len(answers) > 0 {
 		r.emit(Event{Kind: KindAskResolved, Answers: answers})
 	}
 	if len(results) > 0 {
 		r.emit(Event{Kind: KindExternalResults, Results: results})
 	}
+	v, _ := json.Marshal(map[string]string{"status": "running"})
+	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
+	for _, p := range finished {
+		if p.Async == nil { // an async call's result started before the pause
+			r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+		}
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: p.Result.Text}})
+		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State, Output: p.Result.Text}})
+	}
 	r.loop()
+}
+
+// Pause returns the event a suspended run paused with (its last event), so a client resuming it
+// can read on from there.
+func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, error) {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return Event{}, err
+	}
+	rec = rt.settled(ctx, rec)
+	if rec.Status != storage.RunSuspended {
+		return Event{}, ErrNotWaiting
+	}
+	last, err := rt.db.LastRunSeq(ctx, rec.ID)
+	if err != nil {
+		return Event{}, err
+	}
+	evs, err := rt.elog.readStored(ctx, rec.ID, last-1, 1)
+	if err != nil || len(evs) == 0 || evs[0].Kind != KindSuspended {
+		return Event{}, ErrNotWaiting
+	}
+	return evs[0], nil
 }
 
 // settled returns the run once a pause it announced is recorded: a client may act on the

@@ -475,7 +475,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	}
 	duration := time.Since(r.spec.StartedAt)
 	r.emit(Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
-		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.assistantID()}})
+		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.assistantID(), Usage: &usage}})
 	r.rt.elog.close(r.rec.ID)
 	r.observe(dispatcher.AgentCompletion, &dispatcher.AgentCompletionContext{Succeeded: outcome == OutcomeCompleted,
 		ErrorMessage: optional(msg), ErrorCode: optional(code), Model: r.modelName(), DurationMs: duration.Milliseconds(),

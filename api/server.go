@@ -12,6 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
@@ -32,6 +35,12 @@ type Deps struct {
 	// without tokens.
 	LoopbackOnly bool
 	Log          *slog.Logger
+
+	// The chat dialects.
+	Runtime    *agent.Runtime
+	Keys       *wire.Keys
+	Workspaces *tools.Workspaces
+	Heartbeat  time.Duration
 }
 
 // New builds the HTTP handler.
@@ -61,6 +70,11 @@ func newEngine(d Deps) *gin.Engine {
 		}
 		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
+
+	if d.Keys == nil {
+		d.Keys = wire.NewKeys(nil)
+	}
+	harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
 
 	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))

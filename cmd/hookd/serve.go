@@ -17,10 +17,12 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/config"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -79,21 +81,39 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		wsRoot = filepath.Join(cfg.ResolvedDataDir(), "workspaces")
 	}
 	host, _ := os.Hostname()
-	runtime := agent.New(db, disp, mdl, toolset, tools.NewWorkspaces(wsRoot), log, agent.Config{
+	workspaces := tools.NewWorkspaces(wsRoot)
+	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
 		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
 		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std()})
 	if err := runtime.Start(ctx); err != nil {
 		return fmt.Errorf("start agent runtime: %w", err)
 	}
+	// A task's runs belong to the user of the api key with the task's principal, so that user
+	// sees them through the chat APIs.
+	users := map[int64]string{}
+	for _, k := range cfg.Auth.APIKeys {
+		users[k.PrincipalID] = k.UserID
+	}
+	sched := scheduler.New(db, runtime, disp, log, scheduler.Config{UserFor: func(p *int64) string {
+		if p == nil || users[*p] == "" {
+			return "local"
+		}
+		return users[*p]
+	}})
+	if err := sched.Start(ctx); err != nil {
+		return fmt.Errorf("start scheduler: %w", err)
+	}
+	defer sched.Stop()
 
 	loopback := cfg.LoopbackOnly()
 	if len(cfg.Auth.AdminTokens) == 0 && len(cfg.Auth.APIKeys) == 0 {
 		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only", "listen", cfg.Listen)
 	}
 	srv := &http.Server{
-		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, AdminTokens: cfg.Auth.AdminTokens,
-			LoopbackOnly: loopback, Log: log}),
+		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
+			LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
+			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std()}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
@@ -116,6 +136,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
+	sched.Stop() // before the runtime: no firing starts a run it would have to suspend
 	runtime.Shutdown(sctx)
 	disp.Stop(sctx)
 	stopReg()
@@ -145,6 +166,14 @@ func modelName(c config.Model) string {
 		return c.Name
 	}
 	return model.ScriptedModelName
+}
+
+func apiKeys(keys []config.APIKey) []wire.APIKey {
+	out := make([]wire.APIKey, len(keys))
+	for i, k := range keys {
+		out[i] = wire.APIKey{Key: k.Key, UserID: k.UserID, PrincipalID: k.PrincipalID}
+	}
+	return out
 }
 
 func durations(ds []config.Duration) []time.Duration {

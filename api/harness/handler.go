@@ -1,0 +1,571 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Deps is what the Harness dialect needs.
+type Deps struct {
+	Runtime *agent.Runtime
+	Keys    *wire.Keys   // nil: no API keys (the loopback-only development mode)
+	Log     *slog.Logger // nil: discard
+}
+
+// Register adds POST /harness/chat to r.
+func Register(r gin.IRouter, d Deps) {
+	h := &handler{rt: d.Runtime, keys: d.Keys, log: d.Log}
+	if h.keys == nil {
+		h.keys = wire.NewKeys(nil)
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	r.POST("/harness/chat", h.chat)
+}
+
+// ChatRequest is the AgentChatRequest (§2.2) with the resume fields of CONTRACT §5.
+type ChatRequest struct {
+	SessionID string     `json:"sessionId"`
+	UserID    string     `json:"userId"`
+	Input     string     `json:"input"`
+	ChatModel *ChatModel `json:"chatModel,omitempty"`
+	// ConfirmResults answer a REQUIRE_USER_CONFIRM; ToolResults a REQUIRE_EXTERNAL_EXECUTION.
+	ConfirmResults []ConfirmInput    `json:"confirmResults,omitempty"`
+	ToolResults    []ToolResultInput `json:"toolResults,omitempty"`
+	// ExternalTools are tools the client runs itself (a new turn only).
+	ExternalTools []ExternalTool `json:"externalTools,omitempty"`
+}
+
+// ChatModel picks the model of a new turn. Stream is accepted and ignored: the response always
+// streams.
+type ChatModel struct {
+	Name        string   `json:"name,omitempty"`
+	Stream      *bool    `json:"stream,omitempty"`
+	Temperature *float64 `json:"temperature,omitempty"`
+}
+
+// ConfirmInput is the answer to one tool call that waits for confirmation; Input, when set, is
+// the edited arguments object to run with.
+type ConfirmInput struct {
+	ToolCallID string          `json:"toolCallId"`
+	Confirmed  *bool           `json:"confirmed"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Rules      []Rule          `json:"rules,omitempty"`
+}
+
+// ToolResultInput is the result of a tool the client ran.
+type ToolResultInput struct {
+	ID     string         `json:"id"`
+	Name   string         `json:"name,omitempty"`
+	Output []ContentBlock `json:"output"`
+	State  string         `json:"state,omitempty"` // success (default) | error | interrupted | denied | running
+}
+
+// ExternalTool declares a tool the client runs itself.
+type ExternalTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+type handler struct {
+	rt   *agent.Runtime
+	keys *wire.Keys
+	log  *slog.Logger
+}
+
+func blank(s string) bool { return strings.TrimSpace(s) == "" }
+
+// validate checks the request's shape and names the first field that is wrong.
+func (r *ChatRequest) validate() string {
+	switch {
+	case blank(r.SessionID):
+		return "sessionId: is required"
+	case blank(r.UserID):
+		return "userId: is required"
+	}
+	if m := r.ChatModel; m != nil && m.Temperature != nil {
+		if t := *m.Temperature; math.IsNaN(t) || t < 0 || t > 2 {
+			return "chatModel.temperature: must be between 0 and 2"
+		}
+	}
+	for i, t := range r.ExternalTools {
+		if blank(t.Name) {
+			return fmt.Sprintf("externalTools[%d].name: is required", i)
+		}
+		if len(t.Parameters) > 0 && !isObject(t.Parameters) && !isNull(t.Parameters) {
+			return fmt.Sprintf("externalTools[%d].parameters: must be a JSON schema object", i)
+		}
+	}
+	for i, c := range r.ConfirmResults {
+		f := fmt.Sprintf("confirmResults[%d]", i)
+		switch {
+		case blank(c.ToolCallID):
+			return f + ".toolCallId: is required"
+		case c.Confirmed == nil:
+			return f + ".confirmed: is required (true or false)"
+		case len(c.Input) > 0 && !isObject(c.Input) && !isNull(c.Input):
+			return f + ".input: must be an object (the edited arguments)"
+		}
+		for j, rule := range c.Rules {
+			rf := fmt.Sprintf("%s.rules[%d]", f, j)
+			switch {
+			case blank(rule.ToolName):
+				return rf + ".tool_name: is required"
+			case blank(rule.RuleContent):
+				return rf + ".rule_content: is required"
+			case rule.Behavior != agent.BehaviorAllow && rule.Behavior != agent.BehaviorAsk && rule.Behavior != agent.BehaviorDeny:
+				return rf + ".behavior: must be allow, ask or deny"
+			}
+			if _, err := dispatcher.ParseNameMatch(rule.ToolName); err != nil {
+				return fmt.Sprintf("%s.tool_name: %v", rf, err)
+			}
+			if _, err := dispatcher.ParseNameMatch(rule.RuleContent); err != nil {
+				return fmt.Sprintf("%s.rule_content: %v", rf, err)
+			}
+		}
+	}
+	for i, t := range r.ToolResults {
+		f := fmt.Sprintf("toolResults[%d]", i)
+		switch t.State {
+		case "", agent.ToolSuccess, agent.ToolError, agent.ToolInterrupted, agent.ToolDenied, agent.ToolRunning:
+		default:
+			return f + ".state: must be success, error, interrupted, denied or running"
+		}
+		if blank(t.ID) {
+			return f + ".id: is required"
+		}
+		for j, b := range t.Output {
+			if b.Type == "" {
+				return fmt.Sprintf("%s.output[%d].type: is required", f, j)
+			}
+		}
+	}
+	return ""
+}
+
+func isObject(raw json.RawMessage) bool {
+	t := bytes.TrimSpace(raw)
+	return len(t) > 0 && t[0] == '{' && json.Valid(t)
+}
+
+func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
+
+func (h *handler) chat(c *gin.Context) {
+	// Authenticate before reading the body; the body's userId is checked against the key after.
+	if _, err := h.keys.Identify(c.Request, ""); err != nil {
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return
+	}
+	var req ChatRequest
+	if !wire.BindJSON(c, &req) {
+		return
+	}
+	if msg := req.validate(); msg != "" {
+		wire.Fail(c, http.StatusBadRequest, "%s", msg)
+		return
+	}
+	caller, err := h.keys.Identify(c.Request, req.UserID)
+	if err != nil {
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return
+	}
+	ctx := c.Request.Context()
+	live, err := h.liveRun(ctx, caller.UserID, req.SessionID)
+	if err != nil {
+		h.internal(c, "looking up the session failed", err)
+		return
+	}
+	resuming := len(req.ConfirmResults) > 0 || len(req.ToolResults) > 0
+	switch {
+	case live != nil && live.Status == storage.RunRunning:
+		wire.Fail(c, http.StatusConflict, "sessionId: session %q has a run in progress; send the next request after its AGENT_END", req.SessionID)
+	case live != nil:
+		h.resume(c, caller, &req, *live)
+	case resuming:
+		field := "confirmResults"
+		if len(req.ConfirmResults) == 0 {
+			field = "toolResults"
+		}
+		wire.Fail(c, http.StatusConflict, "%s: nothing in session %q waits for them (no paused run)", field, req.SessionID)
+	case blank(req.Input):
+		wire.Fail(c, http.StatusBadRequest, "input: is required")
+	default:
+		h.start(c, caller, &req)
+	}
+}
+
+// liveRun is the session's running or paused run, nil when it has none.
+func (h *handler) liveRun(ctx context.Context, userID, key string) (*storage.Run, error) {
+	sess, err := h.rt.Session(ctx, userID, key)
+	if errors.Is(err, agent.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	run, err := h.rt.LiveRun(ctx, sess.ID)
+	if errors.Is(err, storage.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &run, nil
+}
+
+func (h *handler) internal(c *gin.Context, what string, err error) {
+	h.log.Error("harness chat: "+what, "path", c.FullPath(), "err", err)
+	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
+}
+
+// start begins a new turn and streams it.
+func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) {
+	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: req.SessionID,
+		Input: req.Input, TriggerSource: dispatcher.SourceHuman}
+	if m := req.ChatModel; m != nil {
+		sr.Model, sr.Temperature = strings.TrimSpace(m.Name), m.Temperature
+	}
+	for _, t := range req.ExternalTools {
+		params := t.Parameters
+		if len(params) == 0 || isNull(params) {
+			params = json.RawMessage(`{"type":"object"}`)
+		}
+		sr.ExternalTools = append(sr.ExternalTools, model.ToolSpec{Name: strings.TrimSpace(t.Name), Description: t.Description, Parameters: params})
+	}
+	ctx := c.Request.Context()
+	info, err := h.rt.StartRun(ctx, sr)
+	if errors.Is(err, agent.ErrSessionBusy) {
+		wire.Fail(c, http.StatusConflict, "sessionId: session %q has a run in progress; send the next request after its AGENT_END", req.SessionID)
+		return
+	}
+	if err != nil {
+		h.internal(c, "starting the run failed", err)
+		return
+	}
+	events, err := h.rt.Subscribe(ctx, info.RequestID, 0)
+	if err != nil {
+		h.internal(c, "following the run failed", err)
+		return
+	}
+	s := &stream{h: h, userID: caller.UserID, requestID: info.RequestID, sessionKey: req.SessionID}
+	s.run(c, events)
+}
+
+// resume applies what the request brings to the session's paused run and streams the run on
+// from its pause.
+func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, live storage.Run) {
+	ctx := c.Request.Context()
+	user, id := caller.UserID, live.RequestID
+	t0 := time.Now()
+	calls := map[string]bool{}
+	if len(req.ConfirmResults) > 0 {
+		answers := make([]agent.Answer, len(req.ConfirmResults))
+		for i, cr := range req.ConfirmResults {
+			a := agent.Answer{CallID: cr.ToolCallID, Approved: *cr.Confirmed}
+			if len(cr.Input) > 0 && !isNull(cr.Input) {
+				a.Input = cr.Input
+			}
+			for _, r := range cr.Rules {
+				a.Rules = append(a.Rules, agent.RuleSpec{ToolName: r.ToolName, RuleContent: r.RuleContent, Behavior: r.Behavior, Source: r.Source})
+			}
+			answers[i] = a
+			calls[cr.ToolCallID] = true
+		}
+		if err := h.rt.Answer(ctx, user, id, answers); err != nil {
+			h.refused(c, "confirmResults", req.SessionID, err)
+			return
+		}
+	}
+	if len(req.ToolResults) > 0 {
+		results := make([]agent.ToolOutput, len(req.ToolResults))
+		for i, tr := range req.ToolResults {
+			results[i] = agent.ToolOutput{CallID: tr.ID, Name: tr.Name, Output: PlainText(tr.Output), State: tr.State}
+			calls[tr.ID] = true
+		}
+		if err := h.rt.SubmitToolResults(ctx, user, id, results); err != nil {
+			h.refused(c, "toolResults", req.SessionID, err)
+			return
+		}
+	}
+	if len(calls) == 0 {
+		if err := h.rt.Resume(ctx, user, id); err != nil {
+			h.refused(c, "sessionId", req.SessionID, err)
+			return
+		}
+	}
+	if !blank(req.Input) {
+		// Said while resuming: it reaches the model as a user message at the run's next step.
+		if _, err := h.rt.AppendInput(ctx, user, id, req.Input); err != nil {
+			h.log.Warn("harness chat: input sent with a resume was not queued", "requestId", id, "err", err)
+		}
+	}
+	events, err := h.rt.Subscribe(ctx, id, 0)
+	if err != nil {
+		h.internal(c, "following the run failed", err)
+		return
+	}
+	s := &stream{h: h, userID: user, requestID: id, sessionKey: req.SessionID, seeking: true,
+		mine: func(pause, resumed agent.Event) bool {
+			if resumed.At.Before(t0) {
+				return false // resumed before this request came: an earlier pause
+			}
+			if len(calls) == 0 {
+				return true
+			}
+			if pause.Suspend == nil {
+				return false
+			}
+			for _, p := range pause.Suspend.PendingCalls {
+				if calls[p.CallID] {
+					return true // the pause where these calls waited
+				}
+			}
+			return false
+		}}
+	s.run(c, events)
+}
+
+// refused answers a resume the run would not take.
+func (h *handler) refused(c *gin.Context, field, session string, err error) {
+	switch {
+	case errors.Is(err, agent.ErrNotWaiting) && strings.Contains(err.Error(), "waits for answers"):
+		wire.Fail(c, http.StatusConflict, "%s: the paused run of session %q waits for confirmResults or toolResults for its pending tool calls", field, session)
+	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered), errors.Is(err, agent.ErrArgumentsChanged),
+		errors.Is(err, agent.ErrNotLive), errors.Is(err, agent.ErrNotFound):
+		wire.Fail(c, http.StatusConflict, "%s: %v", field, err)
+	default:
+		h.internal(c, "resuming the run failed", err)
+	}
+}
+
+// stream writes a run's events to one response.
+type stream struct {
+	h          *handler
+	userID     string
+	requestID  string
+	sessionKey string
+	out        sink
+	replyID    string
+
+	// seeking skips the events up to the pause this request resumes: the Resumed event right
+	// after a Suspended one that mine accepts. Until then skipped holds what followed the last
+	// pause, shown should the run end without resuming.
+	seeking  bool
+	mine     func(pause, resumed agent.Event) bool
+	lastStop *agent.Event
+	skipped  []agent.Event
+	// awaiting holds back, right after a resume, the runtime's bookkeeping (state_updated, the
+	// client-side results' TOOL_RESULT_*) until the answers it waited for are shown, so the
+	// resumed stream opens with USER_CONFIRM_RESULT / EXTERNAL_EXECUTION_RESULT.
+	awaiting map[agent.Kind]bool
+	held     []agent.Event
+}
+
+func (s *stream) run(c *gin.Context, events <-chan agent.Event) {
+	ctx := c.Request.Context()
+	if strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
+		sse := wire.StartSSE(c.Writer, http.Header{"X-Request-Id": {s.requestID}})
+		sse.DataPrefix = "data:"
+		s.out = &sseSink{sse: sse}
+	} else {
+		c.Writer.Header().Set("X-Request-Id", s.requestID)
+		a := &arraySink{w: wire.StartStream(c.Writer, "application/json; charset=utf-8")}
+		if a.w.Raw([]byte("[")) != nil {
+			return
+		}
+		s.out = a
+	}
+	defer s.out.close()
+	for ev := range events {
+		done, err := s.feed(ctx, ev)
+		if err != nil {
+			s.h.log.Info("harness chat: the client went away; the run goes on", "requestId", s.requestID, "err", err)
+			return
+		}
+		if done {
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		return // the client went away; the run goes on
+	}
+	// The feed ended without the run's end: say so and close the turn cleanly.
+	s.h.log.Error("harness chat: the run's events ended early", "requestId", s.requestID)
+	var id [16]byte
+	_, _ = rand.Read(id[:])
+	end := agent.Event{ID: hex.EncodeToString(id[:]), RunID: s.requestID, Kind: agent.KindRunEnded, At: time.Now().UTC(),
+		ReplyID: s.replyID, End: &agent.EndInfo{Outcome: agent.OutcomeFailed, ErrorCode: agent.CodeInternal,
+			ErrorMessage: "the event stream of the run broke off; the run may still be going on", Recoverable: true}}
+	_, _ = s.emit(ctx, end)
+}
+
+// feed handles one canonical event; done means the response is complete.
+func (s *stream) feed(ctx context.Context, ev agent.Event) (bool, error) {
+	top := ev.Source == ""
+	if s.seeking {
+		switch {
+		case top && ev.Kind == agent.KindSuspended:
+			s.lastStop, s.skipped = &ev, nil
+		case top && ev.Kind == agent.KindResumed && s.lastStop != nil && ev.Seq == s.lastStop.Seq+1 && s.mine(*s.lastStop, ev):
+			s.seeking = false
+			s.awaiting = awaited(*s.lastStop)
+		case top && ev.Kind == agent.KindRunEnded:
+			// The run ended without this request's resumption (it was stopped meanwhile).
+			s.seeking = false
+			for _, e := range s.skipped {
+				if _, err := s.emit(ctx, e); err != nil {
+					return true, err
+				}
+			}
+			return s.emit(ctx, ev)
+		default:
+			s.skipped = append(s.skipped, ev)
+		}
+		return false, nil
+	}
+	if len(s.awaiting) > 0 {
+		switch {
+		case top && s.awaiting[ev.Kind]:
+			delete(s.awaiting, ev.Kind)
+			if done, err := s.emit(ctx, ev); done || err != nil {
+				return done, err
+			}
+			if len(s.awaiting) > 0 {
+				return false, nil
+			}
+			return s.flushHeld(ctx)
+		case ev.Kind == agent.KindCustom || ev.Kind == agent.KindToolResultStarted || ev.Kind == agent.KindToolResultDelta ||
+			ev.Kind == agent.KindToolResultEnded:
+			s.held = append(s.held, ev)
+			return false, nil
+		default: // something else first (a failure): show everything in order
+			s.awaiting = nil
+			if done, err := s.flushHeld(ctx); done || err != nil {
+				return done, err
+			}
+		}
+	}
+	return s.emit(ctx, ev)
+}
+
+func (s *stream) flushHeld(ctx context.Context) (bool, error) {
+	held := s.held
+	s.held, s.awaiting = nil, nil
+	for _, e := range held {
+		if done, err := s.emit(ctx, e); done || err != nil {
+			return done, err
+		}
+	}
+	return false, nil
+}
+
+// awaited is what a resumed run announces first, given the pause it resumes from.
+func awaited(pause agent.Event) map[agent.Kind]bool {
+	w := map[agent.Kind]bool{}
+	if pause.Suspend == nil {
+		return w
+	}
+	for _, p := range pause.Suspend.PendingCalls {
+		switch {
+		case p.State == "asking":
+			w[agent.KindAskResolved] = true
+		case p.External || pause.Suspend.Reason == agent.SuspendAsyncTool:
+			w[agent.KindExternalResults] = true
+		}
+	}
+	return w
+}
+
+// emit maps and writes one canonical event; done after the run's end or pause.
+func (s *stream) emit(ctx context.Context, ev agent.Event) (bool, error) {
+	top := ev.Source == ""
+	if top && ev.ReplyID != "" {
+		s.replyID = ev.ReplyID
+	}
+	final := top && (ev.Kind == agent.KindRunEnded || ev.Kind == agent.KindSuspended)
+	if top && ev.Kind == agent.KindSuspended {
+		s.settle(ctx) // the next request must find the run paused, not still running
+	}
+	for _, e := range Map(ev, s.sessionKey) {
+		if err := s.out.write(e); err != nil {
+			return true, err
+		}
+	}
+	return final, nil
+}
+
+// settle waits (briefly) until the paused run's status says so: the Suspended event is
+// announced a moment before the run records its pause.
+func (s *stream) settle(ctx context.Context) {
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		run, err := s.h.rt.Run(ctx, s.userID, s.requestID)
+		if err != nil || run.Status != storage.RunRunning {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// sink is one response form.
+type sink interface {
+	write(Event) error
+	close()
+}
+
+// sseSink writes `data:<json>` frames, one per event, each followed by a blank line.
+type sseSink struct{ sse *wire.SSE }
+
+func (s *sseSink) write(e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return s.sse.Event("", "", b)
+}
+
+func (s *sseSink) close() {}
+
+// arraySink writes one JSON array, element by element as the events happen.
+type arraySink struct {
+	w     *wire.SSE
+	wrote bool
+}
+
+func (a *arraySink) write(e Event) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	sep := ",\n"
+	if !a.wrote {
+		sep = "\n"
+	}
+	a.wrote = true
+	return a.w.Raw(append([]byte(sep), b...))
+}
+
+func (a *arraySink) close() { _ = a.w.Raw([]byte("\n]\n")) }
