@@ -186,6 +186,7 @@ type InputInfo struct {
 // RunInfo identifies a run to clients.
 type RunInfo struct {
 	RequestID          string  `json:"requestId"`
+	ReplyID            string  `json:"replyId"` // the turn id
 	SessionID          int64   `json:"sessionId"`
 	SessionKey         string  `json:"sessionKey"`
 	UserID             string  `json:"userId"`

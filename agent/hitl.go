@@ -434,8 +434,8 @@ type Answer struct {
 	CallID    string
 	Approved  bool
 	Reason    string
-	Arguments json.RawMessage
-	Input     json.RawMessage
+	Arguments json.RawMessage `json:",omitempty"`
+	Input     json.RawMessage `json:",omitempty"`
 	Rules     []RuleSpec
 	// RuleScope is session (default), user or global.
 	RuleScope string
@@ -485,7 +485,7 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 		if ask == nil || ask.Kind != storage.AskConfirm {
 			return fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)
 		}
-		if len(a.Arguments) > 0 && argsHash(string(a.Arguments)) != ask.ArgsHash {
+		if len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash {
 			return ErrArgumentsChanged
 		}
 		status := storage.AskDenied
@@ -659,7 +659,7 @@ func (r *run) resume() {
 				ans.Reason = "用户已批准"
 			}
 			p.Stage = stageReady
-			if len(a.Input) > 0 && argsHash(string(a.Input)) != argsHash(p.Args) {
+			if len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args) {
 				ans.Input = string(a.Input)
 				p.Args = string(a.Input)
 				r.preToolUse(p) // edited arguments face the hooks again

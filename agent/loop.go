@@ -350,6 +350,9 @@ func (s *streamer) chunk(c model.Chunk) {
 		}
 		s.r.emit(Event{Kind: KindBlockDelta, Block: &Block{ID: s.open.ID, Type: typ, Delta: c.Text}})
 	case model.ChunkToolCallStart:
+		if s.r.spec.NoTools {
+			return // a single-answer run drops the model's tool calls
+		}
 		s.closeBlock()
 		if s.calls == nil {
 			s.calls = map[int]model.ToolCall{}
@@ -357,6 +360,9 @@ func (s *streamer) chunk(c model.Chunk) {
 		s.calls[c.Index] = model.ToolCall{ID: c.ToolCallID, Name: c.ToolName}
 		s.r.emit(Event{Kind: KindToolCallStarted, Tool: &ToolInfo{CallID: c.ToolCallID, Name: c.ToolName}})
 	case model.ChunkToolCallDelta:
+		if s.r.spec.NoTools {
+			return
+		}
 		tc := s.calls[c.Index]
 		s.r.emit(Event{Kind: KindToolCallDelta, Tool: &ToolInfo{CallID: tc.ID, Name: tc.Name, ArgsDelta: c.ArgsDelta}})
 	}

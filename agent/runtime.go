@@ -241,7 +241,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 	if err := rt.db.UpdateRun(ctx, &rec); err != nil {
 		return RunInfo{}, err
 	}
-	info := RunInfo{RequestID: rec.RequestID, SessionID: sess.ID, SessionKey: sess.Key, UserID: req.UserID,
+	info := RunInfo{RequestID: rec.RequestID, ReplyID: spec.ReplyID, SessionID: sess.ID, SessionKey: sess.Key, UserID: req.UserID,
 		UserMessageID: user.ID, AssistantMessageID: asst.ID, AgentName: rt.cfg.AgentName, NewSession: created,
 		ParentTurnID: req.ParentTurnID}
 	r := rt.newRun(rec, spec, runState{})
@@ -426,9 +426,23 @@ func (rt *Runtime) History(ctx context.Context, sessionID int64, since time.Time
 	if err != nil {
 		return nil, err
 	}
+	runs, err := rt.db.SessionRuns(ctx, sessionID, 1000)
+	if err != nil {
+		return nil, err
+	}
+	requestIDs := map[int64]string{}
+	for _, r := range runs {
+		requestIDs[r.ID] = r.RequestID
+	}
 	out := make([]HistoryMessage, 0, len(msgs))
 	for _, m := range msgs {
+		if m.Role == model.RoleSystem {
+			continue // a context reset marker
+		}
 		h := HistoryMessage{ID: m.ID, Role: m.Role, CreatedAt: m.CreatedAt, UpdatedAt: m.UpdatedAt}
+		if m.RunID != nil {
+			h.RunID = requestIDs[*m.RunID]
+		}
 		switch m.Role {
 		case model.RoleUser:
 			var b userBody

@@ -48,7 +48,7 @@ func (r *run) spawn(p *pendingCall) (state, output, errMsg string) {
 	}
 	sid := r.spec.SessionID
 	child, err := r.rt.StartRun(context.WithoutCancel(r.ctx), StartRequest{UserID: r.spec.UserID, PrincipalID: r.spec.PrincipalID,
-		AgentID: r.spec.AgentID, SessionKey: fmt.Sprintf("%s/%s-%s", r.spec.SessionKey, a.Name, newEventID()[:8]),
+		AgentID: r.spec.AgentID, SessionKey: fmt.Sprintf("%s.%s-%s", r.spec.SessionKey, a.Name, newEventID()[:8]),
 		Input: a.Task, TriggerSource: dispatcher.SourceInternal, TraceID: r.traceID(), Model: r.spec.Model,
 		Temperature: r.spec.Temperature, ParentSessionID: &sid, Depth: r.spec.Depth + 1})
 	if err != nil {

@@ -24,7 +24,7 @@ func TestSubagentEventsReachTheParent(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), spawnScript, Config{})
 	info, evs := e.run(StartRequest{UserID: "u", SessionKey: "main", Input: "delegate"})
 	exp := find(evs, KindSubagentExposed)
-	if exp == nil || exp.Subagent.AgentID != "researcher" || exp.Subagent.Label != "研究助手" || !strings.HasPrefix(exp.Subagent.SessionID, "main/researcher-") {
+	if exp == nil || exp.Subagent.AgentID != "researcher" || exp.Subagent.Label != "研究助手" || !strings.HasPrefix(exp.Subagent.SessionID, "main.researcher-") {
 		t.Fatalf("exposed: %s", kinds(evs))
 	}
 	var forwarded []Event

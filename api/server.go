@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/harness"
+	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
@@ -75,6 +76,7 @@ func newEngine(d Deps) *gin.Engine {
 		d.Keys = wire.NewKeys(nil)
 	}
 	harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
+	volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
 
 	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))

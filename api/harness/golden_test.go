@@ -368,7 +368,7 @@ var scenarios = []scenario{
 	{name: "subagent", run: func(t *testing.T, r *recorder) {
 		resp := r.chat(body("sess-sub", "delegate"), acceptSSE)
 		exp := first(t, resp.Events, harness.TypeSubagentExposed)
-		if exp["agentId"] != "researcher" || exp["label"] != "数据分析助手" || !strings.HasPrefix(exp["sessionId"].(string), "sess-sub/researcher-") {
+		if exp["agentId"] != "researcher" || exp["label"] != "数据分析助手" || !strings.HasPrefix(exp["sessionId"].(string), "sess-sub.researcher-") {
 			t.Fatalf("exposed %v", exp)
 		}
 		var forwarded []string
@@ -561,7 +561,7 @@ func newNormaliser() *normaliser { return &normaliser{seen: map[string]map[strin
 
 var (
 	blkRE    = regexp.MustCompile(`^blk-(hint-)?[0-9a-f]{12}$`)
-	subKeyRE = regexp.MustCompile(`^(.+/[a-z]+-)[0-9a-f]{8}$`)
+	subKeyRE = regexp.MustCompile(`^(.+\.[a-z]+-)[0-9a-f]{8}$`)
 	tsidRE   = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{13}$`)
 	numIDs   = set("id", "sessionId", "messageId", "userMessageId", "assistantMessageId")
 )

@@ -1,0 +1,749 @@
+package volo
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/storage"
+)
+
+// Decision is one answer of a structured response (resume's `response`, or the body of
+// interaction-response). InteractionID or ToolCallID says which pending interaction it answers;
+// without either it answers all of them.
+type Decision struct {
+	InteractionID string           `json:"interactionId"`
+	ToolCallID    string           `json:"toolCallId"`
+	Approved      *bool            `json:"approved"`
+	Reason        string           `json:"reason"`
+	Response      string           `json:"response"` // text, read as a plain-text response is
+	Input         json.RawMessage  `json:"input"`    // edited arguments to run the call with
+	Arguments     json.RawMessage  `json:"arguments"`
+	Rules         []agent.RuleSpec `json:"rules"`
+	RuleScope     string           `json:"ruleScope"`
+	Output        json.RawMessage  `json:"output"` // a client-side tool's result: text, or [{"type":"text","text":...}]
+	State         string           `json:"state"`
+}
+
+// response is a parsed `response`: plain text, or decisions.
+type response struct {
+	text      string
+	decisions []Decision
+}
+
+func (r response) empty() bool { return r.text == "" && len(r.decisions) == 0 }
+
+// parseResponse reads a response: text, true/false, a Decision, or a list of them.
+func parseResponse(raw json.RawMessage) (response, *apiError) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return response{}, nil
+	}
+	var r response
+	var err error
+	switch raw[0] {
+	case '"':
+		err = json.Unmarshal(raw, &r.text)
+		r.text = strings.TrimSpace(r.text)
+	case 't', 'f':
+		var b bool
+		err = json.Unmarshal(raw, &b)
+		r.decisions = []Decision{{Approved: &b}}
+	case '{':
+		var d Decision
+		err = json.Unmarshal(raw, &d)
+		r.decisions = []Decision{d}
+	case '[':
+		err = json.Unmarshal(raw, &r.decisions)
+	default:
+		err = errors.New("want text, true or false, an object or an array of objects")
+	}
+	if err != nil {
+		return response{}, badRequest("response: %v", err)
+	}
+	return r, nil
+}
+
+// approvals are the texts that approve a tool call (after lower-casing and trimming punctuation);
+// any other text denies it, and is given to the model as the reason.
+var approvals = map[string]bool{
+	"approve": true, "approved": true, "yes": true, "y": true, "ok": true, "okay": true, "allow": true, "allowed": true,
+	"accept": true, "accepted": true, "confirm": true, "confirmed": true, "continue": true, "proceed": true, "go": true,
+	"go ahead": true, "sure": true, "true": true, "1": true, "resume": true,
+	"同意": true, "批准": true, "允许": true, "确认": true, "确定": true, "是": true, "是的": true, "好": true, "好的": true,
+	"可以": true, "继续": true, "执行": true, "通过": true, "恢复": true,
+}
+
+// denials deny without a reason of their own (the runtime says 用户拒绝).
+var denials = map[string]bool{
+	"deny": true, "denied": true, "no": true, "n": true, "reject": true, "rejected": true, "refuse": true, "cancel": true,
+	"false": true, "0": true, "拒绝": true, "不": true, "否": true, "取消": true, "不同意": true, "不要": true, "不行": true,
+}
+
+func normalizeWord(s string) string {
+	return strings.Trim(strings.ToLower(strings.TrimSpace(s)), " \t\r\n.!。！,，~")
+}
+
+// IsApproval reports whether a plain-text response approves.
+func IsApproval(s string) bool { return approvals[normalizeWord(s)] }
+
+// verdict is what a decision (or, failing that, the plain text) says about a tool call.
+func (d Decision) verdict(text string) (approved bool, reason string, ok bool) {
+	if d.Approved != nil {
+		return *d.Approved, d.Reason, true
+	}
+	t := d.Response
+	if t == "" {
+		t = text
+	}
+	switch w := normalizeWord(t); {
+	case w == "":
+		return false, "", false
+	case approvals[w]:
+		return true, d.Reason, true
+	case denials[w]:
+		return false, d.Reason, true
+	}
+	if d.Reason != "" {
+		return false, d.Reason, true
+	}
+	return false, strings.TrimSpace(t), true
+}
+
+// outputText is a client-side tool's output as text.
+func outputText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var blocks []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &blocks) == nil {
+		var b strings.Builder
+		for _, bl := range blocks {
+			b.WriteString(bl.Text)
+		}
+		return b.String()
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) == nil {
+		return buf.String()
+	}
+	return string(raw)
+}
+
+func checkRules(rules []agent.RuleSpec, scope string) *apiError {
+	for i, r := range rules {
+		switch r.Behavior {
+		case agent.BehaviorAllow, agent.BehaviorAsk, agent.BehaviorDeny:
+		default:
+			return badRequest("rules[%d].behavior: %q is not one of allow, ask, deny", i, r.Behavior)
+		}
+		if strings.TrimSpace(r.ToolName) == "" {
+			return badRequest("rules[%d].tool_name: is required", i)
+		}
+	}
+	switch scope {
+	case "", "session", "user", "global":
+	default:
+		return badRequest("ruleScope: %q is not one of session, user, global", scope)
+	}
+	return nil
+}
+
+// controlError maps an error of the runtime's control API.
+func controlError(err error, notFound *apiError) *apiError {
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		return notFound
+	case errors.Is(err, agent.ErrAlreadyAnswered):
+		return &apiError{status: http.StatusConflict, key: errAlreadyAnswered, detail: "the interaction was already answered (or timed out)"}
+	case errors.Is(err, agent.ErrArgumentsChanged):
+		return &apiError{status: http.StatusConflict, key: errArgumentsChanged, detail: err.Error()}
+	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrNotLive):
+		return &apiError{status: http.StatusConflict, key: errNotWaiting, detail: err.Error()}
+	}
+	return internal(err)
+}
+
+var (
+	turnNotFound        = &apiError{status: http.StatusNotFound, key: errTurnNotFound, detail: "no such turn"}
+	interactionNotFound = &apiError{status: http.StatusNotFound, key: errInteractionNotFound, detail: "no such interaction"}
+	toolCallNotFound    = &apiError{status: http.StatusNotFound, key: errToolCallNotFound, detail: "the turn waits for no such tool call"}
+)
+
+// ---- run inspection ----
+
+// pauseKinds are the events after which a run records a pause (or, for suspended, is about to be
+// resumed) a few milliseconds later.
+func pauseKind(ev agent.Event) bool {
+	switch ev.Kind {
+	case agent.KindAsk, agent.KindExternalCalls, agent.KindStopRequested, agent.KindSuspended:
+		return true
+	case agent.KindCustom: // state_updated comes right before suspended
+		return ev.Custom != nil && ev.Custom.Name == "state_updated"
+	}
+	return false
+}
+
+// askArguments maps each ask of a run (by askId, and by "call:"+callId) to the arguments it was
+// about.
+func askArguments(evs []agent.Event) map[string]string {
+	m := map[string]string{}
+	for _, ev := range evs {
+		if ev.Kind == agent.KindAsk && ev.Ask != nil && ev.Source == "" {
+			for _, c := range ev.Ask.Calls {
+				m[c.AskID], m["call:"+c.CallID] = c.Arguments, c.Arguments
+			}
+		}
+	}
+	return m
+}
+
+// withInput works around the runtime reading an absent Answer.Input back from storage as the
+// JSON null, and then running an approved call with null arguments: an answer that edits
+// nothing is sent with the very arguments that were asked about as its Input, which the runtime
+// takes as "unchanged".
+func withInput(a agent.Answer, args map[string]string) agent.Answer {
+	if len(a.Input) > 0 {
+		return a
+	}
+	if s, ok := args[a.AskID]; ok && a.AskID != "" {
+		a.Input = json.RawMessage(s)
+	} else if s, ok := args["call:"+a.CallID]; ok && a.CallID != "" {
+		a.Input = json.RawMessage(s)
+	}
+	return a
+}
+
+// runEvents reads every stored event of a run.
+func (h *handler) runEvents(ctx context.Context, runID int64) ([]agent.Event, error) {
+	var out []agent.Event
+	var after int64
+	for {
+		rows, err := h.d.DB.RunEvents(ctx, runID, after, 1000)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			var ev agent.Event
+			if err := json.Unmarshal(r.Body, &ev); err != nil {
+				return nil, err
+			}
+			out = append(out, ev)
+			after = r.Seq
+		}
+		if len(rows) < 1000 {
+			return out, nil
+		}
+	}
+}
+
+// settle waits (up to 3 s) while a run is between announcing a pause or a resume and recording
+// it, so that its status and its events agree.
+func (h *handler) settle(ctx context.Context, caller wire.Caller, run storage.Run) storage.Run {
+	for deadline := time.Now().Add(3 * time.Second); run.Status == storage.RunRunning && time.Now().Before(deadline); {
+		last, err := h.d.DB.LastRunSeq(ctx, run.ID)
+		if err != nil {
+			return run
+		}
+		rows, err := h.d.DB.RunEvents(ctx, run.ID, last-1, 1)
+		if err != nil || len(rows) == 0 {
+			return run
+		}
+		var ev agent.Event
+		if json.Unmarshal(rows[0].Body, &ev) != nil || !pauseKind(ev) {
+			return run
+		}
+		select {
+		case <-ctx.Done():
+			return run
+		case <-time.After(5 * time.Millisecond):
+		}
+		cur, err := h.rt.RunByReply(ctx, caller.UserID, run.ReplyID)
+		if err != nil {
+			return run
+		}
+		run = cur
+	}
+	return run
+}
+
+// traceOf is the trace of a run's frames: its session key and parent turn come with its
+// run.started event.
+func traceOf(run storage.Run, evs []agent.Event) TraceInfo {
+	tr := TraceInfo{TurnID: run.ReplyID}
+	for _, ev := range evs {
+		if ev.Kind == agent.KindRunStarted && ev.Run != nil && ev.Source == "" {
+			tr.SessionID, tr.ParentTurnID = ev.Run.SessionKey, ev.Run.ParentTurnID
+			return tr
+		}
+	}
+	req := runRequest(run)
+	tr.SessionID, tr.ParentTurnID = req.SessionKey, req.ParentTurnID
+	return tr
+}
+
+// ---- resume ----
+
+// ResumeRequest is the body of POST resume?turnId=.
+type ResumeRequest struct {
+	TurnID   string          `json:"turnId"`
+	UserID   string          `json:"userId"`
+	Response json.RawMessage `json:"response"`
+}
+
+func (h *handler) resume(c *gin.Context) {
+	var req ResumeRequest
+	perr := readJSON(c.Request, &req, false)
+	if perr != nil {
+		req = ResumeRequest{}
+	}
+	tr := TraceInfo{TurnID: syntheticTurn()}
+	caller, err := h.d.Keys.Identify(c.Request, req.UserID)
+	if err != nil {
+		h.earlyError(c, tr, authError(err))
+		return
+	}
+	if perr != nil {
+		h.earlyError(c, tr, perr)
+		return
+	}
+	turnID := strings.TrimSpace(c.Query("turnId"))
+	switch {
+	case turnID == "":
+		turnID = strings.TrimSpace(req.TurnID)
+	case req.TurnID != "" && req.TurnID != turnID:
+		h.earlyError(c, tr, badRequest("turnId: the body's %q differs from the query's %q", req.TurnID, turnID))
+		return
+	}
+	if turnID == "" {
+		h.earlyError(c, tr, badRequest("turnId: is required (query or body)"))
+		return
+	}
+	resp, e := parseResponse(req.Response)
+	if e != nil {
+		h.earlyError(c, tr, e)
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
+	if err != nil {
+		h.earlyError(c, tr, controlError(err, turnNotFound))
+		return
+	}
+	run = h.settle(ctx, caller, run)
+	evs, err := h.runEvents(ctx, run.ID)
+	if err != nil {
+		h.earlyError(c, tr, internal(err))
+		return
+	}
+	tr = traceOf(run, evs)
+	from, e := h.resumePoint(ctx, caller, run, evs, resp)
+	if e != nil {
+		h.earlyError(c, tr, e)
+		return
+	}
+	h.stream(c, streamSpec{requestID: run.RequestID, after: from, trace: tr, noTools: runRequest(run).NoTools})
+}
+
+// resumePoint applies a resume's response to the turn's pause and returns the seq to stream on
+// from:
+//   - the turn is paused now: the response answers the pause (a tool approval: approve-like text
+//     approves every pending call, other text denies them with the text as the reason, decisions
+//     answer by interactionId/toolCallId; a client-side tool: the text is its output; a manual,
+//     budget or shutdown pause: the turn resumes, and text that is not a plain "continue" joins
+//     the turn as appended input) and the stream starts after it. With no response, a turn that
+//     waits for answers streams from the pause before (if any) and so ends at this one again;
+//     a turn paused otherwise just resumes.
+//   - the turn is not paused (its pause was answered with interaction-response or tool-approval,
+//     or it ended since): the stream starts after its last pause; a response is moot and ignored.
+func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run storage.Run, evs []agent.Event, resp response) (int64, *apiError) {
+	var pauses []agent.Event
+	for _, ev := range evs {
+		if ev.Kind == agent.KindSuspended && ev.Source == "" {
+			pauses = append(pauses, ev)
+		}
+	}
+	if len(pauses) == 0 {
+		return 0, &apiError{status: http.StatusConflict, key: errNotPaused, detail: "the turn never paused: there is nothing to resume"}
+	}
+	cur := pauses[len(pauses)-1]
+	if run.Status != storage.RunSuspended {
+		return cur.Seq, nil
+	}
+	pending, err := h.d.DB.RunAsks(ctx, run.ID, storage.AskPending)
+	if err != nil {
+		return 0, internal(err)
+	}
+	reason := ""
+	if cur.Suspend != nil {
+		reason = cur.Suspend.Reason
+	}
+	if reason == agent.SuspendPermissionAsk || reason == agent.SuspendExternalExecution || len(pending) > 0 {
+		switch {
+		case len(pending) == 0: // answered already; the run is on its way
+		case resp.empty() && len(pauses) > 1:
+			return pauses[len(pauses)-2].Seq, nil
+		case resp.empty():
+			return 0, &apiError{status: http.StatusConflict, key: errResponseRequired,
+				detail: "the turn waits for an answer to its interaction: send a response, or use interaction-response/{interactionId}"}
+		default:
+			if e := h.answerPending(ctx, caller, run, askArguments(evs), pending, resp); e != nil {
+				return 0, e
+			}
+		}
+		return cur.Seq, nil
+	}
+	if e := h.resumePaused(ctx, caller, run, resp.text); e != nil {
+		return 0, e
+	}
+	return cur.Seq, nil
+}
+
+// answerPending answers a paused turn's pending asks from a response.
+func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run storage.Run, args map[string]string, pending []storage.Ask, resp response) *apiError {
+	match := func(a storage.Ask) (Decision, bool) {
+		for _, d := range resp.decisions {
+			if (d.InteractionID != "" && d.InteractionID == a.AskID) || (d.ToolCallID != "" && d.ToolCallID == a.CallID) {
+				return d, true
+			}
+		}
+		for _, d := range resp.decisions {
+			if d.InteractionID == "" && d.ToolCallID == "" {
+				return d, true
+			}
+		}
+		return Decision{}, false
+	}
+	var confirms, externals []storage.Ask
+	for _, a := range pending {
+		if a.Kind == storage.AskExternal {
+			externals = append(externals, a)
+		} else {
+			confirms = append(confirms, a)
+		}
+	}
+	var answers []agent.Answer
+	for _, a := range confirms {
+		d, found := match(a)
+		if !found && resp.text == "" {
+			continue
+		}
+		approved, reason, ok := d.verdict(resp.text)
+		if !ok {
+			continue
+		}
+		if e := checkRules(d.Rules, d.RuleScope); e != nil {
+			return e
+		}
+		answers = append(answers, withInput(agent.Answer{AskID: a.AskID, Approved: approved, Reason: reason, Input: d.Input,
+			Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope}, args))
+	}
+	var results []agent.ToolOutput
+	for _, a := range externals {
+		if d, found := match(a); found && len(d.Output) > 0 {
+			results = append(results, agent.ToolOutput{CallID: a.CallID, Output: outputText(d.Output), State: d.State})
+		} else if resp.text != "" && len(externals) == 1 && len(confirms) == 0 {
+			results = append(results, agent.ToolOutput{CallID: a.CallID, Output: resp.text})
+		}
+	}
+	if len(answers)+len(results) == 0 {
+		return badRequest("response: answers none of the pending interactions")
+	}
+	if len(answers) > 0 {
+		if err := h.rt.Answer(ctx, caller.UserID, run.RequestID, answers); err != nil {
+			return controlError(err, interactionNotFound)
+		}
+	}
+	if len(results) > 0 {
+		if err := h.rt.SubmitToolResults(ctx, caller.UserID, run.RequestID, results); err != nil {
+			return controlError(err, interactionNotFound)
+		}
+	}
+	return nil
+}
+
+// resumePaused resumes a turn paused by the user, its token budget or a shutdown; text that is
+// not a plain "continue" joins the turn as appended input first.
+func (h *handler) resumePaused(ctx context.Context, caller wire.Caller, run storage.Run, text string) *apiError {
+	if text != "" && !IsApproval(text) {
+		if _, err := h.rt.AppendInput(ctx, caller.UserID, run.RequestID, text); err != nil {
+			return controlError(err, turnNotFound)
+		}
+	}
+	err := h.rt.Resume(ctx, caller.UserID, run.RequestID)
+	if err != nil && !errors.Is(err, agent.ErrNotWaiting) { // ErrNotWaiting: resumed by someone else just now
+		return controlError(err, turnNotFound)
+	}
+	return nil
+}
+
+// ---- interaction-response, tool-approval, tool-result ----
+
+// InteractionRequest is the body of interaction-response/{interactionId} (and of the legacy
+// interaction_response, which names the interaction in the body). The fields of Decision may be
+// given at the top level or inside response.
+type InteractionRequest struct {
+	Decision
+	TurnID string `json:"turnId"`
+	UserID string `json:"userId"`
+	// Response is text ("approve", "deny", "选择 B 方案", a client-side tool's output), true or
+	// false, or a Decision object.
+	ResponseRaw json.RawMessage `json:"response"`
+}
+
+func acceptance(key, id string, run storage.Run) gin.H {
+	return gin.H{"accepted": true, key: id, "turnId": run.ReplyID, "timestamp": time.Now().Format(time.RFC3339)}
+}
+
+func (h *handler) interactionResponse(c *gin.Context) {
+	var req InteractionRequest
+	caller, ok := h.begin(c, &req, false, func() string { return req.UserID })
+	if !ok {
+		return
+	}
+	id := c.Param("interactionId")
+	switch {
+	case id == "":
+		id = strings.TrimSpace(req.InteractionID)
+	case req.InteractionID != "" && req.InteractionID != id:
+		h.fail(c, badRequest("interactionId: the body's %q differs from the path's %q", req.InteractionID, id))
+		return
+	}
+	if id == "" {
+		h.fail(c, badRequest("interactionId: is required"))
+		return
+	}
+	resp, e := parseResponse(req.ResponseRaw)
+	if e != nil {
+		h.fail(c, e)
+		return
+	}
+	d := req.Decision
+	if len(resp.decisions) == 1 { // fields inside response fill what the top level leaves out
+		in := resp.decisions[0]
+		if d.Approved == nil {
+			d.Approved = in.Approved
+		}
+		d.Reason = firstNonEmpty(d.Reason, in.Reason)
+		d.Response = firstNonEmpty(d.Response, in.Response)
+		if len(d.Input) == 0 {
+			d.Input = in.Input
+		}
+		if len(d.Arguments) == 0 {
+			d.Arguments = in.Arguments
+		}
+		if len(d.Output) == 0 {
+			d.Output = in.Output
+		}
+		if len(d.Rules) == 0 {
+			d.Rules, d.RuleScope = in.Rules, firstNonEmpty(d.RuleScope, in.RuleScope)
+		}
+		d.State = firstNonEmpty(d.State, in.State)
+	}
+	if e := checkRules(d.Rules, d.RuleScope); e != nil {
+		h.fail(c, e)
+		return
+	}
+	ctx := c.Request.Context()
+	if ask, err := h.d.DB.GetAsk(ctx, id); err == nil && ask.UserID == caller.UserID {
+		requestID, err := h.rt.RunOfAsk(ctx, caller.UserID, id)
+		if err != nil {
+			h.fail(c, controlError(err, interactionNotFound))
+			return
+		}
+		run, err := h.rt.Run(ctx, caller.UserID, requestID)
+		if err != nil {
+			h.fail(c, controlError(err, interactionNotFound))
+			return
+		}
+		if ask.Kind == storage.AskExternal {
+			out := resp.text
+			if len(d.Output) > 0 {
+				out = outputText(d.Output)
+			} else if out == "" && d.Response != "" {
+				out = d.Response
+			}
+			if out == "" && len(d.Output) == 0 {
+				h.fail(c, badRequest("output: the client-side tool's result is required (output, or a text response)"))
+				return
+			}
+			err = h.rt.SubmitToolResults(ctx, caller.UserID, requestID, []agent.ToolOutput{{CallID: ask.CallID, Output: out, State: d.State}})
+		} else {
+			approved, reason, ok := d.verdict(resp.text)
+			if !ok {
+				h.fail(c, badRequest("approved: is required (true or false), or a response such as \"approve\" or \"deny\""))
+				return
+			}
+			evs, rerr := h.runEvents(ctx, run.ID)
+			if rerr != nil {
+				h.fail(c, internal(rerr))
+				return
+			}
+			err = h.rt.Answer(ctx, caller.UserID, requestID, []agent.Answer{withInput(agent.Answer{AskID: id, Approved: approved,
+				Reason: reason, Input: d.Input, Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope}, askArguments(evs))})
+		}
+		if err != nil {
+			h.fail(c, controlError(err, interactionNotFound))
+			return
+		}
+		reply(c, http.StatusOK, msgSuccess, acceptance("interactionId", id, run))
+		return
+	}
+	// A RESUME interaction: its id is the turn's.
+	run, err := h.rt.RunByReply(ctx, caller.UserID, id)
+	if err != nil {
+		h.fail(c, controlError(err, interactionNotFound))
+		return
+	}
+	run = h.settle(ctx, caller, run)
+	if run.Status != storage.RunSuspended {
+		h.fail(c, &apiError{status: http.StatusConflict, key: errNotWaiting, detail: "the turn is not paused"})
+		return
+	}
+	if pending, err := h.d.DB.RunAsks(ctx, run.ID, storage.AskPending); err != nil {
+		h.fail(c, internal(err))
+		return
+	} else if len(pending) > 0 {
+		h.fail(c, &apiError{status: http.StatusConflict, key: errNotWaiting,
+			detail: "the turn waits for its tool interactions: answer each by its interactionId"})
+		return
+	}
+	if e := h.resumePaused(ctx, caller, run, firstNonEmpty(resp.text, d.Response)); e != nil {
+		h.fail(c, e)
+		return
+	}
+	reply(c, http.StatusOK, msgSuccess, acceptance("interactionId", id, run))
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// ApprovalRequest is the body of tool-approval/{toolCallId}.
+type ApprovalRequest struct {
+	Approved  *bool            `json:"approved"`
+	Reason    string           `json:"reason"`
+	TurnID    string           `json:"turnId"`
+	UserID    string           `json:"userId"`
+	Input     json.RawMessage  `json:"input"`
+	Arguments json.RawMessage  `json:"arguments"`
+	Rules     []agent.RuleSpec `json:"rules"`
+	RuleScope string           `json:"ruleScope"`
+}
+
+// toolTurn finds the caller's turn a tool call belongs to (turnId in the body or the query).
+func toolTurn(c *gin.Context, bodyTurn string) (string, *apiError) {
+	turnID := strings.TrimSpace(bodyTurn)
+	if turnID == "" {
+		turnID = strings.TrimSpace(c.Query("turnId"))
+	}
+	if turnID == "" {
+		return "", badRequest("turnId: is required (the turn of the tool call, from the INTERACTION frame's traceInfo)")
+	}
+	return turnID, nil
+}
+
+func (h *handler) toolApproval(c *gin.Context) {
+	var req ApprovalRequest
+	caller, ok := h.begin(c, &req, true, func() string { return req.UserID })
+	if !ok {
+		return
+	}
+	callID := c.Param("toolCallId")
+	if req.Approved == nil {
+		h.fail(c, badRequest("approved: is required (true or false)"))
+		return
+	}
+	if e := checkRules(req.Rules, req.RuleScope); e != nil {
+		h.fail(c, e)
+		return
+	}
+	turnID, e := toolTurn(c, req.TurnID)
+	if e != nil {
+		h.fail(c, e)
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
+	if err != nil {
+		h.fail(c, controlError(err, turnNotFound))
+		return
+	}
+	evs, err := h.runEvents(ctx, run.ID)
+	if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
+	err = h.rt.Answer(ctx, caller.UserID, run.RequestID, []agent.Answer{withInput(agent.Answer{CallID: callID, Approved: *req.Approved,
+		Reason: req.Reason, Input: req.Input, Arguments: req.Arguments, Rules: req.Rules, RuleScope: req.RuleScope}, askArguments(evs))})
+	if errors.Is(err, agent.ErrNotWaiting) {
+		h.fail(c, toolCallNotFound)
+		return
+	} else if err != nil {
+		h.fail(c, controlError(err, turnNotFound))
+		return
+	}
+	reply(c, http.StatusOK, msgSuccess, gin.H{"accepted": true, "toolCallId": callID, "timestamp": time.Now().Format(time.RFC3339)})
+}
+
+// ToolResultRequest is the body of tool-result/{toolCallId}: the result of a client-side tool.
+type ToolResultRequest struct {
+	TurnID  string          `json:"turnId"`
+	UserID  string          `json:"userId"`
+	Output  json.RawMessage `json:"output"` // text, or [{"type":"text","text":...}]
+	State   string          `json:"state"`  // success (default) | error
+	IsError bool            `json:"isError"`
+}
+
+func (h *handler) toolResult(c *gin.Context) {
+	var req ToolResultRequest
+	caller, ok := h.begin(c, &req, true, func() string { return req.UserID })
+	if !ok {
+		return
+	}
+	callID := c.Param("toolCallId")
+	if len(bytes.TrimSpace(req.Output)) == 0 {
+		h.fail(c, badRequest("output: is required"))
+		return
+	}
+	state := req.State
+	if state == "" && req.IsError {
+		state = agent.ToolError
+	}
+	turnID, e := toolTurn(c, req.TurnID)
+	if e != nil {
+		h.fail(c, e)
+		return
+	}
+	ctx := c.Request.Context()
+	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
+	if err != nil {
+		h.fail(c, controlError(err, turnNotFound))
+		return
+	}
+	err = h.rt.SubmitToolResults(ctx, caller.UserID, run.RequestID, []agent.ToolOutput{{CallID: callID, Output: outputText(req.Output), State: state}})
+	if errors.Is(err, agent.ErrNotWaiting) {
+		h.fail(c, toolCallNotFound)
+		return
+	} else if err != nil {
+		h.fail(c, controlError(err, turnNotFound))
+		return
+	}
+	reply(c, http.StatusOK, msgSuccess, gin.H{"accepted": true, "toolCallId": callID, "timestamp": time.Now().Format(time.RFC3339)})
+}

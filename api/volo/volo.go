@@ -1,0 +1,658 @@
+// Package volo serves the VOLO AI chat dialect (/api/agent/chat/volo-ai/...): a thin mapping of
+// the runtime's canonical events to the document's AgentExecutionEvent frames, and of its
+// endpoints to the runtime's control API (start, stop, answer, resume, append). See
+// docs/chat-volo.md for every endpoint, status and frame.
+package volo
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/storage"
+)
+
+// Prefix is where the VOLO routes live.
+const Prefix = "/api/agent/chat/volo-ai"
+
+// Deps is what the VOLO routes call into.
+type Deps struct {
+	Runtime *agent.Runtime
+	// Keys identifies callers (auth.apiKeys); nil means no keys: the loopback development mode.
+	Keys *wire.Keys
+	Log  *slog.Logger
+	// DB is the runtime's database. It is read (never written) for what the runtime does not
+	// expose yet: a run's stored events (where it paused), its pending asks, and the turn each
+	// history message belongs to.
+	DB *storage.DB
+	// Heartbeat is the SSE keep-alive interval (sse.heartbeat); 0 means 15 s.
+	Heartbeat time.Duration
+}
+
+// Register adds the ten VOLO routes to r.
+func Register(r gin.IRouter, d Deps) {
+	if d.Keys == nil {
+		d.Keys = wire.NewKeys(nil)
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Heartbeat <= 0 {
+		d.Heartbeat = 15 * time.Second
+	}
+	h := &handler{d: d, rt: d.Runtime}
+	g := r.Group(Prefix)
+	g.POST("/:sessionId/intent", h.intent)
+	g.POST("/:sessionId/stop", h.stop)
+	g.POST("/resume", h.resume)
+	g.POST("/:sessionId/append-message", h.appendMessage)
+	g.POST("/interaction-response/:interactionId", h.interactionResponse)
+	g.POST("/interaction_response", h.interactionResponse)
+	g.POST("/tool-approval/:toolCallId", h.toolApproval)
+	g.POST("/tool-result/:toolCallId", h.toolResult)
+	g.GET("/:sessionId/messages", h.messages)
+	g.GET("/commands", h.commands)
+}
+
+type handler struct {
+	d  Deps
+	rt *agent.Runtime
+}
+
+// Message keys of the JSON responses and ERROR frames.
+const (
+	msgSuccess             = "success"
+	msgStopped             = "success.stopped"
+	msgAppended            = "success.appended"
+	errUnauthorized        = "agent.error.unauthorized"
+	errForbidden           = "agent.error.forbidden"
+	errBadRequest          = "agent.error.badRequest"
+	errTooLarge            = "agent.error.payloadTooLarge"
+	errNoRunningTask       = "agent.error.noRunningTask"
+	errSessionNotFound     = "agent.error.sessionNotFound"
+	errTurnNotFound        = "agent.error.turnNotFound"
+	errInteractionNotFound = "agent.error.interactionNotFound"
+	errToolCallNotFound    = "agent.error.toolCallNotFound"
+	errNotWaiting          = "agent.error.notWaiting"
+	errNotPaused           = "agent.error.notPaused"
+	errResponseRequired    = "agent.error.responseRequired"
+	errAlreadyAnswered     = "agent.error.alreadyAnswered"
+	errArgumentsChanged    = "agent.error.argumentsChanged"
+	errAppendNotSupported  = "agent.error.appendNotSupported"
+	errSessionBusy         = "agent.error.sessionBusy"
+	errInternal            = "agent.error.internal"
+)
+
+// Response is the shape of every non-SSE VOLO response: {"code":200,"message":"success","data":...}.
+// Code equals the HTTP status; Detail says in words what went wrong.
+type Response struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Detail  string `json:"detail,omitempty"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// apiError is a failure with its status, message key and detail.
+type apiError struct {
+	status int
+	key    string
+	detail string
+}
+
+func (e *apiError) Error() string { return e.detail }
+
+func badRequest(format string, args ...any) *apiError {
+	return &apiError{status: http.StatusBadRequest, key: errBadRequest, detail: sprintf(format, args...)}
+}
+
+func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
+
+func reply(c *gin.Context, status int, msg string, data any) {
+	c.JSON(status, Response{Code: status, Message: msg, Data: data})
+}
+
+func (h *handler) fail(c *gin.Context, e *apiError) {
+	if e.status == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="volo-ai"`)
+	}
+	if e.status >= 500 {
+		h.d.Log.Error("volo request failed", "method", c.Request.Method, "path", c.FullPath(), "err", e.detail)
+		e.detail = "internal error"
+	}
+	c.AbortWithStatusJSON(e.status, Response{Code: e.status, Message: e.key, Detail: e.detail})
+}
+
+// internal wraps an unexpected error.
+func internal(err error) *apiError {
+	return &apiError{status: http.StatusInternalServerError, key: errInternal, detail: err.Error()}
+}
+
+// readJSON decodes the request body into v. An empty body is an error only when required.
+func readJSON(r *http.Request, v any, required bool) *apiError {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &apiError{status: http.StatusRequestEntityTooLarge, key: errTooLarge, detail: sprintf("request body over %d bytes", tooBig.Limit)}
+		}
+		return badRequest("body: %v", err)
+	}
+	if len(strings.TrimSpace(string(body))) == 0 {
+		if required {
+			return badRequest("body: is empty; a JSON object is required")
+		}
+		return nil
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		var syntaxErr *json.SyntaxError
+		switch {
+		case errors.As(err, &typeErr):
+			field := typeErr.Field
+			if field == "" {
+				field = "body"
+			}
+			return badRequest("%s: must not be a JSON %s", field, typeErr.Value)
+		case errors.As(err, &syntaxErr):
+			return badRequest("body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+		}
+		return badRequest("body: %v", err)
+	}
+	return nil
+}
+
+// authError is the failure of Identify.
+func authError(err error) *apiError {
+	st := wire.Status(err)
+	key := errUnauthorized
+	if st == http.StatusForbidden {
+		key = errForbidden
+	}
+	return &apiError{status: st, key: key, detail: "Authentication failed: " + err.Error()}
+}
+
+// begin reads an optional JSON body (which may name the userId) and identifies the caller. An
+// auth failure wins over a malformed body.
+func (h *handler) begin(c *gin.Context, body any, required bool, userID func() string) (wire.Caller, bool) {
+	perr := readJSON(c.Request, body, required)
+	uid := ""
+	if perr == nil && userID != nil {
+		uid = userID()
+	}
+	caller, err := h.d.Keys.Identify(c.Request, uid)
+	if err != nil {
+		h.fail(c, authError(err))
+		return caller, false
+	}
+	if perr != nil {
+		h.fail(c, perr)
+		return caller, false
+	}
+	return caller, true
+}
+
+// ---- SSE ----
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// SyntheticPrefix starts the turn id of an early error, a turn that never ran.
+const SyntheticPrefix = "synthetic-"
+
+func syntheticTurn() string { return SyntheticPrefix + newUUID() }
+
+// earlyError answers an SSE endpoint that could not start or resume a turn: the error's HTTP
+// status, and an event stream of exactly one ERROR frame whose turnId a client can attach to its
+// turn tree (a synthetic one when there is no real turn).
+func (h *handler) earlyError(c *gin.Context, tr TraceInfo, e *apiError) {
+	if e.status >= 500 {
+		h.d.Log.Error("volo stream failed", "path", c.FullPath(), "err", e.detail)
+		e.detail = "internal error"
+	}
+	f := Event{Type: TypeError, TraceInfo: tr, Timestamp: Timestamp(time.Now()), Code: e.status, ErrorCode: e.key, Message: e.detail}
+	b, _ := json.Marshal(f)
+	w := c.Writer
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	if e.status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="volo-ai"`)
+	}
+	w.WriteHeader(e.status)
+	_, _ = w.Write([]byte("event: " + TypeError + "\ndata: " + string(b) + "\n\n"))
+	c.Abort()
+}
+
+func writeFrame(s *wire.SSE, f Event) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return s.Event("", f.Type, b)
+}
+
+// streamSpec says which part of which run a response streams.
+type streamSpec struct {
+	requestID string
+	after     int64 // stream the events with seq > after
+	trace     TraceInfo
+	pre       []Event // frames written before the run's (commands)
+	mode      Mode    // set on PROGRESS TURN_STARTED
+	// noTools drops the frames of tool calls a tool-less (FAST) run's model still streamed: the
+	// runtime discards those calls, so no TOOL_END would ever follow.
+	noTools bool
+}
+
+// stream writes a run's frames until the turn ends or pauses, or the client goes away (the run
+// does not stop then: the client catches up with messages?since=).
+func (h *handler) stream(c *gin.Context, s streamSpec) {
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	ch, err := h.rt.Subscribe(ctx, s.requestID, s.after)
+	if err != nil {
+		h.earlyError(c, s.trace, internal(err))
+		return
+	}
+	sse := wire.StartSSE(c.Writer, nil)
+	for _, f := range s.pre {
+		if writeFrame(sse, f) != nil {
+			return
+		}
+	}
+	tick := time.NewTicker(h.d.Heartbeat)
+	defer tick.Stop()
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return
+			}
+			if s.noTools && ev.Source == "" && (ev.Kind == agent.KindToolCallStarted || ev.Kind == agent.KindToolCallDelta) {
+				continue
+			}
+			for _, f := range Map(ev, s.trace) {
+				if f.Phase == PhaseTurnStarted && s.mode != "" {
+					f.ExecutionMode = string(s.mode)
+				}
+				if writeFrame(sse, f) != nil {
+					return
+				}
+			}
+			if Terminal(ev) {
+				return
+			}
+		case <-tick.C:
+			if sse.Comment("ping") != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writeFrames answers with a stream of frames that exist already (a command turn).
+func writeFrames(c *gin.Context, frames []Event) {
+	sse := wire.StartSSE(c.Writer, nil)
+	for _, f := range frames {
+		if writeFrame(sse, f) != nil {
+			return
+		}
+	}
+}
+
+// ---- intent ----
+
+// ChatRequest is the body of POST {sessionId}/intent.
+type ChatRequest struct {
+	SessionID     string       `json:"sessionId"`
+	UserID        string       `json:"userId"` // development mode only; with API keys it must be the key's user
+	UserMessage   string       `json:"userMessage"`
+	ParentTurnID  *string      `json:"parentTurnId"`
+	ExecutionMode string       `json:"executionMode"`
+	Attachments   []Attachment `json:"attachments"`
+	// ExternalTools (a hookd extension) are tools the client runs itself: a call to one pauses
+	// the turn with an INTERACTION until tool-result/{toolCallId} brings its result.
+	ExternalTools []model.ToolSpec `json:"externalTools"`
+}
+
+func (h *handler) intent(c *gin.Context) {
+	key := c.Param("sessionId")
+	var req ChatRequest
+	perr := readJSON(c.Request, &req, true)
+	if perr != nil {
+		req = ChatRequest{}
+	}
+	if req.ParentTurnID != nil && strings.TrimSpace(*req.ParentTurnID) == "" {
+		req.ParentTurnID = nil
+	}
+	tr := TraceInfo{SessionID: key, TurnID: syntheticTurn(), ParentTurnID: req.ParentTurnID}
+	caller, err := h.d.Keys.Identify(c.Request, req.UserID)
+	if err != nil {
+		h.earlyError(c, tr, authError(err))
+		return
+	}
+	if perr != nil {
+		h.earlyError(c, tr, perr)
+		return
+	}
+	if e := validateIntent(key, &req); e != nil {
+		h.earlyError(c, tr, e)
+		return
+	}
+	mode, err := ParseMode(req.ExecutionMode)
+	if err != nil {
+		h.earlyError(c, tr, badRequest("%v", err))
+		return
+	}
+	msg := strings.TrimSpace(req.UserMessage)
+	if trig, name, args, ok := parseCommand(msg); ok {
+		h.commandTurn(c, caller, TraceInfo{SessionID: key, TurnID: newUUID(), ParentTurnID: req.ParentTurnID}, trig, name, args)
+		return
+	}
+	text, paths := req.UserMessage, []string(nil)
+	if strings.HasPrefix(msg, "@") {
+		paths, text = splitFileRefs(msg)
+	}
+	input, images, e := attachmentContent(text, req.Attachments)
+	if e != nil {
+		h.earlyError(c, tr, e)
+		return
+	}
+	var pre []Event
+	if len(paths) > 0 {
+		refs, ferr := h.readFiles(c.Request.Context(), caller, key, paths)
+		if ferr != nil {
+			h.fileFailure(c, TraceInfo{SessionID: key, TurnID: newUUID(), ParentTurnID: req.ParentTurnID}, ferr)
+			return
+		}
+		input, images = addFiles(input, images, refs)
+		pre = fileFrames(refs)
+	}
+	if mode == ModeAuto {
+		mode = Classify(text, len(req.Attachments)+len(paths))
+	}
+	start := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: key, Input: input,
+		Images: images, ParentTurnID: req.ParentTurnID, ExternalTools: req.ExternalTools}
+	if mode == ModeFast {
+		start.NoTools, start.MaxIters = true, 1
+	}
+	info, err := h.rt.StartRun(c.Request.Context(), start)
+	if errors.Is(err, agent.ErrSessionBusy) {
+		h.earlyError(c, tr, &apiError{status: http.StatusConflict, key: errSessionBusy,
+			detail: "the session already has a turn in progress: stop it, or answer its interaction"})
+		return
+	}
+	if err != nil {
+		h.earlyError(c, tr, internal(err))
+		return
+	}
+	run, err := h.rt.Run(c.Request.Context(), caller.UserID, info.RequestID)
+	if err != nil {
+		h.earlyError(c, tr, internal(err))
+		return
+	}
+	tr.TurnID = run.ReplyID
+	for i := range pre {
+		pre[i].TraceInfo = tr
+	}
+	h.stream(c, streamSpec{requestID: info.RequestID, trace: tr, pre: pre, mode: mode, noTools: start.NoTools})
+}
+
+// maxKeyLen bounds session ids and turn ids.
+const maxKeyLen = 200
+
+func validateIntent(key string, req *ChatRequest) *apiError {
+	switch {
+	case strings.TrimSpace(key) == "" || len(key) > maxKeyLen:
+		return badRequest("sessionId: must be 1 to %d characters", maxKeyLen)
+	case req.SessionID != "" && req.SessionID != key:
+		return badRequest("sessionId: the body's %q differs from the path's %q", req.SessionID, key)
+	case strings.TrimSpace(req.UserMessage) == "":
+		return badRequest("userMessage: is required")
+	case req.ParentTurnID != nil && len(*req.ParentTurnID) > maxKeyLen:
+		return badRequest("parentTurnId: longer than %d characters", maxKeyLen)
+	}
+	seen := map[string]bool{}
+	for i, t := range req.ExternalTools {
+		if strings.TrimSpace(t.Name) == "" || seen[t.Name] {
+			return badRequest("externalTools[%d].name: must be a non-empty name used once", i)
+		}
+		seen[t.Name] = true
+		if len(t.Parameters) == 0 {
+			req.ExternalTools[i].Parameters = json.RawMessage(`{"type":"object"}`)
+		}
+	}
+	return nil
+}
+
+// ---- stop, append ----
+
+// liveRun finds the caller's running or suspended turn in a session; another user's session is
+// no session for this one.
+func (h *handler) liveRun(ctx context.Context, caller wire.Caller, key string) (storage.Run, *apiError) {
+	none := &apiError{status: http.StatusNotFound, key: errNoRunningTask, detail: "the session has no running turn"}
+	sess, err := h.rt.Session(ctx, caller.UserID, key)
+	if errors.Is(err, agent.ErrNotFound) {
+		return storage.Run{}, none
+	} else if err != nil {
+		return storage.Run{}, internal(err)
+	}
+	run, err := h.rt.LiveRun(ctx, sess.ID)
+	if errors.Is(err, agent.ErrNotFound) {
+		return storage.Run{}, none
+	} else if err != nil {
+		return storage.Run{}, internal(err)
+	}
+	return run, nil
+}
+
+type userBody struct {
+	UserID string `json:"userId"`
+}
+
+func (h *handler) stop(c *gin.Context) {
+	var body userBody
+	caller, ok := h.begin(c, &body, false, func() string { return body.UserID })
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	run, e := h.liveRun(ctx, caller, c.Param("sessionId"))
+	if e != nil {
+		h.fail(c, e)
+		return
+	}
+	if err := h.rt.Stop(ctx, caller.UserID, run.RequestID); err != nil {
+		if errors.Is(err, agent.ErrNotLive) || errors.Is(err, agent.ErrNotFound) {
+			h.fail(c, &apiError{status: http.StatusNotFound, key: errNoRunningTask, detail: "the session has no running turn"})
+			return
+		}
+		h.fail(c, internal(err))
+		return
+	}
+	reply(c, http.StatusOK, msgStopped, nil)
+}
+
+// AppendRequest is the body of POST {sessionId}/append-message.
+type AppendRequest struct {
+	AppendedText string `json:"appendedText"`
+	UserID       string `json:"userId"`
+}
+
+func (h *handler) appendMessage(c *gin.Context) {
+	var body AppendRequest
+	caller, ok := h.begin(c, &body, true, func() string { return body.UserID })
+	if !ok {
+		return
+	}
+	if strings.TrimSpace(body.AppendedText) == "" {
+		h.fail(c, badRequest("appendedText: is required"))
+		return
+	}
+	ctx := c.Request.Context()
+	run, e := h.liveRun(ctx, caller, c.Param("sessionId"))
+	if e != nil {
+		h.fail(c, e)
+		return
+	}
+	if runRequest(run).NoTools {
+		h.fail(c, &apiError{status: http.StatusConflict, key: errAppendNotSupported,
+			detail: "the running turn is FAST (a single model call): appended text would never be read"})
+		return
+	}
+	id, err := h.rt.AppendInput(ctx, caller.UserID, run.RequestID, body.AppendedText)
+	if errors.Is(err, agent.ErrNotLive) || errors.Is(err, agent.ErrNotFound) {
+		h.fail(c, &apiError{status: http.StatusNotFound, key: errNoRunningTask, detail: "the session has no running turn"})
+		return
+	} else if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
+	reply(c, http.StatusOK, msgAppended, gin.H{"inputId": id, "turnId": run.ReplyID, "timestamp": time.Now().Format(time.RFC3339)})
+}
+
+// runRequest is what a run was asked to do (its stored spec holds the StartRequest's fields).
+func runRequest(run storage.Run) agent.StartRequest {
+	var req agent.StartRequest
+	_ = json.Unmarshal(run.Spec, &req)
+	return req
+}
+
+// ---- messages ----
+
+// ChatMessage is one message of GET {sessionId}/messages (ChatMessageVO).
+type ChatMessage struct {
+	ID           int64            `json:"id"`
+	SessionID    string           `json:"sessionId"`
+	TurnID       string           `json:"turnId,omitempty"`
+	ParentTurnID *string          `json:"parentTurnId,omitempty"`
+	Role         string           `json:"role"`
+	Content      string           `json:"content"`
+	Thinking     string           `json:"thinking,omitempty"`
+	ToolCalls    []model.ToolCall `json:"toolCalls,omitempty"`
+	Usage        *agent.Usage     `json:"usage,omitempty"`
+	CreatedAt    string           `json:"createdAt"`
+	UpdatedAt    string           `json:"updatedAt"`
+}
+
+// ParseSince reads the since parameter: RFC 3339 (with or without fractional seconds), or Unix
+// milliseconds.
+func ParseSince(s string) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, errors.New("since: want an RFC 3339 time (2026-05-13T00:00:00+08:00) or Unix milliseconds")
+	}
+	return t, nil
+}
+
+func (h *handler) messages(c *gin.Context) {
+	caller, err := h.d.Keys.Identify(c.Request, "")
+	if err != nil {
+		h.fail(c, authError(err))
+		return
+	}
+	since, err := ParseSince(c.Query("since"))
+	if err != nil {
+		h.fail(c, badRequest("%v", err))
+		return
+	}
+	ctx := c.Request.Context()
+	key := c.Param("sessionId")
+	sess, err := h.rt.Session(ctx, caller.UserID, key)
+	if errors.Is(err, agent.ErrNotFound) {
+		h.fail(c, &apiError{status: http.StatusNotFound, key: errSessionNotFound, detail: "no such session"})
+		return
+	} else if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
+	hist, err := h.rt.History(ctx, sess.ID, since)
+	if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
+	turns, err := h.turnsOf(ctx, sess.ID, since)
+	if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
+	out := make([]ChatMessage, 0, len(hist))
+	for _, m := range hist {
+		if m.Role == model.RoleSystem { // a context reset marker (/clear)
+			continue
+		}
+		t := turns[m.ID]
+		out = append(out, ChatMessage{ID: m.ID, SessionID: key, TurnID: t.turnID, ParentTurnID: t.parent, Role: m.Role,
+			Content: m.Text, Thinking: m.Thinking, ToolCalls: m.ToolCalls, Usage: m.Usage,
+			CreatedAt: Timestamp(m.CreatedAt), UpdatedAt: Timestamp(m.UpdatedAt)})
+	}
+	reply(c, http.StatusOK, msgSuccess, out)
+}
+
+type turnRef struct {
+	turnID string
+	parent *string
+}
+
+// turnsOf maps the session's messages (changed since) to their turns.
+func (h *handler) turnsOf(ctx context.Context, sessionID int64, since time.Time) (map[int64]turnRef, error) {
+	out := map[int64]turnRef{}
+	if h.d.DB == nil {
+		return out, nil
+	}
+	msgs, err := h.d.DB.Messages(ctx, sessionID, since)
+	if err != nil {
+		return nil, err
+	}
+	runs := map[int64]turnRef{}
+	recent, err := h.d.DB.SessionRuns(ctx, sessionID, 1000)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range recent {
+		runs[r.ID] = turnRef{turnID: r.ReplyID, parent: runRequest(r).ParentTurnID}
+	}
+	for _, m := range msgs {
+		if m.RunID == nil {
+			continue
+		}
+		t, ok := runs[*m.RunID]
+		if !ok {
+			r, err := h.d.DB.RunsByID(ctx, *m.RunID)
+			if err != nil {
+				continue
+			}
+			t = turnRef{turnID: r.ReplyID, parent: runRequest(r).ParentTurnID}
+			runs[r.ID] = t
+		}
+		out[m.ID] = t
+	}
+	return out, nil
+}
