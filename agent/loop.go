@@ -475,6 +475,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
 	}
+	r.rt.forget(r) // ended: stop and suspend no longer apply
 	if outcome != OutcomeFailed {
 		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
 			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})

@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/harness"
+	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
@@ -77,6 +78,8 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
 	volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
+	platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
+		Heartbeat: d.Heartbeat, Log: d.Log})
 
 	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))

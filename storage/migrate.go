@@ -198,6 +198,50 @@ var migrations = []migration{
 		`ALTER TABLE runs ADD COLUMN reply_id TEXT NOT NULL DEFAULT ''`,
 		`CREATE INDEX runs_reply ON runs (reply_id)`,
 	}},
+	{6, "scheduled tasks", []string{
+		`CREATE TABLE tasks (
+			id {{pk}},
+			task_name TEXT NOT NULL,
+			cron TEXT NOT NULL,
+			input TEXT NOT NULL,
+			agent_id BIGINT,
+			principal_id BIGINT,
+			reuse_session {{bool}} NOT NULL,
+			enabled {{bool}} NOT NULL,
+			catch_up {{bool}} NOT NULL,
+			session_id BIGINT,
+			next_run_at BIGINT NOT NULL DEFAULT 0,
+			last_run_at BIGINT NOT NULL DEFAULT 0,
+			created_at BIGINT NOT NULL,
+			updated_at BIGINT NOT NULL
+		)`,
+		`CREATE TABLE task_runs (
+			id {{pk}},
+			task_id BIGINT NOT NULL,
+			kind TEXT NOT NULL,
+			scheduled_at BIGINT NOT NULL,
+			status TEXT NOT NULL,
+			reason TEXT NOT NULL DEFAULT '',
+			input TEXT NOT NULL DEFAULT '',
+			trace_id TEXT NOT NULL DEFAULT '',
+			request_id TEXT,
+			session_id BIGINT,
+			error_code TEXT NOT NULL DEFAULT '',
+			error_message TEXT NOT NULL DEFAULT '',
+			output TEXT NOT NULL DEFAULT '',
+			duration_ms BIGINT NOT NULL DEFAULT 0,
+			owner TEXT NOT NULL DEFAULT '',
+			started_at BIGINT NOT NULL,
+			finished_at BIGINT NOT NULL DEFAULT 0,
+			heartbeat_at BIGINT NOT NULL DEFAULT 0
+		)`,
+		// A scheduled tick is fired once, by whichever daemon records it first.
+		`CREATE UNIQUE INDEX task_runs_tick ON task_runs (task_id, scheduled_at) WHERE kind <> 'manual'`,
+		// One running firing per task, whichever daemon runs it.
+		`CREATE UNIQUE INDEX task_runs_running ON task_runs (task_id) WHERE status = 'running'`,
+		`CREATE INDEX task_runs_task ON task_runs (task_id, id)`,
+		`CREATE INDEX task_runs_status ON task_runs (status, heartbeat_at)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -133,6 +133,19 @@ func (db *DB) AddMessages(ctx context.Context, msgs []*Message) error {
 	})
 }
 
+// GetMessage reads one message; ErrNotFound if there is none.
+func (db *DB) GetMessage(ctx context.Context, id int64) (Message, error) {
+	var r messageRow
+	err := db.r.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Message{}, ErrNotFound
+	}
+	if err != nil {
+		return Message{}, fmt.Errorf("storage: get message %d: %w", id, err)
+	}
+	return r.plain(), nil
+}
+
 // UpdateMessage replaces a message's body.
 func (db *DB) UpdateMessage(ctx context.Context, id int64, body []byte) error {
 	res := db.w.WithContext(ctx).Model(&messageRow{}).Where("id = ?", id).

@@ -1,0 +1,248 @@
+// Package platform serves the developer platform's run-stream API (platform-sse-and-webhooks.md,
+// "SSE 事件结构"; CONTRACT §5): POST /api/agent/run/stream starts a run and streams it as SSE
+// frames of the envelope {eventType, data, timestamp, step, totalTokens}; GET resumes a stream
+// after an SSE id; the control routes answer permission asks and stop, suspend, resume or feed a
+// run; the attachment routes list and serve a session's files.
+//
+// The dialect is a mapping: Map turns each canonical agent.Event into frames. Everything else —
+// runs, pauses, persistence, replay — is the agent runtime's.
+package platform
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/storage"
+)
+
+// DefaultHeartbeat is sse.heartbeat's default (CONTRACT §1).
+const DefaultHeartbeat = 15 * time.Second
+
+// Deps is what the platform routes call into.
+type Deps struct {
+	Runtime *agent.Runtime
+	DB      *storage.DB
+	// Workspaces is the runtime's workspace root: attachments are files in a session's
+	// workspace. Nil: the runtime's own (Runtime.Workspace).
+	Workspaces *tools.Workspaces
+	Keys       *wire.Keys
+	// Heartbeat is the interval of HEARTBEAT frames (sse.heartbeat); 0 means DefaultHeartbeat.
+	Heartbeat time.Duration
+	Log       *slog.Logger
+}
+
+type api struct {
+	Deps
+}
+
+// Register adds the platform routes under /api/agent to r.
+func Register(r gin.IRouter, d Deps) {
+	if d.Heartbeat <= 0 {
+		d.Heartbeat = DefaultHeartbeat
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if d.Keys == nil {
+		d.Keys = wire.NewKeys(nil)
+	}
+	a := &api{Deps: d}
+	g := r.Group("/api/agent")
+	g.POST("/run/stream", a.start)
+	g.GET("/run/stream", a.resume)
+	g.POST("/permission/reply", a.reply)
+	g.POST("/run/:requestId/stop", a.stop)
+	g.POST("/run/:requestId/suspend", a.suspend)
+	g.POST("/run/:requestId/resume", a.resumeRun)
+	g.POST("/run/:requestId/input", a.input)
+	g.GET("/attachment/getByMessage", a.attachmentsByMessage)
+	g.GET("/attachment/download", a.download)
+}
+
+// identify answers 401/403 itself and reports whether the caller is known.
+func (a *api) identify(c *gin.Context, bodyUserID string) (wire.Caller, bool) {
+	caller, err := a.Keys.Identify(c.Request, bodyUserID)
+	if err != nil {
+		if wire.Status(err) == http.StatusUnauthorized {
+			c.Header("WWW-Authenticate", `Bearer realm="hookd"`)
+		}
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return wire.Caller{}, false
+	}
+	return caller, true
+}
+
+// fail maps the runtime's errors: another user's or an unknown run or ask is 404; a run that is
+// not in the state the request needs is 409.
+func (a *api) fail(c *gin.Context, what string, err error) {
+	switch {
+	case errors.Is(err, agent.ErrNotFound):
+		wire.Fail(c, http.StatusNotFound, "%s: not found", what)
+	case errors.Is(err, agent.ErrSessionBusy), errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered),
+		errors.Is(err, agent.ErrArgumentsChanged), errors.Is(err, agent.ErrNotLive):
+		wire.Fail(c, http.StatusConflict, "%v", err)
+	default:
+		wire.FailErr(c, err)
+	}
+}
+
+// runRequest is the body of POST /api/agent/run/stream.
+type runRequest struct {
+	// SessionID is a session's numeric id (as SESSION_CREATED gives it), or a string: the client's
+	// own session key. Absent, a new session is started.
+	SessionID json.RawMessage `json:"sessionId"`
+	UserInput *string         `json:"userInput"`
+	AgentID   *int64          `json:"agentId"`
+	BizKey    string          `json:"bizKey"`
+	// UserID is only for the development mode without API keys (CONTRACT §5).
+	UserID string `json:"userId"`
+}
+
+func (a *api) start(c *gin.Context) {
+	var body runRequest
+	if !wire.BindJSON(c, &body) {
+		return
+	}
+	caller, ok := a.identify(c, body.UserID)
+	if !ok {
+		return
+	}
+	if body.UserInput == nil || strings.TrimSpace(*body.UserInput) == "" {
+		wire.Fail(c, http.StatusBadRequest, "userInput: is required")
+		return
+	}
+	key, ok := a.sessionKey(c, caller, body.SessionID)
+	if !ok {
+		return
+	}
+	info, err := a.Runtime.StartRun(c.Request.Context(), agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID,
+		AgentID: body.AgentID, SessionKey: key, Input: *body.UserInput, BizKey: body.BizKey})
+	if errors.Is(err, agent.ErrSessionBusy) {
+		msg := "sessionId: the session has a run in progress"
+		if s, err := a.Runtime.Session(c.Request.Context(), caller.UserID, key); err == nil {
+			if live, err := a.Runtime.LiveRun(c.Request.Context(), s.ID); err == nil {
+				msg += fmt.Sprintf(" (requestId %s; follow it with GET /api/agent/run/stream?requestId=%s)", live.RequestID, live.RequestID)
+			}
+		}
+		wire.Fail(c, http.StatusConflict, "%s", msg)
+		return
+	}
+	if err != nil {
+		a.fail(c, "run", err)
+		return
+	}
+	a.stream(c, info.RequestID, Cursor{})
+}
+
+// sessionKey resolves the body's sessionId to the runtime's session key.
+func (a *api) sessionKey(c *gin.Context, caller wire.Caller, raw json.RawMessage) (string, bool) {
+	raw = json.RawMessage(strings.TrimSpace(string(raw)))
+	if len(raw) == 0 || string(raw) == "null" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		return "plat_" + hex.EncodeToString(b[:]), true
+	}
+	var key string
+	if json.Unmarshal(raw, &key) == nil {
+		if key = strings.TrimSpace(key); key == "" {
+			wire.Fail(c, http.StatusBadRequest, "sessionId: must not be empty")
+			return "", false
+		}
+		return key, true
+	}
+	var id int64
+	if err := json.Unmarshal(raw, &id); err != nil || id <= 0 {
+		wire.Fail(c, http.StatusBadRequest, "sessionId: must be a positive integer (a session id) or a string (a session key)")
+		return "", false
+	}
+	s, err := a.DB.GetSession(c.Request.Context(), id)
+	if err == nil && s.UserID != caller.UserID {
+		err = agent.ErrNotFound // another user's session does not exist for this one
+	}
+	if err != nil {
+		a.fail(c, "sessionId", err)
+		return "", false
+	}
+	return s.Key, true
+}
+
+// resume is GET /api/agent/run/stream?requestId=&lastEventId= (or the Last-Event-ID header).
+func (a *api) resume(c *gin.Context) {
+	caller, ok := a.identify(c, "")
+	if !ok {
+		return
+	}
+	requestID := strings.TrimSpace(c.Query("requestId"))
+	if requestID == "" {
+		wire.Fail(c, http.StatusBadRequest, "requestId: is required")
+		return
+	}
+	last, field := c.Query("lastEventId"), "lastEventId"
+	if _, given := c.GetQuery("lastEventId"); !given {
+		last, field = c.GetHeader("Last-Event-ID"), "Last-Event-ID"
+	}
+	cur, err := ParseCursor(last)
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%s: %v", field, err)
+		return
+	}
+	if _, err := a.Runtime.Run(c.Request.Context(), caller.UserID, requestID); err != nil {
+		a.fail(c, "requestId", err)
+		return
+	}
+	a.stream(c, requestID, cur)
+}
+
+// stream sends the run's frames after cur until a terminal frame or the client leaves, with a
+// heartbeat (no id) whenever the interval passes.
+func (a *api) stream(c *gin.Context, requestID string, cur Cursor) {
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	events, err := a.Runtime.Subscribe(ctx, requestID, cur.After())
+	if err != nil {
+		a.fail(c, "requestId", err)
+		return
+	}
+	sse := wire.StartSSE(c.Writer, http.Header{"X-Request-Id": {requestID}})
+	beat := time.NewTicker(a.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			if sse.Event("", "", HeartbeatFrame(time.Now())) != nil {
+				return
+			}
+		case ev, open := <-events:
+			if !open {
+				return
+			}
+			for k, f := range Map(ev) {
+				if cur.Skip(ev.Seq, k) {
+					continue
+				}
+				if err := sse.Event(f.ID, "", f.Encode()); err != nil {
+					return // the client went away; the run goes on and can be resumed
+				}
+				if f.Terminal() {
+					return
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,194 @@
+package platform_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/platform"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// A client drops its connection mid-run and reconnects with the id of the last frame it got:
+// it gets every later frame exactly once — the stored ones, then the live ones — by the
+// lastEventId parameter or by the Last-Event-ID header.
+func TestResumeLive(t *testing.T) {
+	schema := loadSchema(t)
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newTEnv(t, db, platformScript, agent.Config{}, time.Hour)
+		s := e.startRun(alice, map[string]any{"userInput": "long"})
+		requestID := s.Header.Get("X-Request-Id")
+		const n = 12
+		var first []frame
+		for len(first) < n {
+			f, err := s.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			first = append(first, f)
+		}
+		s.close()
+		if run, _ := e.rt.Run(t.Context(), "alice", requestID); run.Status != storage.RunRunning {
+			t.Fatalf("the run is %s already; the test needs it live", run.Status)
+		}
+		rest := e.replay(alice, requestID, first[n-1].LastEventID).rest(nil)
+		if len(rest) == 0 || rest[len(rest)-1].EventType != platform.MessageCompleted {
+			t.Fatalf("after reconnecting: %s", types(rest))
+		}
+		all := e.replay(alice, requestID, "").rest(nil)
+		checkStream(t, schema, requestID, all)
+		sameFrames(t, "before the drop", first, all[:n])
+		sameFrames(t, "after the reconnect", rest, all[n:])
+
+		// The Last-Event-ID header, as an EventSource sends it; the query parameter wins over it.
+		h := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID, http.Header{"Last-Event-Id": {all[5].LastEventID}}, nil)
+		sameFrames(t, "Last-Event-ID", h.rest(nil), all[6:])
+		q := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID+"&lastEventId="+all[9].LastEventID,
+			http.Header{"Last-Event-Id": {all[2].LastEventID}}, nil)
+		sameFrames(t, "lastEventId over Last-Event-ID", q.rest(nil), all[10:])
+		if q.Header.Get("X-Request-Id") != requestID {
+			t.Fatalf("X-Request-Id on a resumed stream: %q", q.Header.Get("X-Request-Id"))
+		}
+	})
+}
+
+// A resume can start right after any frame, also inside the frames of one canonical event
+// (an ask of two calls: ids N and N.1), and after the terminal frame it sends nothing and ends.
+func TestResumeAfterEveryFrame(t *testing.T) {
+	e := newTEnv(t, storagetest.SQLite(t), platformScript,
+		agent.Config{DefaultBehavior: agent.BehaviorAsk, AskTimeout: 300 * time.Millisecond, SweepEvery: 25 * time.Millisecond}, time.Hour)
+	s := e.startRun(alice, map[string]any{"userInput": "two"})
+	requestID := s.Header.Get("X-Request-Id")
+	live := s.rest(nil) // both asks time out
+	all := e.replay(alice, requestID, "").rest(nil)
+	sameFrames(t, "replay", all, live)
+	dotted := 0
+	for i := range all {
+		if _, k := cursorOf(t, all[i]); k > 0 {
+			dotted++
+		}
+		got := e.replay(alice, requestID, all[i].LastEventID).rest(nil)
+		sameFrames(t, "after "+all[i].LastEventID, got, all[i+1:])
+	}
+	if dotted != 2 {
+		t.Fatalf("want the second PERMISSION_ASK and PERMISSION_ASK_RESOLVED on dotted ids: %d", dotted)
+	}
+}
+
+func cursorOf(t *testing.T, f frame) (int64, int) {
+	t.Helper()
+	c, err := platform.ParseCursor(f.LastEventID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Seq, c.K
+}
+
+// The daemon restarts while a client is away: the run is suspended (SHUTDOWN_INTERRUPT), a new
+// runtime on the same database serves the resume from the client's last id, the stream stays
+// open while the run waits, and goes on on the same connection once the run is resumed.
+func TestResumeAcrossRestart(t *testing.T) {
+	schema := loadSchema(t)
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newTEnv(t, db, platformScript, agent.Config{}, time.Hour)
+		s := e.startRun(alice, map[string]any{"userInput": "restart"})
+		requestID := s.Header.Get("X-Request-Id")
+		first := s.until(platform.ToolCompleted, nil)
+		s.close()
+		waitModelCall(t, e.rt, requestID, 2)
+
+		e.restart()
+		s2 := e.replay(alice, requestID, first[len(first)-1].LastEventID)
+		mid := s2.until(platform.MessageSuspended, nil)
+		reason := mid[len(mid)-1].data()["suspendReason"].(map[string]any)
+		if reason["type"] != "SHUTDOWN_INTERRUPT" {
+			t.Fatalf("suspend reason %v", reason)
+		}
+		time.Sleep(200 * time.Millisecond) // the stream of a suspended run stays open
+		e.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+requestID+"/resume", nil, "success")
+		after := s2.rest(nil)
+		if len(after) == 0 || after[len(after)-1].EventType != platform.MessageCompleted {
+			t.Fatalf("after the resume: %s", types(after))
+		}
+		all := e.replay(alice, requestID, "").rest(nil)
+		checkStream(t, schema, requestID, all)
+		sameFrames(t, "across the restart", append(append(append([]frame{}, first...), mid...), after...), all)
+		n := newNormaliser(e)
+		n.name(requestID, "<requestId>")
+		golden(t, "restart", n.transcript(all), db.Dialect() == storage.SQLite)
+	})
+}
+
+// waitModelCall waits until the run's model call of the given step is in flight.
+func waitModelCall(t *testing.T, rt *agent.Runtime, requestID string, step int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ch, err := rt.Subscribe(ctx, requestID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range ch {
+		if ev.Kind == agent.KindModelStarted && ev.Step == step {
+			return
+		}
+	}
+	t.Fatalf("no model call %d", step)
+}
+
+// Heartbeats come at the configured interval with no id: they leave the last event id where it
+// was, and the numbering of the frames is the same as without them.
+func TestHeartbeats(t *testing.T) {
+	schema := loadSchema(t)
+	e := newTEnv(t, storagetest.SQLite(t), platformScript, agent.Config{}, 30*time.Millisecond)
+	s := e.startRun(alice, map[string]any{"userInput": "long"})
+	requestID := s.Header.Get("X-Request-Id")
+	frames := s.rest(nil)
+	beats := 0
+	lastID := ""
+	beforeBeat := -1 // index, among the other frames, of the frame right before a heartbeat
+	var others []frame
+	for _, f := range frames {
+		if err := schema.validate(f.Data, false); err != nil {
+			t.Fatal(err)
+		}
+		if f.EventType != platform.Heartbeat {
+			others = append(others, f)
+			lastID = f.LastEventID
+			continue
+		}
+		beats++
+		if f.HasID || f.LastEventID != lastID || len(f.Env) != 2 {
+			t.Fatalf("heartbeat %+v after id %q", f, lastID)
+		}
+		if beforeBeat < 0 && len(others) > 0 {
+			beforeBeat = len(others) - 1
+		}
+	}
+	if beats < 5 || beforeBeat < 0 {
+		t.Fatalf("%d heartbeats in %s", beats, types(frames))
+	}
+	checkStream(t, schema, requestID, frames)
+	replay := withoutHeartbeats(e.replay(alice, requestID, "").rest(nil))
+	sameFrames(t, "ids with and without heartbeats", others, replay)
+	// Resuming from the frame before a heartbeat starts with the frame after it.
+	got := withoutHeartbeats(e.replay(alice, requestID, others[beforeBeat].LastEventID).rest(nil))
+	sameFrames(t, "resume across a heartbeat", got, others[beforeBeat+1:])
+
+	// A suspended run's stream is kept alive by heartbeats alone.
+	e2 := newTEnv(t, storagetest.SQLite(t), platformScript, agent.Config{DefaultBehavior: agent.BehaviorAsk}, 30*time.Millisecond)
+	s2 := e2.startRun(alice, map[string]any{"userInput": "write"})
+	s2.until(platform.MessageSuspended, nil)
+	idle := s2.until(platform.Heartbeat, nil)
+	idle = append(idle, s2.until(platform.Heartbeat, nil)...)
+	if len(idle) != 2 {
+		t.Fatalf("while suspended: %s", types(idle))
+	}
+	e2.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+s2.Header.Get("X-Request-Id")+"/stop", nil, "success")
+	if end := withoutHeartbeats(s2.rest(nil)); len(end) != 1 || end[0].EventType != platform.MessageFailed {
+		t.Fatalf("after stop: %s", types(end))
+	}
+}
