@@ -240,6 +240,9 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 		rows = append(rows, storage.Ask{AskID: e.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID,
 			CallID: e.CallID, ToolName: e.Name, ArgsHash: argsHash(e.Arguments), ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout)})
 	}
+	// The pending calls are saved before anything is announced: a crash after the client saw
+	// the ask leaves a run that can be answered and resumed.
+	r.checkpoint()
 	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), rows); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
@@ -265,6 +268,7 @@ func (r *run) waitAsync(p *pendingCall) {
 	}
 	row := storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
 		ToolName: p.Name, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
+	r.checkpoint()
 	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{row}); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return

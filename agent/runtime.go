@@ -113,13 +113,19 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var spec runSpec
-		_ = json.Unmarshal(r.Spec, &spec)
-		ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
-			ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
-				PendingCalls: []PendingCall{}, MessageID: spec.AssistantMessageID, Step: -1}}
-		rt.elog.append(r.ID, ev)
-		rt.elog.barrier()
+		// A run killed while pausing has announced its pause already; else announce one.
+		if tail, _ := rt.elog.readStored(ctx, r.ID, last-1, 1); len(tail) == 0 || tail[0].Kind != KindSuspended {
+			var spec runSpec
+			_ = json.Unmarshal(r.Spec, &spec)
+			var st runState
+			_ = json.Unmarshal(r.State, &st)
+			pr := &run{rec: r, spec: spec, state: st}
+			ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
+				ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
+					PendingCalls: pr.pendingCalls(), MessageID: spec.AssistantMessageID, Step: -1}}
+			rt.elog.append(r.ID, ev)
+			rt.elog.barrier()
+		}
 		r.Status = storage.RunSuspended
 		if err := rt.db.UpdateRun(ctx, &r, storage.RunRunning); err != nil && !errors.Is(err, storage.ErrNotFound) {
 			return err

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// frame is one platform SSE frame.
+type frame struct {
+	ID        string
+	EventType string          `json:"eventType"`
+	Data      json.RawMessage `json:"data"`
+}
+
+// readFrames reads SSE frames from resp until stop says so or the stream ends.
+func readFrames(t *testing.T, resp *http.Response, stop func(frame) bool) []frame {
+	t.Helper()
+	defer resp.Body.Close()
+	var out []frame
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var cur frame
+	var data strings.Builder
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data.Len() == 0 {
+				continue
+			}
+			if err := json.Unmarshal([]byte(data.String()), &cur); err != nil {
+				t.Fatalf("frame data: %v: %s", err, data.String())
+			}
+			data.Reset()
+			f := cur
+			cur = frame{}
+			if f.EventType == "HEARTBEAT" {
+				continue
+			}
+			out = append(out, f)
+			if stop(f) {
+				return out
+			}
+		case strings.HasPrefix(line, "id:"):
+			cur.ID = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
+		case strings.HasPrefix(line, "data:"):
+			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+		}
+	}
+	return out
+}
+
+func seqOf(t *testing.T, id string) int64 {
+	n, err := strconv.ParseInt(strings.SplitN(id, ".", 2)[0], 10, 64)
+	if err != nil {
+		t.Fatalf("frame id %q: %v", id, err)
+	}
+	return n
+}
+
+// A run waiting for a person's confirmation survives a SIGKILL: after the restart the answer
+// resumes it under the same run id, and its stream has every event once, in order.
+func TestPendingConfirmationSurvivesSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.json")
+	os.WriteFile(script, []byte(`{"scripts":[{"match":"*","steps":[
+		{"thinking":"save it","toolCalls":[{"name":"workspace_write_file","arguments":{"path":"report.md","content":"# Q3"}}]},
+		{"text":"saved report.md"}]}]}`), 0o600)
+	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:%s
+auth: {adminTokens: [adm-test]}
+model: {provider: scripted, script: %s}
+agent: {toolDefault: ask}
+`, filepath.Join(dir, "hookd.db"), script))
+	d := startDaemon(t, cfg)
+
+	req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"sessionId":"s-1","userInput":"write the Q3 report"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("run: %v %v", err, resp)
+	}
+	requestID := resp.Header.Get("X-Request-Id")
+	before := readFrames(t, resp, func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" })
+	var ask struct{ AskID string }
+	for _, f := range before {
+		if f.EventType == "PERMISSION_ASK" {
+			json.Unmarshal(f.Data, &ask)
+		}
+	}
+	if ask.AskID == "" || requestID == "" {
+		t.Fatalf("no ask before the pause: %+v", before)
+	}
+	lastID := before[len(before)-1].ID
+
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	d2 := startDaemon(t, cfg)
+
+	if st := d2.call("POST", "/api/agent/permission/reply", `{"askId":"`+ask.AskID+`","approved":true}`, nil); st != 200 {
+		t.Fatalf("reply after restart: %d\n%s", st, d2.log())
+	}
+	if st := d2.call("POST", "/api/agent/permission/reply", `{"askId":"`+ask.AskID+`","approved":true}`, nil); st != 409 {
+		t.Fatalf("second use of the approval: %d", st)
+	}
+	get := func(after string) []frame {
+		r, _ := http.NewRequest("GET", d2.url("/api/agent/run/stream?requestId="+requestID+"&lastEventId="+after), nil)
+		c := &http.Client{Timeout: 20 * time.Second}
+		resp, err := c.Do(r)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("resume stream: %v %v", err, resp)
+		}
+		return readFrames(t, resp, func(f frame) bool { return f.EventType == "MESSAGE_COMPLETED" || f.EventType == "MESSAGE_FAILED" })
+	}
+	after := get(lastID)
+	if len(after) == 0 || after[len(after)-1].EventType != "MESSAGE_COMPLETED" {
+		t.Fatalf("after the restart: %+v", after)
+	}
+	if seqOf(t, after[0].ID) <= seqOf(t, lastID) {
+		t.Fatalf("replayed from %s after %s", after[0].ID, lastID)
+	}
+	resolved := false
+	for _, f := range after {
+		resolved = resolved || f.EventType == "PERMISSION_ASK_RESOLVED"
+	}
+	if !resolved {
+		t.Fatalf("no PERMISSION_ASK_RESOLVED: %+v", after)
+	}
+	// The whole run, replayed: every frame once, ids increasing, and what the first daemon sent
+	// is exactly its beginning.
+	all := get("0")
+	seen := map[string]bool{}
+	for i, f := range all {
+		if seen[f.ID] {
+			t.Fatalf("frame %s twice", f.ID)
+		}
+		seen[f.ID] = true
+		if i > 0 && seqOf(t, f.ID) < seqOf(t, all[i-1].ID) {
+			t.Fatalf("ids go back: %s after %s", f.ID, all[i-1].ID)
+		}
+	}
+	for i, f := range before {
+		if all[i].ID != f.ID || all[i].EventType != f.EventType {
+			t.Fatalf("replay differs at %d: %s %s vs %s %s", i, all[i].ID, all[i].EventType, f.ID, f.EventType)
+		}
+	}
+}
