@@ -5,7 +5,6 @@ package dispatcher
 //	BenchmarkIntercept          one interceptive decision (one signed pre_tool_use hook)
 //	BenchmarkBarePOST           a plain net/http POST of the same envelope to the same kind of receiver
 //	BenchmarkInterceptVsBare    the two (and the sender alone) interleaved op by op, with the ratio
-//	BenchmarkInterceptOverhead  Intercept against an in-memory RoundTripper: the dispatcher's own cost
 //	BenchmarkObserveDelivery    sustained Observe → outbox → receiver → outcome recorded, per database
 //	BenchmarkBareOutbox         the storage layer alone: enqueue, claim, complete, no HTTP
 //
@@ -23,7 +22,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -147,50 +145,6 @@ func BenchmarkIntercept(b *testing.B) {
 	}
 	b.StopTimer()
 	benchReportLatency(b, "", lat)
-}
-
-// benchCannedTransport answers every request in memory with an allow decision: no socket, no
-// receiver, so BenchmarkInterceptOverhead sees only what the dispatcher itself does.
-type benchCannedTransport struct{}
-
-func (benchCannedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Body != nil {
-		_, _ = io.Copy(io.Discard, r.Body)
-		r.Body.Close()
-	}
-	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(strings.NewReader(`{"decision":"allow"}`)), Request: r}, nil
-}
-
-// BenchmarkInterceptOverhead is BenchmarkIntercept with the network taken away: the request goes
-// to an in-memory RoundTripper. What remains is the dispatcher's own work per decision (match,
-// two TSIDs, context and envelope JSON, HMAC, headers, answer parsing, breaker, bulkhead,
-// decision log entry) plus building the http.Request.
-func BenchmarkInterceptOverhead(b *testing.B) {
-	db := storagetest.SQLite(b)
-	ctx := context.Background()
-	reg, err := NewRegistry(ctx, db, quietLog())
-	if err != nil {
-		b.Fatal(err)
-	}
-	var hk Hook
-	if err := json.Unmarshal([]byte(`{"hookName":"bench-intercept","hookType":"pre_tool_use","toolNameMatch":"transferFunds",
-		"dispatchConfig":{"url":"http://receiver.invalid/hook","signingSecret":"bench-secret","failureMode":"DENY"}}`), &hk); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := reg.Create(ctx, hk); err != nil {
-		b.Fatal(err)
-	}
-	d := New(db, reg, quietLog(), Settings{Transport: benchCannedTransport{}, Version: "bench"})
-	b.Cleanup(func() { d.Stop(context.Background()) })
-	ev := benchPreToolUse()
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		if dec, err := d.Intercept(ctx, ev); err != nil || dec.Decision != Allow {
-			b.Fatalf("intercept: %+v %v", dec, err)
-		}
-	}
 }
 
 // benchBarePoster returns a plain POST of a prebuilt envelope the size of BenchmarkIntercept's to
