@@ -285,7 +285,9 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 				resp.Usage.Duration = time.Since(start)
 			}
 			r.state.Usage.add(resp.Usage)
-			r.emit(Event{Kind: KindModelEnded, Usage: usageOf(resp.Usage, resp.Model)})
+			u := usageOf(resp.Usage, resp.Model)
+			r.rt.m.modelCall(resp.Model, resp.Usage.Duration.Seconds(), true, *u)
+			r.emit(Event{Kind: KindModelEnded, Usage: u})
 			r.observe(dispatcher.PostLLMCall, &dispatcher.PostLLMCallContext{Model: resp.Model, Step: r.state.Step,
 				DurationMs: resp.Usage.Duration.Milliseconds(), PromptTokens: resp.Usage.InputTokens,
 				CompletionTokens: resp.Usage.OutputTokens, TotalTokens: resp.Usage.Total(),
@@ -297,6 +299,7 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 			}
 			return resp, nil
 		}
+		r.rt.m.modelCall(r.modelName(), time.Since(start).Seconds(), false, Usage{})
 		r.emit(Event{Kind: KindModelEnded, Usage: &Usage{Seconds: time.Since(start).Seconds()}})
 		r.state.Text = s.text // what streamed before the failure is kept if the run stops here
 		var me *model.Error
@@ -476,6 +479,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
 	}
 	r.rt.forget(r) // ended: stop and suspend no longer apply
+	r.rt.m.runEnded(outcome)
 	if outcome != OutcomeFailed {
 		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
 			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
@@ -511,6 +515,7 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
 	}
+	r.rt.m.runEnded("suspended")
 }
 
 func (r *run) maxIters() int {

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
@@ -50,6 +52,8 @@ type Config struct {
 	// denied ("等待超时"); SweepEvery how often that is checked.
 	AskTimeout time.Duration
 	SweepEvery time.Duration
+	// Metrics receives the runtime's metrics; nil records none.
+	Metrics prometheus.Registerer
 }
 
 // Runtime runs agents. Its methods are safe for concurrent use.
@@ -62,6 +66,7 @@ type Runtime struct {
 	log   *slog.Logger
 	cfg   Config
 	elog  *eventLog
+	m     *metrics
 
 	mu   sync.Mutex
 	live map[int64]*run // runs executing in this process
@@ -95,7 +100,7 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 		cfg.SweepEvery = time.Second
 	}
 	return &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
-		elog: newEventLog(db, log), live: map[int64]*run{}}
+		elog: newEventLog(db, log), live: map[int64]*run{}, m: newMetrics(cfg.Metrics)}
 }
 
 // Start recovers runs a crash left running: they are suspended (SHUTDOWN_INTERRUPT) so a client
@@ -262,8 +267,10 @@ func (rt *Runtime) launch(r *run, fn func(*run)) {
 	rt.live[r.rec.ID] = r
 	rt.mu.Unlock()
 	rt.wg.Add(1)
+	rt.m.runStarted()
 	go func() {
 		defer rt.wg.Done()
+		defer rt.m.runStopped()
 		defer func() {
 			if p := recover(); p != nil {
 				rt.log.Error("run panicked", "requestId", r.rec.RequestID, "panic", p)

@@ -52,7 +52,7 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 	ev := dispatcher.Event{HookType: req.HookType, TraceID: req.TraceID, SessionID: req.SessionID,
 		PrincipalID: req.PrincipalID, AgentID: req.AgentID, Context: ctxValue}
 	if !req.HookType.Interceptive() {
-		ids, err := a.d.Observe(c, ev)
+		ids, err := a.d.Observe(c.Request.Context(), ev)
 		if err != nil {
 			wire.FailErr(c, err)
 			return
@@ -63,7 +63,7 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.OK(c, http.StatusAccepted, gin.H{"eventIds": ids})
 		return
 	}
-	dec, err := a.d.Intercept(c, ev)
+	dec, err := a.d.Intercept(c.Request.Context(), ev)
 	var bad *dispatcher.InvalidModifyError
 	if errors.As(err, &bad) {
 		wire.Fail(c, http.StatusBadGateway, "%v", bad)
@@ -82,7 +82,7 @@ func (a dispatchAPI) probe(c *gin.Context) {
 	if !good {
 		return
 	}
-	res, err := a.d.Probe(c, id)
+	res, err := a.d.Probe(c.Request.Context(), id)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -116,7 +116,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "status: must be pending, delivering, delivered, failed or dead")
 		return
 	}
-	ds, err := a.db.ListDeliveries(c, f)
+	ds, err := a.db.ListDeliveries(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -125,7 +125,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 	for i, d := range ds {
 		ids[i] = d.ID
 	}
-	attempts, err := a.db.Attempts(c, ids)
+	attempts, err := a.db.Attempts(c.Request.Context(), ids)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -145,7 +145,7 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 	if !good {
 		return
 	}
-	d, err := a.d.Redeliver(c, id)
+	d, err := a.d.Redeliver(c.Request.Context(), id)
 	if errors.Is(err, storage.ErrBusy) {
 		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
 		return
@@ -154,7 +154,7 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	attempts, err := a.db.Attempts(c, []int64{id})
+	attempts, err := a.db.Attempts(c.Request.Context(), []int64{id})
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -184,7 +184,7 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		return
 	}
 	f.Limit = int(limit)
-	ds, err := a.db.ListDecisions(c, f)
+	ds, err := a.db.ListDecisions(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return

@@ -18,7 +18,7 @@ func (a hooksAPI) create(c *gin.Context) {
 		return
 	}
 	h.ID = 0
-	out, err := a.reg.Create(c, h)
+	out, err := a.reg.Create(c.Request.Context(), h)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -41,7 +41,7 @@ func (a hooksAPI) list(c *gin.Context) {
 		}
 		agentID = &v
 	}
-	hooks, err := a.reg.List(c, t, agentID)
+	hooks, err := a.reg.List(c.Request.Context(), t, agentID)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -58,7 +58,7 @@ func (a hooksAPI) get(c *gin.Context) {
 	if !good {
 		return
 	}
-	h, err := a.reg.Get(c, id)
+	h, err := a.reg.Get(c.Request.Context(), id)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -75,7 +75,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 	if !wire.BindJSON(c, &h) {
 		return
 	}
-	out, err := a.reg.Replace(c, id, h)
+	out, err := a.reg.Replace(c.Request.Context(), id, h)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -88,7 +88,7 @@ func (a hooksAPI) delete(c *gin.Context) {
 	if !good {
 		return
 	}
-	if err := a.reg.Delete(c, id); err != nil {
+	if err := a.reg.Delete(c.Request.Context(), id); err != nil {
 		wire.FailErr(c, err)
 		return
 	}

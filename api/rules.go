@@ -26,7 +26,7 @@ type ruleRequest struct {
 }
 
 func (a rulesAPI) list(c *gin.Context) {
-	rules, err := a.db.ListRules(c, c.Query("scope"), c.Query("scopeKey"))
+	rules, err := a.db.ListRules(c.Request.Context(), c.Query("scope"), c.Query("scopeKey"))
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -79,7 +79,7 @@ func (a rulesAPI) add(c *gin.Context) {
 	}
 	rule := &storage.PermissionRule{ToolName: req.ToolName, RuleContent: req.RuleContent, Behavior: req.Behavior,
 		Source: req.Source, Scope: req.Scope, ScopeKey: req.ScopeKey, ExpiresAt: req.ExpiresAt}
-	if err := a.db.AddRules(c, []*storage.PermissionRule{rule}); err != nil {
+	if err := a.db.AddRules(c.Request.Context(), []*storage.PermissionRule{rule}); err != nil {
 		wire.FailErr(c, err)
 		return
 	}
@@ -91,7 +91,7 @@ func (a rulesAPI) revoke(c *gin.Context) {
 	if !good {
 		return
 	}
-	if err := a.db.DeleteRule(c, id); err != nil {
+	if err := a.db.DeleteRule(c.Request.Context(), id); err != nil {
 		wire.FailErr(c, err)
 		return
 	}

@@ -1,0 +1,222 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Error codes of task firings, besides the runtime's (agent.Code*).
+const (
+	codeSessionBusy = "SESSION_BUSY"       // the reused session still has a live run
+	codeSuspended   = "RUN_SUSPENDED"      // the run paused; it goes on outside the scheduler
+	codeShutdown    = "SHUTDOWN_INTERRUPT" // the scheduler stopped before the run ended
+)
+
+// firing is one claimed firing on its way: pre hook, agent run, post hook. Its goroutine owns it.
+type firing struct {
+	task  storage.Task // as it was when the firing was claimed
+	run   storage.TaskRun
+	start time.Time
+	// started, when set, receives the firing once its run started or it ended without one.
+	started chan storage.TaskRun
+	done    bool // finish ran (or is running)
+}
+
+func (f *firing) end(status, code, msg string) {
+	f.run.Status, f.run.ErrorCode, f.run.ErrorMessage = status, code, msg
+}
+
+func (f *firing) notify() {
+	if f.started != nil {
+		f.started <- f.run
+		f.started = nil
+	}
+}
+
+// boundSession is the session a reuseSession task's runs go to, once its first run created it.
+func (f *firing) boundSession() *int64 {
+	if f.task.ReuseSession {
+		return f.task.SessionID
+	}
+	return nil
+}
+
+// sessionKey is the client session key of the firing's run: fixed for a reused session, else new.
+func (f *firing) sessionKey() string {
+	key := "scheduled-task-" + strconv.FormatInt(f.task.ID, 10)
+	if f.task.ReuseSession {
+		return key
+	}
+	return key + "-" + f.run.TraceID
+}
+
+// execute takes a claimed firing to its end. A panic anywhere in it (a hook, the runtime) ends
+// the firing as failed; the scheduler goes on.
+func (s *Scheduler) execute(ctx context.Context, f *firing) {
+	f.start = time.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("task firing panicked", "taskId", f.task.ID, "taskRunId", f.run.ID, "panic", p)
+			if f.done {
+				return
+			}
+			f.end(storage.TaskRunFailed, agent.CodeInternal, fmt.Sprintf("internal error: %v", p))
+			s.finish(ctx, f)
+		}
+	}()
+	requestID, ok := s.begin(ctx, f)
+	if !ok {
+		s.finish(ctx, f)
+		return
+	}
+	f.notify()
+	s.await(ctx, f, requestID)
+	s.finish(ctx, f)
+}
+
+// begin asks the pre_scheduled_task hooks and starts the agent run; ok is false when the firing
+// ended before a run existed (its status says why).
+func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok bool) {
+	t := &f.task
+	dec, err := s.hooks.Intercept(ctx, dispatcher.Event{HookType: dispatcher.PreScheduledTask, TraceID: f.run.TraceID,
+		SessionID: f.boundSession(), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
+		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name}})
+	switch {
+	case ctx.Err() != nil:
+		f.end(storage.TaskRunInterrupted, codeShutdown, context.Cause(ctx).Error())
+		return "", false
+	case err != nil:
+		f.end(storage.TaskRunFailed, agent.CodeInternal, "pre_scheduled_task hook: "+err.Error())
+		return "", false
+	case dec.Decision == dispatcher.Deny:
+		reason := dec.Reason
+		if reason == "" {
+			reason = "denied by a pre_scheduled_task hook"
+		}
+		f.end(storage.TaskRunDenied, agent.CodeHookDenied, reason)
+		f.run.Reason = reason
+		return "", false
+	case dec.Decision == dispatcher.Modify && dec.ModifiedValue != nil:
+		f.run.Input = *dec.ModifiedValue
+	}
+	info, err := s.rt.StartRun(ctx, agent.StartRequest{UserID: s.cfg.UserFor(t.PrincipalID), PrincipalID: t.PrincipalID,
+		AgentID: t.AgentID, SessionKey: f.sessionKey(), Input: f.run.Input, TriggerSource: dispatcher.SourceScheduled,
+		TraceID: f.run.TraceID})
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		f.end(storage.TaskRunInterrupted, codeShutdown, context.Cause(ctx).Error())
+		return "", false
+	case errors.Is(err, agent.ErrSessionBusy):
+		f.end(storage.TaskRunFailed, codeSessionBusy, "the task's session still has a live run (suspended or running)")
+		return "", false
+	default:
+		f.end(storage.TaskRunFailed, agent.CodeInternal, "starting the run: "+err.Error())
+		return "", false
+	}
+	f.run.RequestID, f.run.SessionID = &info.RequestID, &info.SessionID
+	wctx := context.WithoutCancel(ctx)
+	if t.ReuseSession && (t.SessionID == nil || *t.SessionID != info.SessionID) {
+		if err := s.db.BindTaskSession(wctx, t.ID, info.SessionID); err != nil {
+			s.log.Warn("binding the task's session failed", "taskId", t.ID, "err", err)
+		}
+	}
+	// Recorded now so the run can be followed live (platform stream by requestId) while it runs.
+	if err := s.db.UpdateTaskRun(wctx, &f.run); err != nil {
+		s.log.Warn("recording the task firing's run failed", "taskId", t.ID, "taskRunId", f.run.ID, "err", err)
+	}
+	return info.RequestID, true
+}
+
+// await follows the run until it ends or pauses.
+func (s *Scheduler) await(ctx context.Context, f *firing, requestID string) {
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := s.rt.Subscribe(sctx, requestID, 0)
+	if err != nil {
+		f.end(storage.TaskRunFailed, agent.CodeInternal, "following the run: "+err.Error())
+		return
+	}
+	for ev := range events {
+		if ev.Source != "" {
+			continue // a subagent's events, forwarded into this run
+		}
+		switch {
+		case ev.Kind == agent.KindResult && ev.Result != nil:
+			f.run.Output = ev.Result.Text
+		case ev.Kind == agent.KindRunEnded && ev.End != nil:
+			switch ev.End.Outcome {
+			case agent.OutcomeCompleted:
+				f.end(storage.TaskRunSucceeded, "", "")
+			case agent.OutcomeInterrupted:
+				f.end(storage.TaskRunInterrupted, agent.CodeInterrupted, "the run was stopped")
+			default:
+				code := ev.End.ErrorCode
+				if code == "" {
+					code = agent.CodeInternal
+				}
+				f.end(storage.TaskRunFailed, code, ev.End.ErrorMessage)
+			}
+			return
+		case ev.Kind == agent.KindSuspended && ev.Suspend != nil:
+			msg := "the run is suspended (" + ev.Suspend.Reason + ")"
+			if ev.Suspend.Message != "" {
+				msg += ": " + ev.Suspend.Message
+			}
+			f.end(storage.TaskRunSuspended, codeSuspended, msg)
+			return
+		}
+	}
+	if ctx.Err() != nil {
+		f.end(storage.TaskRunInterrupted, codeShutdown, context.Cause(ctx).Error()+"; the run goes on in the runtime")
+		return
+	}
+	f.end(storage.TaskRunFailed, agent.CodeInternal, "the run's event stream ended before the run did")
+}
+
+// finish records how the firing ended and reports it through post_scheduled_task.
+func (s *Scheduler) finish(ctx context.Context, f *firing) {
+	f.done = true
+	defer f.notify()
+	ctx = context.WithoutCancel(ctx)
+	f.run.DurationMs = time.Since(f.start).Milliseconds()
+	now := s.now()
+	f.run.FinishedAt = &now
+	if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
+		s.log.Warn("recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+	}
+	logArgs := []any{"taskId", f.task.ID, "taskRunId", f.run.ID, "status", f.run.Status, "durationMs", f.run.DurationMs}
+	if f.run.ErrorCode != "" {
+		logArgs = append(logArgs, "errorCode", f.run.ErrorCode, "errorMessage", f.run.ErrorMessage)
+	}
+	s.log.Info("task firing ended", logArgs...)
+
+	// The session actually used, else the task's bound one, else null.
+	session := f.run.SessionID
+	if session == nil {
+		session = f.boundSession()
+	}
+	c := &dispatcher.PostScheduledTaskContext{TaskID: f.task.ID, TaskName: f.task.Name,
+		Succeeded: f.run.Status == storage.TaskRunSucceeded, DurationMs: f.run.DurationMs, RequestID: f.run.RequestID}
+	if !c.Succeeded {
+		c.ErrorCode, c.ErrorMessage = optional(f.run.ErrorCode), optional(f.run.ErrorMessage)
+	}
+	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: f.run.TraceID,
+		SessionID: session, PrincipalID: f.task.PrincipalID, AgentID: f.task.AgentID, Context: c}); err != nil {
+		s.log.Error("post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+	}
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,666 @@
+package scheduler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/scheduler"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+const script = `{"scripts":[
+ {"match":"original input","steps":[{"text":"answer to the original"}]},
+ {"match":"modified input","steps":[{"text":"answer to the modified"}]},
+ {"match":"second","steps":[{"text":"answer two"}]},
+ {"match":"slow","steps":[{"text":"slow answer","delayMs":2500}]},
+ {"match":"fatal","steps":[{"error":"fatal","text":"never"}]},
+ {"match":"*","steps":[{"text":"default answer"}]}
+]}`
+
+// TestFiresOnTime: second-level schedules (a seconds field, and @every) fire at their ticks; each
+// firing is an agent run of trigger source scheduled_task owned by the principal's user, stored
+// so the chat APIs can replay it.
+func TestFiresOnTime(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		completions := newReceiver(t, nil)
+		e.hook(dispatcher.AgentCompletion, completions.srv.URL)
+		s := e.scheduler(testConfig())
+		a := create(t, s, scheduler.Task{TaskName: "every second", Cron: "*/1 * * * * *", Input: "hello",
+			PrincipalID: ptr(principal), AgentID: ptr(agentID)})
+		b := create(t, s, scheduler.Task{TaskName: "every 1s", Cron: "@every 1s", Input: "hello"})
+		if a.NextRunAt == nil || a.LastRunAt != nil || !*a.Enabled {
+			t.Fatalf("created task: %+v", a)
+		}
+		time.Sleep(3500 * time.Millisecond)
+		disable(t, s, a)
+		disable(t, s, b)
+		for _, task := range []scheduler.Task{a, b} {
+			runs := history(t, s, task.ID)
+			// 3 or 4 ticks fall in 3.5 s; one more may come while the disables run.
+			if n := count(runs, storage.TaskRunSucceeded); n < 2 || n > 5 || n != len(runs) {
+				t.Fatalf("task %q: %d succeeded of %d firings in 3.5 s: %+v", task.TaskName, n, len(runs), runs)
+			}
+			for i, r := range runs {
+				if r.ScheduledAt.Nanosecond() != 0 || r.Kind != storage.FireSchedule {
+					t.Fatalf("firing %d not on a whole-second tick: %+v", i, r)
+				}
+				if late := r.StartedAt.Sub(r.ScheduledAt); late < 0 || late > time.Second {
+					t.Fatalf("firing %d started %s after its tick", i, late)
+				}
+				if i > 0 && r.ScheduledAt.Sub(runs[i-1].ScheduledAt) != time.Second {
+					t.Fatalf("ticks %s and %s are not a second apart", runs[i-1].ScheduledAt, r.ScheduledAt)
+				}
+				if r.RequestID == nil || r.Output != "default answer" || r.Input != "hello" || r.FinishedAt == nil {
+					t.Fatalf("firing %d: %+v", i, r)
+				}
+			}
+			got, _ := s.Get(context.Background(), task.ID)
+			if got.LastRunAt == nil || !got.LastRunAt.Equal(runs[len(runs)-1].StartedAt) {
+				t.Fatalf("lastRunAt %v, last firing %v", got.LastRunAt, runs[len(runs)-1].StartedAt)
+			}
+		}
+		// The run belongs to the principal's user and replays from the runtime's store.
+		r := history(t, s, a.ID)[0]
+		stored, err := e.rt.Run(context.Background(), "user-10001", *r.RequestID)
+		if err != nil || stored.Status != storage.RunCompleted {
+			t.Fatalf("run as user-10001: %v %+v", err, stored)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		events, err := e.rt.Subscribe(ctx, *r.RequestID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []agent.Kind
+		for ev := range events {
+			kinds = append(kinds, ev.Kind)
+		}
+		if len(kinds) < 3 || kinds[0] != agent.KindRunStarted || kinds[len(kinds)-1] != agent.KindRunEnded {
+			t.Fatalf("replayed events: %v", kinds)
+		}
+		eventually(t, 5*time.Second, "agent_completion of the first firing", func() bool {
+			return completions.byTrace(dispatcher.AgentCompletion, r.TraceID) != nil
+		})
+		c := completions.byTrace(dispatcher.AgentCompletion, r.TraceID)
+		if c.ctx["triggerSourceType"] != dispatcher.SourceScheduled || c.ctx["requestId"] != *r.RequestID ||
+			*c.env.PrincipalID != principal || *c.env.AgentID != agentID {
+			t.Fatalf("agent_completion of a scheduled run: %+v %v", c.env, c.ctx)
+		}
+	})
+}
+
+// TestPreHookDenyAndModify: a deny skips the run and records why; a modify replaces the input the
+// agent sees.
+func TestPreHookDenyAndModify(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		pre := newReceiver(t, func(env dispatcher.Envelope) string {
+			var c dispatcher.PreScheduledTaskContext
+			_ = json.Unmarshal(env.Context, &c)
+			switch c.TaskName {
+			case "deny me":
+				return `{"decision":"deny","reason":"outside the approved window"}`
+			case "modify me":
+				return `{"decision":"modify","modifiedValue":"modified input"}`
+			}
+			return `{"decision":"allow"}`
+		})
+		e.hook(dispatcher.PreScheduledTask, pre.srv.URL)
+		s := e.scheduler(testConfig())
+		deny := create(t, s, scheduler.Task{TaskName: "deny me", Cron: "@every 1s", Input: "original input"})
+		modify := create(t, s, scheduler.Task{TaskName: "modify me", Cron: "@every 1s", Input: "original input"})
+		plain := create(t, s, scheduler.Task{TaskName: "leave me", Cron: "@every 1s", Input: "original input"})
+		eventually(t, 10*time.Second, "two firings of each task", func() bool {
+			return len(history(t, s, deny.ID)) >= 2 && count(history(t, s, modify.ID), storage.TaskRunSucceeded) >= 2 &&
+				count(history(t, s, plain.ID), storage.TaskRunSucceeded) >= 2
+		})
+		disable(t, s, deny)
+		disable(t, s, modify)
+		disable(t, s, plain)
+		for _, r := range history(t, s, deny.ID) {
+			if r.Status != storage.TaskRunDenied || r.Reason != "outside the approved window" || r.RequestID != nil ||
+				r.ErrorCode != agent.CodeHookDenied || r.Input != "original input" || r.Output != "" {
+				t.Fatalf("denied firing: %+v", r)
+			}
+		}
+		for _, r := range history(t, s, modify.ID) {
+			if r.Status != storage.TaskRunSucceeded || r.Input != "modified input" || r.Output != "answer to the modified" {
+				t.Fatalf("modified firing: %+v", r)
+			}
+		}
+		for _, r := range history(t, s, plain.ID) {
+			if r.Status != storage.TaskRunSucceeded || r.Input != "original input" || r.Output != "answer to the original" {
+				t.Fatalf("allowed firing: %+v", r)
+			}
+		}
+		// Every firing asked the hook first, with the task's id and name.
+		for _, g := range pre.of(dispatcher.PreScheduledTask) {
+			if g.ctx["taskName"] == nil || g.ctx["taskId"] == nil || len(g.ctx) != 2 {
+				t.Fatalf("pre_scheduled_task context: %v", g.ctx)
+			}
+		}
+	})
+}
+
+// TestHookEnvelopes checks every field of pre/post_scheduled_task and the envelope's sessionId
+// rules: reuseSession=true binds one session (null before the first run created it), false gives
+// each run a new one; a denied or early-failed firing reports the bound session or null, and a
+// null requestId.
+func TestHookEnvelopes(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		var mu sync.Mutex
+		seen := map[int64]int{}
+		// The first two firings of each task are allowed, then every one is denied.
+		hooks := newReceiver(t, func(env dispatcher.Envelope) string {
+			mu.Lock()
+			defer mu.Unlock()
+			id := taskIDOf(env)
+			seen[id]++
+			if seen[id] > 2 {
+				return `{"decision":"deny","reason":"quota used up"}`
+			}
+			return `{"decision":"allow"}`
+		})
+		e.hook(dispatcher.PreScheduledTask, hooks.srv.URL)
+		e.hook(dispatcher.PostScheduledTask, hooks.srv.URL)
+		s := e.scheduler(testConfig())
+		reuse := create(t, s, scheduler.Task{TaskName: "每日财报生成", Cron: "@every 1s", Input: "hello", ReuseSession: true,
+			PrincipalID: ptr(principal), AgentID: ptr(agentID)})
+		fresh := create(t, s, scheduler.Task{TaskName: "fresh sessions", Cron: "@every 1s", Input: "hello",
+			PrincipalID: ptr(principal), AgentID: ptr(agentID)})
+		failing := create(t, s, scheduler.Task{TaskName: "failing", Cron: "@every 1s", Input: "fatal"})
+		eventually(t, 10*time.Second, "three firings of each task", func() bool {
+			return len(fired(history(t, s, reuse.ID))) >= 3 && len(fired(history(t, s, fresh.ID))) >= 3 &&
+				len(history(t, s, failing.ID)) >= 1
+		})
+		for _, task := range []scheduler.Task{reuse, fresh, failing} {
+			disable(t, s, task)
+		}
+		all := 0
+		for _, task := range []scheduler.Task{reuse, fresh, failing} {
+			all += len(fired(history(t, s, task.ID)))
+		}
+		eventually(t, 10*time.Second, "every post_scheduled_task delivery", func() bool {
+			return len(hooks.of(dispatcher.PostScheduledTask)) == all
+		})
+
+		checkEnvelope := func(g *received, task scheduler.Task, r storage.TaskRun) {
+			t.Helper()
+			if g.env.SchemaVersion != "1.0" || g.env.EventID == "" || g.env.OccurredAt == 0 || g.env.DeliveryAttempt < 1 {
+				t.Fatalf("envelope: %+v", g.env)
+			}
+			if (task.PrincipalID == nil) != (g.env.PrincipalID == nil) || (task.AgentID == nil) != (g.env.AgentID == nil) ||
+				(g.env.PrincipalID != nil && *g.env.PrincipalID != principal) || (g.env.AgentID != nil && *g.env.AgentID != agentID) {
+				t.Fatalf("principalId/agentId: %+v", g.env)
+			}
+			if g.ctx["taskId"] != float64(task.ID) || g.ctx["taskName"] != task.TaskName {
+				t.Fatalf("task fields: %v", g.ctx)
+			}
+		}
+		checkPost := func(task scheduler.Task, r storage.TaskRun, wantSession *int64) {
+			t.Helper()
+			g := hooks.byTrace(dispatcher.PostScheduledTask, r.TraceID)
+			if g == nil {
+				t.Fatalf("no post_scheduled_task for firing %+v", r)
+			}
+			checkEnvelope(g, task, r)
+			for _, k := range []string{"taskId", "taskName", "succeeded", "errorMessage", "errorCode", "durationMs", "requestId"} {
+				if _, ok := g.ctx[k]; !ok {
+					t.Fatalf("post_scheduled_task context lacks %s: %v", k, g.ctx)
+				}
+			}
+			if len(g.ctx) != 7 {
+				t.Fatalf("post_scheduled_task context has extra fields: %v", g.ctx)
+			}
+			ok := r.Status == storage.TaskRunSucceeded
+			if g.ctx["succeeded"] != ok || g.ctx["durationMs"] != float64(r.DurationMs) {
+				t.Fatalf("succeeded/durationMs: %v for %+v", g.ctx, r)
+			}
+			if ok && (g.ctx["errorMessage"] != nil || g.ctx["errorCode"] != nil) {
+				t.Fatalf("a success with an error: %v", g.ctx)
+			}
+			if !ok && (g.ctx["errorMessage"] != r.ErrorMessage || g.ctx["errorCode"] != r.ErrorCode || r.ErrorCode == "") {
+				t.Fatalf("error fields: %v for %+v", g.ctx, r)
+			}
+			if r.RequestID == nil && g.ctx["requestId"] != nil || r.RequestID != nil && g.ctx["requestId"] != *r.RequestID {
+				t.Fatalf("requestId: %v for %+v", g.ctx["requestId"], r)
+			}
+			if (wantSession == nil) != (g.env.SessionID == nil) || wantSession != nil && *wantSession != *g.env.SessionID {
+				t.Fatalf("post sessionId %v, want %v (firing %+v)", g.env.SessionID, wantSession, r)
+			}
+		}
+		checkPre := func(task scheduler.Task, r storage.TaskRun, wantSession *int64) {
+			t.Helper()
+			g := hooks.byTrace(dispatcher.PreScheduledTask, r.TraceID)
+			if g == nil {
+				t.Fatalf("no pre_scheduled_task for firing %+v", r)
+			}
+			checkEnvelope(g, task, r)
+			if len(g.ctx) != 2 {
+				t.Fatalf("pre_scheduled_task context: %v", g.ctx)
+			}
+			if (wantSession == nil) != (g.env.SessionID == nil) || wantSession != nil && *wantSession != *g.env.SessionID {
+				t.Fatalf("pre sessionId %v, want %v (firing %+v)", g.env.SessionID, wantSession, r)
+			}
+		}
+
+		// reuseSession=true: one session for every run, bound to the task.
+		runs := fired(history(t, s, reuse.ID))
+		if runs[0].Status != storage.TaskRunSucceeded || runs[1].Status != storage.TaskRunSucceeded || runs[2].Status != storage.TaskRunDenied {
+			t.Fatalf("reuse firings: %+v", runs)
+		}
+		bound := runs[0].SessionID
+		if bound == nil || *runs[1].SessionID != *bound || runs[2].SessionID != nil {
+			t.Fatalf("reused session: %+v", runs)
+		}
+		if got, _ := s.Get(context.Background(), reuse.ID); got.SessionID == nil || *got.SessionID != *bound {
+			t.Fatalf("task's bound session: %+v, want %d", got.SessionID, *bound)
+		}
+		checkPre(reuse, runs[0], nil) // no session exists before the first run
+		checkPre(reuse, runs[1], bound)
+		checkPre(reuse, runs[2], bound)
+		checkPost(reuse, runs[0], bound)
+		checkPost(reuse, runs[1], bound)
+		checkPost(reuse, runs[2], bound) // denied: the bound session
+		if msgs, _ := e.rt.History(context.Background(), *bound, time.Time{}); len(msgs) != 4 {
+			t.Fatalf("the reused session has %d messages, want 2 turns", len(msgs))
+		}
+
+		// reuseSession=false: a new session each run; null before a run and when none ran.
+		runs = fired(history(t, s, fresh.ID))
+		if runs[0].Status != storage.TaskRunSucceeded || runs[1].Status != storage.TaskRunSucceeded || runs[2].Status != storage.TaskRunDenied {
+			t.Fatalf("fresh firings: %+v", runs)
+		}
+		if *runs[0].SessionID == *runs[1].SessionID || *runs[0].SessionID == *bound {
+			t.Fatalf("fresh sessions repeat: %d %d", *runs[0].SessionID, *runs[1].SessionID)
+		}
+		for _, r := range runs[:3] {
+			checkPre(fresh, r, nil)
+			checkPost(fresh, r, r.SessionID) // runs[2]: denied, nil
+		}
+		if got, _ := s.Get(context.Background(), fresh.ID); got.SessionID != nil {
+			t.Fatalf("a fresh-session task shows a bound session: %v", *got.SessionID)
+		}
+
+		// A run that fails: the run's error, with its requestId and session.
+		runs = history(t, s, failing.ID)
+		r := runs[0]
+		if r.Status != storage.TaskRunFailed || r.ErrorCode != agent.CodeLLMError || r.RequestID == nil {
+			t.Fatalf("failing firing: %+v", r)
+		}
+		checkPost(failing, r, r.SessionID)
+	})
+}
+
+// TestNoOverlap: a run slower than the interval blocks the ticks that come while it runs; they
+// are recorded as skipped.
+func TestNoOverlap(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		s := e.scheduler(testConfig())
+		task := create(t, s, scheduler.Task{TaskName: "slow", Cron: "@every 1s", Input: "slow"})
+		eventually(t, 15*time.Second, "two slow runs", func() bool {
+			return count(history(t, s, task.ID), storage.TaskRunSucceeded) >= 2
+		})
+		disable(t, s, task)
+		runs := history(t, s, task.ID)
+		var ran []storage.TaskRun
+		for _, r := range runs {
+			switch r.Status {
+			case storage.TaskRunSucceeded:
+				ran = append(ran, r)
+			case storage.TaskRunSkipped:
+				if r.Reason != "still running" || r.RequestID != nil {
+					t.Fatalf("skipped firing: %+v", r)
+				}
+			default:
+				t.Fatalf("unexpected firing: %+v", r)
+			}
+		}
+		for i := 1; i < len(ran); i++ {
+			if ran[i].StartedAt.Before(*ran[i-1].FinishedAt) {
+				t.Fatalf("runs overlap: %+v and %+v", ran[i-1], ran[i])
+			}
+		}
+		if count(runs, storage.TaskRunSkipped) < 2 {
+			t.Fatalf("no tick was skipped while the slow run ran: %+v", runs)
+		}
+	})
+}
+
+// TestCatchUp: a tick missed while no scheduler ran is fired once at the next start when the
+// task says catchUp, and recorded as skipped otherwise.
+func TestCatchUp(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		// The first daemon lives a day in the past: its tasks' next firings are long gone now.
+		cfg := testConfig()
+		cfg.Now = func() time.Time { return time.Now().Add(-24 * time.Hour) }
+		past := e.scheduler(cfg)
+		catchUp := create(t, past, scheduler.Task{TaskName: "catch up", Cron: "@every 1h", Input: "hello", CatchUp: true})
+		skip := create(t, past, scheduler.Task{TaskName: "skip", Cron: "@every 1h", Input: "hello"})
+		past.Stop()
+		if len(history(t, past, catchUp.ID))+len(history(t, past, skip.ID)) != 0 {
+			t.Fatal("the past daemon fired")
+		}
+
+		s := e.scheduler(testConfig())
+		eventually(t, 5*time.Second, "the missed ticks handled", func() bool {
+			return count(history(t, s, catchUp.ID), storage.TaskRunSucceeded) == 1 && len(history(t, s, skip.ID)) == 1
+		})
+		time.Sleep(1500 * time.Millisecond) // nothing more may happen
+		runs := history(t, s, catchUp.ID)
+		if len(runs) != 1 || runs[0].Kind != storage.FireCatchUp || !runs[0].ScheduledAt.Equal(*catchUp.NextRunAt) {
+			t.Fatalf("catch-up firings: %+v (missed tick %v)", runs, catchUp.NextRunAt)
+		}
+		runs = history(t, s, skip.ID)
+		if len(runs) != 1 || runs[0].Status != storage.TaskRunSkipped || !strings.HasPrefix(runs[0].Reason, "missed") ||
+			runs[0].RequestID != nil || !runs[0].ScheduledAt.Equal(*skip.NextRunAt) {
+			t.Fatalf("skipped firings: %+v", runs)
+		}
+		for _, task := range []scheduler.Task{catchUp, skip} {
+			got, _ := s.Get(context.Background(), task.ID)
+			if got.NextRunAt == nil || time.Until(*got.NextRunAt) < 55*time.Minute {
+				t.Fatalf("task %q next run %v, want about an hour from now", task.TaskName, got.NextRunAt)
+			}
+			if (got.LastRunAt != nil) != task.CatchUp {
+				t.Fatalf("task %q lastRunAt %v", task.TaskName, got.LastRunAt)
+			}
+		}
+	})
+}
+
+// TestCatchUpAfterDowntime: the same with real downtime. A task firing every second stops with
+// its scheduler; the next scheduler fires the first missed tick once (catchUp) or records it
+// skipped, and the ticks after the restart go on as usual.
+func TestCatchUpAfterDowntime(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		cfg := testConfig()
+		cfg.MisfireGrace = 500 * time.Millisecond
+		first := e.scheduler(cfg)
+		catchUp := create(t, first, scheduler.Task{TaskName: "catch up", Cron: "@every 1s", Input: "hello", CatchUp: true})
+		skip := create(t, first, scheduler.Task{TaskName: "skip", Cron: "@every 1s", Input: "hello"})
+		eventually(t, 5*time.Second, "a firing of each task", func() bool {
+			return count(history(t, first, catchUp.ID), storage.TaskRunSucceeded) >= 1 &&
+				count(history(t, first, skip.ID), storage.TaskRunSucceeded) >= 1
+		})
+		first.Stop()
+		// The ticks from the first one the stopped scheduler left unfired to the restart are missed.
+		missed := map[int64]time.Time{}
+		for _, task := range []scheduler.Task{catchUp, skip} {
+			got, _ := first.Get(context.Background(), task.ID)
+			missed[task.ID] = *got.NextRunAt
+		}
+		time.Sleep(3 * time.Second)
+		restarted := time.Now()
+		second := e.scheduler(cfg)
+		eventually(t, 5*time.Second, "the missed tick handled and a tick after it", func() bool {
+			after := 0
+			for _, r := range history(t, second, skip.ID) {
+				if r.ScheduledAt.After(restarted) {
+					after++
+				}
+			}
+			return after >= 1
+		})
+		disable(t, second, catchUp)
+		disable(t, second, skip)
+		// The firings of ticks that fell in the downtime.
+		inDowntime := func(id int64) []storage.TaskRun {
+			var out []storage.TaskRun
+			for _, r := range history(t, second, id) {
+				if !r.ScheduledAt.Before(missed[id]) && r.ScheduledAt.Before(restarted) {
+					out = append(out, r)
+				}
+			}
+			return out
+		}
+		if got := inDowntime(catchUp.ID); len(got) != 1 || got[0].Kind != storage.FireCatchUp || got[0].Status != storage.TaskRunSucceeded ||
+			!got[0].ScheduledAt.Equal(missed[catchUp.ID]) {
+			t.Fatalf("catchUp=true, firings of missed ticks: %+v", got)
+		}
+		if got := inDowntime(skip.ID); len(got) != 1 || got[0].Status != storage.TaskRunSkipped || !strings.HasPrefix(got[0].Reason, "missed") {
+			t.Fatalf("catchUp=false, firings of missed ticks: %+v", got)
+		}
+		for _, id := range []int64{catchUp.ID, skip.ID} {
+			for _, r := range history(t, second, id) {
+				if r.ScheduledAt.After(restarted) && (r.Kind != storage.FireSchedule || r.Status != storage.TaskRunSucceeded) {
+					t.Fatalf("a tick after the restart: %+v", r)
+				}
+			}
+		}
+	})
+}
+
+// TestLiveEdits: a PUT takes effect at the next firing, with no restart; a task another daemon
+// adds to the database is picked up by the poll.
+func TestLiveEdits(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		s := e.scheduler(testConfig())
+		task := create(t, s, scheduler.Task{TaskName: "edited", Cron: "@every 1s", Input: "first"})
+		eventually(t, 5*time.Second, "a first firing", func() bool {
+			return count(history(t, s, task.ID), storage.TaskRunSucceeded) >= 1
+		})
+		task.Cron, task.Input = "*/2 * * * * *", "second"
+		edited, err := s.Replace(context.Background(), task.ID, task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if edited.NextRunAt == nil || edited.NextRunAt.Second()%2 != 0 {
+			t.Fatalf("next run after the edit: %v", edited.NextRunAt)
+		}
+		editedAt := time.Now()
+		eventually(t, 5*time.Second, "a firing after the edit", func() bool {
+			for _, r := range history(t, s, task.ID) {
+				if r.StartedAt.After(editedAt) && r.Status == storage.TaskRunSucceeded {
+					return true
+				}
+			}
+			return false
+		})
+		disable(t, s, task)
+		for _, r := range history(t, s, task.ID) {
+			if !r.StartedAt.After(editedAt) {
+				continue
+			}
+			if r.Input != "second" || r.Output != "answer two" || r.ScheduledAt.Second()%2 != 0 {
+				t.Fatalf("a firing after the edit used the old task: %+v", r)
+			}
+		}
+
+		// Another daemon's change reaches this one through the version poll.
+		other := storage.Task{Name: "from another daemon", Cron: "@every 1s", Input: "hello", Enabled: true,
+			NextRunAt: time.Now().Truncate(time.Second).Add(time.Second)}
+		if err := db.CreateTask(context.Background(), &other); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "a firing of the task created behind the scheduler's back", func() bool {
+			return count(history(t, s, other.ID), storage.TaskRunSucceeded) >= 1
+		})
+		if err := s.Delete(context.Background(), other.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// panickyRuntime is a runtime that panics when asked to start a run.
+type panickyRuntime struct{}
+
+func (panickyRuntime) StartRun(context.Context, agent.StartRequest) (agent.RunInfo, error) {
+	panic("boom")
+}
+
+func (panickyRuntime) Subscribe(context.Context, string, int64) (<-chan agent.Event, error) {
+	panic("not reached")
+}
+
+// TestPanicDoesNotKillTheScheduler: a firing that panics ends as failed (and is reported); the
+// scheduler goes on firing.
+func TestPanicDoesNotKillTheScheduler(t *testing.T) {
+	db := storagetest.SQLite(t)
+	e := newEnv(t, db, script)
+	post := newReceiver(t, nil)
+	e.hook(dispatcher.PostScheduledTask, post.srv.URL)
+	s := scheduler.New(db, panickyRuntime{}, e.disp, quiet(), testConfig())
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	task := create(t, s, scheduler.Task{TaskName: "panics", Cron: "@every 1s", Input: "hello"})
+	eventually(t, 10*time.Second, "three failed firings", func() bool {
+		return count(history(t, s, task.ID), storage.TaskRunFailed) >= 3
+	})
+	run, err := s.RunNow(context.Background(), task.ID)
+	if err != nil {
+		t.Fatalf("run now after panics: %v", err)
+	}
+	if run.Status != storage.TaskRunFailed && run.Status != storage.TaskRunSkipped {
+		t.Fatalf("run now: %+v", run)
+	}
+	disable(t, s, task)
+	for _, r := range history(t, s, task.ID) {
+		if r.Status == storage.TaskRunSkipped {
+			continue
+		}
+		if r.Status != storage.TaskRunFailed || r.ErrorCode != agent.CodeInternal || !strings.Contains(r.ErrorMessage, "boom") {
+			t.Fatalf("panicked firing: %+v", r)
+		}
+	}
+	eventually(t, 5*time.Second, "post_scheduled_task of a panicked firing", func() bool {
+		p := post.of(dispatcher.PostScheduledTask)
+		return len(p) > 0 && p[0].ctx["succeeded"] == false && strings.Contains(fmt.Sprint(p[0].ctx["errorMessage"]), "boom")
+	})
+}
+
+// TestStopInterruptsAndRestarts: Stop is idempotent and waits for the firings in flight, which
+// are recorded as interrupted; RunNow after Stop is refused.
+func TestStopInterrupts(t *testing.T) {
+	db := storagetest.SQLite(t)
+	e := newEnv(t, db, script)
+	s := e.scheduler(testConfig())
+	task := create(t, s, scheduler.Task{TaskName: "slow", Cron: "@yearly", Input: "slow"})
+	run, err := s.RunNow(context.Background(), task.ID)
+	if err != nil || run.Status != storage.TaskRunRunning || run.RequestID == nil || run.Kind != storage.FireManual {
+		t.Fatalf("run now: %v %+v", err, run)
+	}
+	again, err := s.RunNow(context.Background(), task.ID)
+	if err != nil || again.Status != storage.TaskRunSkipped || again.Reason != "still running" {
+		t.Fatalf("run now while running: %v %+v", err, again)
+	}
+	s.Stop()
+	s.Stop()
+	r := history(t, s, task.ID)[0]
+	if r.Status != storage.TaskRunInterrupted || r.ErrorCode != "SHUTDOWN_INTERRUPT" || *r.RequestID != *run.RequestID {
+		t.Fatalf("firing in flight at stop: %+v", r)
+	}
+	if _, err := s.RunNow(context.Background(), task.ID); err != scheduler.ErrStopped {
+		t.Fatalf("run now after stop: %v", err)
+	}
+}
+
+// TestTwoSchedulersOneDatabase: two daemons (each its own runtime and dispatcher) on one
+// PostgreSQL database fire a task exactly once per tick.
+func TestTwoSchedulersOneDatabase(t *testing.T) {
+	url := storagetest.PostgresURL(t)
+	open := func() *storage.DB {
+		db, err := storage.Open(context.Background(), url, storage.Options{Key: storagetest.Key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Close() })
+		return db
+	}
+	db1, db2 := open(), open()
+	post := newReceiver(t, nil)
+	e1 := newEnv(t, db1, script)
+	e1.hook(dispatcher.PostScheduledTask, post.srv.URL)
+	e2 := newEnv(t, db2, script)
+	s1, s2 := e1.scheduler(testConfig()), e2.scheduler(testConfig())
+
+	// Three tasks, so the two schedulers race for a dozen ticks.
+	var tasks []scheduler.Task
+	for i := range 3 {
+		tasks = append(tasks, create(t, s1, scheduler.Task{TaskName: fmt.Sprintf("once per tick %d", i), Cron: "@every 1s", Input: "hello"}))
+	}
+	time.Sleep(4200 * time.Millisecond)
+	for _, task := range tasks {
+		disable(t, s1, task)
+	}
+	time.Sleep(500 * time.Millisecond) // s2 sees the change through its claim or its poll
+	owners := map[string]int{}
+	requests := map[string]bool{}
+	for _, task := range tasks {
+		runs := history(t, s2, task.ID)
+		for i, r := range runs {
+			owners[r.Owner]++
+			if r.Status != storage.TaskRunSucceeded || r.RequestID == nil || requests[*r.RequestID] {
+				t.Fatalf("task %d firing %d: %+v", task.ID, i, r)
+			}
+			requests[*r.RequestID] = true
+			if i > 0 && r.ScheduledAt.Sub(runs[i-1].ScheduledAt) != time.Second {
+				t.Fatalf("task %d: ticks not fired exactly once: %s then %s", task.ID, runs[i-1].ScheduledAt, r.ScheduledAt)
+			}
+		}
+		if len(runs) < 3 || len(runs) > 6 { // 4 or 5 ticks in 4.2 s, one more while the disables run
+			t.Fatalf("task %d: %d firings in 4.2 s of a task firing every second", task.ID, len(runs))
+		}
+	}
+	t.Logf("%d ticks fired; by scheduler: %v", len(requests), owners)
+	// Each firing made one agent run and one post_scheduled_task event.
+	for id := range requests {
+		if _, err := db1.GetRun(context.Background(), id); err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+	}
+	eventually(t, 5*time.Second, "a post_scheduled_task per firing", func() bool {
+		return len(post.of(dispatcher.PostScheduledTask)) == len(requests)
+	})
+	time.Sleep(300 * time.Millisecond)
+	if n := len(post.of(dispatcher.PostScheduledTask)); n != len(requests) {
+		t.Fatalf("%d post_scheduled_task events for %d firings", n, len(requests))
+	}
+}
+
+// TestAbandonedFiring: a firing left running by a daemon that died stops blocking its task: on
+// SQLite the next start ends it, on PostgreSQL the lease runs out while other daemons go on.
+func TestAbandonedFiring(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		ctx := context.Background()
+		task := storage.Task{Name: "orphaned", Cron: "@every 1s", Input: "hello", Enabled: true,
+			NextRunAt: time.Now().Truncate(time.Second).Add(time.Second)}
+		if err := db.CreateTask(ctx, &task); err != nil {
+			t.Fatal(err)
+		}
+		dead, _, err := db.ClaimTaskFire(ctx, storage.TaskFire{TaskID: task.ID, Kind: storage.FireManual, ScheduledAt: time.Now(),
+			Owner: "a daemon that died", TraceID: "x", At: time.Now()})
+		if err != nil || dead.Status != storage.TaskRunRunning {
+			t.Fatalf("claim: %v %+v", err, dead)
+		}
+		cfg := testConfig()
+		cfg.Lease = time.Second
+		s := e.scheduler(cfg)
+		eventually(t, 10*time.Second, "the orphaned firing ended and the task firing again", func() bool {
+			return count(history(t, s, task.ID), storage.TaskRunSucceeded) >= 1
+		})
+		got, _ := db.GetTaskRun(ctx, dead.ID)
+		if got.Status != storage.TaskRunInterrupted || got.ErrorCode != "ABANDONED" {
+			t.Fatalf("orphaned firing: %+v", got)
+		}
+		if err := s.Delete(ctx, task.ID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -1,0 +1,195 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Task is a scheduled agent task in the shape of the admin API. SessionID, NextRunAt, LastRunAt
+// and the times are output only: whatever a request sends for them is ignored.
+type Task struct {
+	ID       int64  `json:"id,omitempty"`
+	TaskName string `json:"taskName"`
+	Cron     string `json:"cron"`
+	Input    string `json:"input"`
+	AgentID  *int64 `json:"agentId"`
+	// PrincipalID is who the task acts for: the envelope's principalId, and (through
+	// Config.UserFor) the user whose chat APIs see its runs.
+	PrincipalID *int64 `json:"principalId"`
+	// ReuseSession: every run goes to one session bound to the task; else each run gets a new one.
+	ReuseSession bool  `json:"reuseSession"`
+	Enabled      *bool `json:"enabled"` // default true
+	// CatchUp: a firing missed while no scheduler ran is run once at the next start; else skipped.
+	CatchUp   bool       `json:"catchUp"`
+	SessionID *int64     `json:"sessionId"`
+	NextRunAt *time.Time `json:"nextRunAt"`
+	LastRunAt *time.Time `json:"lastRunAt"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	UpdatedAt *time.Time `json:"updatedAt,omitempty"`
+}
+
+// The cron syntax: five fields, an optional leading seconds field, an optional CRON_TZ= (or
+// TZ=) prefix, and descriptors (@yearly … @hourly, @every <duration>).
+var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ParseCron parses a schedule in the syntax tasks accept.
+func ParseCron(spec string) (cron.Schedule, error) { return parser.Parse(spec) }
+
+const maxTaskName = 200
+
+func invalid(field, format string, args ...any) error {
+	return &dispatcher.ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// normalize validates t, fills in defaults and returns its parsed schedule; the error names the
+// first bad field.
+func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
+	t.TaskName = strings.TrimSpace(t.TaskName)
+	switch {
+	case t.TaskName == "":
+		return nil, invalid("taskName", "is required")
+	case utf8.RuneCountInString(t.TaskName) > maxTaskName:
+		return nil, invalid("taskName", "is longer than %d characters", maxTaskName)
+	}
+	t.Cron = strings.TrimSpace(t.Cron)
+	if t.Cron == "" {
+		return nil, invalid("cron", "is required (e.g. \"0 9 * * *\", \"*/10 * * * * *\", \"@every 1h\", \"CRON_TZ=Asia/Shanghai 0 9 * * 1-5\")")
+	}
+	sched, err := parser.Parse(t.Cron)
+	if err != nil {
+		return nil, invalid("cron", "%v", err)
+	}
+	if sched.Next(now).IsZero() {
+		return nil, invalid("cron", "%q never fires", t.Cron)
+	}
+	if strings.TrimSpace(t.Input) == "" {
+		return nil, invalid("input", "is required: it is the user message each run starts with")
+	}
+	if t.AgentID != nil && *t.AgentID <= 0 {
+		return nil, invalid("agentId", "must be a positive integer")
+	}
+	if t.PrincipalID != nil && *t.PrincipalID <= 0 {
+		return nil, invalid("principalId", "must be a positive integer")
+	}
+	if t.Enabled == nil {
+		on := true
+		t.Enabled = &on
+	}
+	return sched, nil
+}
+
+func (t *Task) row(now time.Time, sched cron.Schedule) storage.Task {
+	row := storage.Task{ID: t.ID, Name: t.TaskName, Cron: t.Cron, Input: t.Input, AgentID: t.AgentID,
+		PrincipalID: t.PrincipalID, ReuseSession: t.ReuseSession, Enabled: *t.Enabled, CatchUp: t.CatchUp}
+	if row.Enabled {
+		row.NextRunAt = sched.Next(now)
+	}
+	return row
+}
+
+func fromRow(r storage.Task) Task {
+	enabled := r.Enabled
+	t := Task{ID: r.ID, TaskName: r.Name, Cron: r.Cron, Input: r.Input, AgentID: r.AgentID, PrincipalID: r.PrincipalID,
+		ReuseSession: r.ReuseSession, Enabled: &enabled, CatchUp: r.CatchUp, NextRunAt: timePtr(r.NextRunAt),
+		LastRunAt: timePtr(r.LastRunAt), CreatedAt: timePtr(r.CreatedAt), UpdatedAt: timePtr(r.UpdatedAt)}
+	if r.ReuseSession {
+		t.SessionID = r.SessionID
+	}
+	if !r.Enabled {
+		t.NextRunAt = nil
+	}
+	return t
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Create validates and stores a new task; its schedule takes effect at once.
+func (s *Scheduler) Create(ctx context.Context, t Task) (Task, error) {
+	now := s.now()
+	sched, err := t.normalize(now)
+	if err != nil {
+		return Task{}, err
+	}
+	row := t.row(now, sched)
+	if err := s.db.CreateTask(ctx, &row); err != nil {
+		return Task{}, err
+	}
+	s.reloadAfterWrite(ctx)
+	return fromRow(row), nil
+}
+
+// Replace validates t and stores it as task id; the next firing is computed anew from the
+// (possibly new) schedule, and it takes effect at once.
+func (s *Scheduler) Replace(ctx context.Context, id int64, t Task) (Task, error) {
+	now := s.now()
+	sched, err := t.normalize(now)
+	if err != nil {
+		return Task{}, err
+	}
+	t.ID = id
+	row := t.row(now, sched)
+	if err := s.db.UpdateTask(ctx, &row); err != nil {
+		return Task{}, err
+	}
+	s.reloadAfterWrite(ctx)
+	return s.Get(ctx, id)
+}
+
+// Delete removes a task; its history stays.
+func (s *Scheduler) Delete(ctx context.Context, id int64) error {
+	if err := s.db.DeleteTask(ctx, id); err != nil {
+		return err
+	}
+	s.reloadAfterWrite(ctx)
+	return nil
+}
+
+// Get reads one task; storage.ErrNotFound if there is none.
+func (s *Scheduler) Get(ctx context.Context, id int64) (Task, error) {
+	row, err := s.db.GetTask(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	return fromRow(row), nil
+}
+
+// List returns every task, by id.
+func (s *Scheduler) List(ctx context.Context) ([]Task, error) {
+	rows, err := s.db.ListTasks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Task, len(rows))
+	for i, r := range rows {
+		out[i] = fromRow(r)
+	}
+	return out, nil
+}
+
+// Runs returns the firings of task id, newest first (status "" for all; limit 0 for 100);
+// storage.ErrNotFound when the task does not exist.
+func (s *Scheduler) Runs(ctx context.Context, id int64, status string, limit int) ([]storage.TaskRun, error) {
+	if _, err := s.db.GetTask(ctx, id); err != nil {
+		return nil, err
+	}
+	return s.db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: id, Status: status, Limit: limit})
+}
+
+func (s *Scheduler) reloadAfterWrite(ctx context.Context) {
+	if err := s.Reload(ctx); err != nil {
+		s.log.Warn("task schedules reload failed; the next poll retries", "err", err)
+	}
+}
