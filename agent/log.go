@@ -30,6 +30,10 @@ type eventLog struct {
 	anyFeed chan struct{}
 
 	done chan struct{}
+	// stopMu lets senders share the input channel while stop closes it; the writer never takes
+	// it, so a full channel cannot deadlock against a flush.
+	stopMu  sync.RWMutex
+	stopped bool
 }
 
 type logItem struct {
@@ -87,19 +91,38 @@ func (l *eventLog) append(runID int64, ev Event) {
 	if err != nil { // every field is a plain value; this would be a programming error
 		panic(fmt.Sprintf("agent: encode event: %v", err))
 	}
+	l.stopMu.RLock()
+	defer l.stopMu.RUnlock()
+	if l.stopped {
+		l.log.Warn("event after shutdown dropped", "runId", runID, "kind", ev.Kind)
+		return
+	}
 	l.in <- logItem{runID: runID, ev: ev, body: body}
 }
 
 // barrier waits until everything queued so far is durable.
 func (l *eventLog) barrier() {
 	c := make(chan struct{})
+	l.stopMu.RLock()
+	if l.stopped {
+		l.stopMu.RUnlock()
+		return
+	}
 	l.in <- logItem{sync: c}
+	l.stopMu.RUnlock()
 	<-c
 }
 
-// stop flushes and ends the writer.
+// stop flushes and ends the writer; later events are dropped (the process is exiting).
 func (l *eventLog) stop() {
+	l.stopMu.Lock()
+	if l.stopped {
+		l.stopMu.Unlock()
+		return
+	}
+	l.stopped = true
 	close(l.in)
+	l.stopMu.Unlock()
 	<-l.done
 }
 

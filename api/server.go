@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
@@ -43,6 +45,9 @@ type Deps struct {
 	Keys       *wire.Keys
 	Workspaces *tools.Workspaces
 	Heartbeat  time.Duration
+
+	// Metrics is served at /metrics (admin auth); the HTTP layer adds its own to it.
+	Metrics *prometheus.Registry
 }
 
 // New builds the HTTP handler.
@@ -53,7 +58,7 @@ func newEngine(d Deps) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log))
+	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		wire.Fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	})
@@ -96,6 +101,10 @@ func newEngine(d Deps) *gin.Engine {
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
 	admin.GET("/decisions", da.decisions)
 	admin.GET("/breakers", da.breakers)
+	if d.Metrics != nil {
+		metrics := promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})
+		r.GET("/metrics", adminAuth(d.AdminTokens, d.LoopbackOnly), gin.WrapH(metrics))
+	}
 	ra := rulesAPI{db: d.DB}
 	admin.GET("/rules", ra.list)
 	admin.POST("/rules", ra.add)
@@ -177,6 +186,40 @@ func logErrors(log *slog.Logger) gin.HandlerFunc {
 			log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "status", c.Writer.Status(), "err", e.Err)
 		}
 	}
+}
+
+// countStreams keeps hookd_sse_connections{dialect}: the chat streams open now.
+func countStreams(reg *prometheus.Registry) gin.HandlerFunc {
+	if reg == nil {
+		return func(*gin.Context) {}
+	}
+	open := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "hookd_sse_connections",
+		Help: "Chat API streams open now, by dialect."}, []string{"dialect"})
+	reg.MustRegister(open)
+	return func(c *gin.Context) {
+		dialect := streamDialect(c.Request.Method, c.Request.URL.Path)
+		if dialect == "" {
+			c.Next()
+			return
+		}
+		g := open.WithLabelValues(dialect)
+		g.Inc()
+		defer g.Dec()
+		c.Next()
+	}
+}
+
+// streamDialect names the dialect of a streaming chat route ("" for other routes).
+func streamDialect(method, path string) string {
+	switch {
+	case method == http.MethodPost && path == "/harness/chat":
+		return "harness"
+	case path == "/api/agent/run/stream":
+		return "platform"
+	case strings.HasPrefix(path, "/api/agent/chat/volo-ai/") && (strings.HasSuffix(path, "/intent") || strings.HasSuffix(path, "/resume")):
+		return "volo"
+	}
+	return ""
 }
 
 // isChatRoute tells the chat dialects' routes from the admin API's.

@@ -13,6 +13,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
@@ -67,6 +70,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer stopReg()
 	go hooks.Run(regCtx)
 
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
 	mdl, err := newModel(cfg.Model)
 	if err != nil {
 		return err
@@ -85,7 +91,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
 		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
-		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std()})
+		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std(), Metrics: metrics})
 	if err := runtime.Start(ctx); err != nil {
 		return fmt.Errorf("start agent runtime: %w", err)
 	}
@@ -110,12 +116,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if len(cfg.Auth.AdminTokens) == 0 && len(cfg.Auth.APIKeys) == 0 {
 		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only", "listen", cfg.Listen)
 	}
+	// Request contexts derive from baseCtx, so ending it ends the streams still open at shutdown.
+	baseCtx, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
 	srv := &http.Server{
 		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
 			LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
-			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std()}),
+			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -133,15 +143,37 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	log.Info("shutting down", "timeout", cfg.ShutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout.Std())
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		log.Warn("http shutdown", "err", err)
-	}
-	sched.Stop() // before the runtime: no firing starts a run it would have to suspend
+	// 1. No new connections; requests in progress go on for now.
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Shutdown(sctx) }()
+	// 2. No new firings, then running runs pause (SHUTDOWN_INTERRUPT) — their clients see that
+	// pause as the last frame of their stream and resume after the restart.
+	sched.Stop()
 	runtime.Shutdown(sctx)
+	// 3. Streams still open (a paused run's stream waits for a resume) end after a moment to
+	// send that frame.
+	select {
+	case err := <-httpDone:
+		logShutdownErr(log, err)
+	case <-time.After(streamGrace):
+		endStreams()
+		logShutdownErr(log, <-httpDone)
+	}
+	// 4. Deliveries in flight finish within what is left of the bound; the rest go out after
+	// the restart.
 	disp.Stop(sctx)
 	stopReg()
 	log.Info("stopped")
 	return nil
+}
+
+// streamGrace is how long open streams get to send their last frame at shutdown.
+const streamGrace = time.Second
+
+func logShutdownErr(log *slog.Logger, err error) {
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		log.Warn("http shutdown", "err", err)
+	}
 }
 
 // newModel builds the configured model provider.
