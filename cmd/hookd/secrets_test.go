@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A full scenario with every kind of secret hookd handles — admin token, API key, master key,
+// signing secrets, receiver credentials — and then a search of everything the daemon printed,
+// and of its database files, for each of them.
+func TestSecretsNeverLeak(t *testing.T) {
+	dir := t.TempDir()
+	secrets := map[string]string{
+		"admin token":    "adm-Zq81-secret-token",
+		"api key":        "key-Pw22-chat-secret",
+		"signing secret": "whsec-Kd93-signing-secret",
+		"bearer cred":    "tok-Mx47-receiver-credential",
+		"basic password": "pw-Hj56-basic-password",
+		"token body":     "client-secret-Rt09",
+	}
+	masterKey := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
+	var calls atomic.Int64
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/token" {
+			io.WriteString(w, `{"data":{"token":"issued-token","expiresIn":60}}`)
+			return
+		}
+		if calls.Add(1)%2 == 0 { // every other call fails, so failures get logged too
+			w.WriteHeader(500)
+			return
+		}
+		io.WriteString(w, `{"decision":"allow"}`)
+	}))
+	defer recv.Close()
+	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:%s
+masterKey: %s
+log: {level: debug, format: json}
+auth:
+  adminTokens: [%s]
+  apiKeys: [{key: %s, userId: alice, principalId: 1001}]
+webhooks:
+  allowPrivateNetworks: true
+  retry: {fast: [50ms, 50ms, 50ms], ladder: [100ms], jitter: 0}
+agent: {toolDefault: allow}
+`, filepath.Join(dir, "hookd.db"), masterKey, secrets["admin token"], secrets["api key"]))
+	d := startDaemon(t, cfg)
+	admin := func(method, path, body string) int {
+		req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+secrets["admin token"])
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		for name, s := range secrets {
+			if bytes.Contains(out, []byte(s)) {
+				t.Errorf("%s in the answer to %s %s", name, method, path)
+			}
+		}
+		return resp.StatusCode
+	}
+	for _, h := range []string{
+		`{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"` + recv.URL + `/gate","signingSecret":"` + secrets["signing secret"] + `","auth":{"type":"BEARER","credential":"` + secrets["bearer cred"] + `"}}}`,
+		`{"hookName":"input","hookType":"user_message","dispatchConfig":{"url":"` + recv.URL + `/in","auth":{"type":"BASIC","username":"u","password":"` + secrets["basic password"] + `"}}}`,
+		`{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"` + recv.URL + `/audit","signingSecret":"` + secrets["signing secret"] + `","auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"` + recv.URL + `/token","body":"` + secrets["token body"] + `","tokenPath":"data.token","expiresInPath":"data.expiresIn"}}}}`,
+		`{"hookName":"llm","hookType":"post_llm_call","dispatchConfig":{"url":"http://127.0.0.1:1/closed","signingSecret":"` + secrets["signing secret"] + `","maxRetries":0}}`,
+	} {
+		if st := admin("POST", "/api/hooks", h); st != 201 {
+			t.Fatalf("hook: %d", st)
+		}
+	}
+	admin("GET", "/api/hooks", "")
+	admin("POST", "/api/hooks/1/test", "")
+	admin("POST", "/api/hooks/3/test", "")
+	admin("PUT", "/api/hooks/1", `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`/gate","signingSecret":"***","auth":{"type":"BEARER","credential":"***"}}}`)
+
+	// A chat through the harness dialect with the API key: user_message, pre/post_tool_use,
+	// post_llm_call all fire.
+	for i := 0; i < 3; i++ {
+		req, _ := http.NewRequest("POST", d.url("/harness/chat"), strings.NewReader(fmt.Sprintf(`{"sessionId":"s%d","userId":"alice","input":"整理任务 tasks"}`, i)))
+		req.Header.Set("Authorization", "Bearer "+secrets["api key"])
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("chat: %v %v", err, resp)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Wrong credentials get logged as refusals — without the credential.
+	req, _ := http.NewRequest("GET", d.url("/api/hooks"), nil)
+	req.Header.Set("Authorization", "Bearer "+secrets["admin token"]+"x")
+	http.DefaultClient.Do(req)
+	time.Sleep(1500 * time.Millisecond) // let retries and the closed-port failures log
+	admin("GET", "/api/deliveries?limit=500", "")
+	admin("GET", "/api/decisions", "")
+
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
+	logs := d.log()
+	if !strings.Contains(logs, `"level":"WARN"`) || !strings.Contains(logs, "hookName") {
+		t.Fatalf("the scenario logged too little to prove anything:\n%s", logs)
+	}
+	for name, s := range secrets {
+		if strings.Contains(logs, s) {
+			t.Errorf("%s found in the daemon's log", name)
+		}
+	}
+	if strings.Contains(logs, masterKey) {
+		t.Error("master key found in the daemon's log")
+	}
+	for _, f := range []string{"hookd.db", "hookd.db-wal"} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		for name, s := range secrets {
+			if name == "admin token" || name == "api key" {
+				continue // config, never stored
+			}
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s in plaintext in %s", name, f)
+			}
+		}
+	}
+}
