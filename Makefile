@@ -21,6 +21,11 @@ build: ## build bin/hookd
 run: build ## run the daemon on its embedded default (SQLite under ./data, scripted model)
 	./$(BIN) serve $(if $(CONFIG),--config $(CONFIG))
 
+.PHONY: demo
+demo: build ## see hookd work: daemon, sample receiver, a deny hook, a scripted chat over SSE
+	go build -o bin/hookd-receiver ./cmd/hookd-receiver
+	go run ./cmd/hookd-demo --bin bin
+
 .PHONY: test
 test: ## run every test (PostgreSQL ones when HOOKD_TEST_POSTGRES_DSN is set)
 	go test -count=1 $(TESTFLAGS) ./...
