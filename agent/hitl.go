@@ -83,7 +83,7 @@ func (r *run) settle() bool {
 			r.waitAsync(p)
 			return false
 		}
-		if r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), errShutdown) {
+		if r.leaving() {
 			r.stopped() // the interrupted call stays pending and runs again on resume
 			return false
 		}
@@ -320,7 +320,7 @@ func (r *run) runCall(p *pendingCall) {
 		return
 	}
 	if r.ctx.Err() != nil {
-		if !errors.Is(context.Cause(r.ctx), errShutdown) {
+		if !r.leaving() {
 			done(ToolInterrupted, "", "interrupted before it ran")
 		}
 		return
@@ -341,7 +341,7 @@ func (r *run) runCall(p *pendingCall) {
 		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: text}})
 	}}
 	res, err := tool.Run(r.ctx, env, json.RawMessage(p.Args))
-	if r.ctx.Err() != nil && errors.Is(context.Cause(r.ctx), errShutdown) {
+	if r.leaving() {
 		return // not finished: it stays ready and runs again after the restart
 	}
 	if err != nil {
@@ -603,6 +603,8 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) 
 		}
 		return err
 	}
+	// A suspend asked before the pause is spent (a stop is not: it still applies).
+	_ = rt.db.ClearRunControl(ctx, rec.ID, storage.RunControlSuspend)
 	var spec runSpec
 	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
 		return err
@@ -760,21 +762,29 @@ func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
 	return rt.resumeRun(ctx, rec, st)
 }
 
-// Suspend asks a live run of this process to pause at its next step boundary.
+// Suspend asks a running run to pause at its next step boundary, whichever replica executes it.
 func (rt *Runtime) Suspend(ctx context.Context, userID, requestID string) error {
-	if _, err := rt.Run(ctx, userID, requestID); err != nil {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
 		return err
 	}
-	r := rt.liveRun(requestID)
-	if r == nil {
+	if r := rt.liveRun(requestID); r != nil {
+		r.pauseRequested.Store(true)
+		return nil
+	}
+	// Executing on another replica: its owner acts on the request (notify.go).
+	ok, err := rt.requestControl(ctx, rec, storage.RunControlSuspend)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return ErrNotLive
 	}
-	r.pauseRequested.Store(true)
 	return nil
 }
 
-// Stop ends a run: a live one ends its current step and ends INTERRUPTED; a suspended one ends
-// INTERRUPTED at once, its pending asks void.
+// Stop ends a run: a running one ends its current step and ends INTERRUPTED (whichever replica
+// executes it); a suspended one ends INTERRUPTED at once, its pending asks void.
 func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
 	rec, err := rt.Run(ctx, userID, requestID)
 	if err != nil {
@@ -784,9 +794,30 @@ func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
 	if rt.Cancel(requestID) {
 		return nil
 	}
-	if rec.Status != storage.RunSuspended {
-		return ErrNotLive
+	// The run may change state between the reads and the writes below; look again a few times.
+	for range 3 {
+		switch rec.Status {
+		case storage.RunSuspended:
+			if err := rt.stopSuspended(ctx, rec); !errors.Is(err, ErrNotLive) {
+				return err
+			}
+		case storage.RunRunning:
+			// Executing on another replica: its owner acts on the request (notify.go).
+			if ok, err := rt.requestControl(ctx, rec, storage.RunControlStop); err != nil || ok {
+				return err
+			}
+		default:
+			return ErrNotLive
+		}
+		if rec, err = rt.db.RunsByID(ctx, rec.ID); err != nil {
+			return err
+		}
 	}
+	return ErrNotLive
+}
+
+// stopSuspended ends a suspended run INTERRUPTED; ErrNotLive when it is no longer suspended.
+func (rt *Runtime) stopSuspended(ctx context.Context, rec storage.Run) error {
 	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
 	if err := rt.db.UpdateRun(ctx, &rec, storage.RunSuspended); err != nil {
 		return ErrNotLive

@@ -19,9 +19,10 @@ import (
 // Ownership: the writer goroutine is the only one that appends to a feed's recent events and
 // raises its durable mark; readers take the lock to copy them.
 type eventLog struct {
-	db  *storage.DB
-	log *slog.Logger
-	in  chan logItem
+	db    *storage.DB
+	log   *slog.Logger
+	owner string // the runtime's Owner: only its runs' events are written (PostgreSQL)
+	in    chan logItem
 
 	mu    sync.Mutex
 	feeds map[int64]*feed // live runs of this process
@@ -54,8 +55,8 @@ type feed struct {
 // recentCap bounds the events a feed keeps in memory; older ones are read from the database.
 const recentCap = 4096
 
-func newEventLog(db *storage.DB, log *slog.Logger) *eventLog {
-	l := &eventLog{db: db, log: log, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
+func newEventLog(db *storage.DB, log *slog.Logger, owner string) *eventLog {
+	l := &eventLog{db: db, log: log, owner: owner, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
 		anyFeed: make(chan struct{}), done: make(chan struct{})}
 	go l.writer()
 	return l
@@ -156,8 +157,11 @@ func (l *eventLog) flush(batch []logItem) {
 		}
 	}
 	for attempt := 0; len(rows) > 0; attempt++ {
-		err := l.db.AppendRunEvents(context.Background(), rows)
+		dropped, err := l.db.AppendRunEvents(context.Background(), l.owner, rows)
 		if err == nil {
+			if dropped > 0 { // another replica took a run over (notify.go); the run is abandoned
+				l.log.Warn("run events not written: already stored, or of a run another replica took over", "events", dropped)
+			}
 			break
 		}
 		// The database is the source of truth for replays: keep trying rather than drop events.

@@ -211,6 +211,11 @@ func (r *run) loop() {
 		return
 	}
 	for {
+		r.pollControl() // a stop or suspend asked through another replica
+		if r.ctx.Err() != nil {
+			r.stopped()
+			return
+		}
 		if r.pauseRequested.Load() {
 			r.suspend(SuspendManual, "suspended by the user")
 			return
@@ -413,9 +418,31 @@ func (r *run) attach(f tools.File) {
 // checkpoint persists the resume point.
 func (r *run) checkpoint() {
 	r.rec.State, _ = json.Marshal(r.state)
-	if err := r.rt.db.UpdateRun(context.WithoutCancel(r.ctx), &r.rec); err != nil {
+	err := r.rt.db.UpdateOwnedRun(context.WithoutCancel(r.ctx), &r.rec)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		r.cancel(errLostLease) // another replica took it over: write nothing more
+	case err != nil:
 		r.rt.log.Error("run checkpoint failed", "requestId", r.rec.RequestID, "err", err)
 	}
+}
+
+// leaving reports whether the run's context ended for a reason that leaves its work unfinished
+// rather than interrupted: a shutdown (it resumes later) or a takeover by another replica.
+func (r *run) leaving() bool {
+	if r.ctx.Err() == nil {
+		return false
+	}
+	cause := context.Cause(r.ctx)
+	return errors.Is(cause, errShutdown) || errors.Is(cause, errLostLease)
+}
+
+// abandon lets the goroutine of a run another replica took over end without writing anything
+// more: the run is that replica's now.
+func (r *run) abandon() {
+	r.rt.log.Warn("run abandoned: another replica took it over", "requestId", r.rec.RequestID)
+	r.rt.elog.close(r.rec.ID)
+	r.rt.forget(r)
 }
 
 // modelFailed ends the run after a model error that was not (or no longer) worth retrying.
@@ -435,6 +462,10 @@ func (r *run) modelFailed(err error) {
 // stopped ends a run whose context was cancelled: by the user (INTERRUPTED) or by shutdown
 // (suspended, to be resumed after the restart).
 func (r *run) stopped() {
+	if errors.Is(context.Cause(r.ctx), errLostLease) {
+		r.abandon()
+		return
+	}
 	if errors.Is(context.Cause(r.ctx), errShutdown) {
 		if r.inModel { // the call is made again after the restart
 			r.state.Step--
@@ -475,7 +506,10 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	r.rec.Status = map[string]string{OutcomeCompleted: storage.RunCompleted, OutcomeFailed: storage.RunFailed,
 		OutcomeInterrupted: storage.RunInterrupted}[outcome]
 	r.rec.ErrorCode, r.rec.ErrorMessage = code, msg
-	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
+	if err := r.rt.db.UpdateOwnedRun(ctx, &r.rec); errors.Is(err, storage.ErrNotFound) {
+		r.abandon() // another replica took it over: its end is that replica's to announce
+		return
+	} else if err != nil {
 		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
 	}
 	r.rt.forget(r) // ended: stop and suspend no longer apply
@@ -512,8 +546,10 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 	r.rt.forget(r)
 	r.rec.State, _ = json.Marshal(r.state)
 	r.rec.Status = storage.RunSuspended
-	if err := r.rt.db.UpdateRun(ctx, &r.rec); err != nil {
+	if err := r.rt.db.UpdateOwnedRun(ctx, &r.rec); err != nil {
 		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
+	} else {
+		r.rt.afterSuspend(ctx, r.rec)
 	}
 	r.rt.m.runEnded("suspended")
 }

@@ -54,6 +54,9 @@ type Config struct {
 	SweepEvery time.Duration
 	// Metrics receives the runtime's metrics; nil records none.
 	Metrics prometheus.Registerer
+	// RunLease is, on PostgreSQL, how long a running run survives its owner's silence before
+	// another replica suspends it (the owner renews it every RunLease/5); default 15 s.
+	RunLease time.Duration
 }
 
 // Runtime runs agents. Its methods are safe for concurrent use.
@@ -74,6 +77,10 @@ type Runtime struct {
 
 	stopSweep    context.CancelFunc
 	shutdownOnce sync.Once
+
+	hub          *hub // wakes subscribers when another replica commits events
+	stopReplicas context.CancelFunc
+	replicas     sync.WaitGroup
 }
 
 // New builds a runtime; call Start before StartRun.
@@ -99,40 +106,27 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = time.Second
 	}
+	if cfg.RunLease <= 0 {
+		cfg.RunLease = DefaultRunLease
+	}
 	return &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
-		elog: newEventLog(db, log), live: map[int64]*run{}, m: newMetrics(cfg.Metrics)}
+		elog: newEventLog(db, log, cfg.Owner), live: map[int64]*run{}, m: newMetrics(cfg.Metrics), hub: newHub()}
 }
 
 // Start recovers runs a crash left running: they are suspended (SHUTDOWN_INTERRUPT) so a client
-// can resume them; nothing they emitted is lost.
+// can resume them; nothing they emitted is lost. On SQLite that is every running run (one process
+// owns the file); on PostgreSQL only those of this Owner: other replicas' runs are recovered when
+// their lease runs out (see notify.go).
 func (rt *Runtime) Start(ctx context.Context) error {
 	runs, err := rt.db.RunsByStatus(ctx, storage.RunRunning)
 	if err != nil {
 		return err
 	}
 	for _, r := range runs {
-		if r.Owner != "" && r.Owner != rt.cfg.Owner {
+		if rt.db.Dialect() == storage.Postgres && r.Owner != rt.cfg.Owner {
 			continue // another replica's
 		}
-		last, err := rt.db.LastRunSeq(ctx, r.ID)
-		if err != nil {
-			return err
-		}
-		// A run killed while pausing has announced its pause already; else announce one.
-		if tail, _ := rt.elog.readStored(ctx, r.ID, last-1, 1); len(tail) == 0 || tail[0].Kind != KindSuspended {
-			var spec runSpec
-			_ = json.Unmarshal(r.Spec, &spec)
-			var st runState
-			_ = json.Unmarshal(r.State, &st)
-			pr := &run{rec: r, spec: spec, state: st}
-			ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
-				ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
-					PendingCalls: pr.pendingCalls(), MessageID: spec.AssistantMessageID, Step: -1}}
-			rt.elog.append(r.ID, ev)
-			rt.elog.barrier()
-		}
-		r.Status = storage.RunSuspended
-		if err := rt.db.UpdateRun(ctx, &r, storage.RunRunning); err != nil && !errors.Is(err, storage.ErrNotFound) {
+		if err := rt.recoverRun(ctx, r); err != nil {
 			return err
 		}
 		rt.log.Warn("run left running by a crash is suspended", "requestId", r.RequestID)
@@ -140,6 +134,7 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	sctx, cancel := context.WithCancel(context.Background())
 	rt.stopSweep = cancel
 	go rt.sweep(sctx)
+	rt.startReplicas()
 	return nil
 }
 
@@ -163,6 +158,12 @@ func (rt *Runtime) shutdown(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	// The leases are kept until the runs have wound down, so no replica takes over a run that
+	// is still pausing here.
+	if rt.stopReplicas != nil {
+		rt.stopReplicas()
+		rt.replicas.Wait()
 	}
 	rt.elog.stop()
 }
@@ -341,8 +342,11 @@ func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64)
 		return nil, err
 	}
 	ch := make(chan Event, 256)
+	// Watching starts before the first read, so no commit elsewhere falls between the two.
+	notified := rt.hub.watch(rec.ID)
 	go func() {
 		defer close(ch)
+		defer rt.hub.unwatch(rec.ID, notified)
 		cursor := after
 		for {
 			evs, ok, wake, live := rt.elog.tail(rec.ID, cursor)
@@ -373,16 +377,26 @@ func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64)
 					return
 				}
 				if isFinal(cur.Status) {
-					if more, _ := rt.elog.readStored(ctx, rec.ID, cursor, 1); len(more) == 0 {
+					// The final status is written before the last events (run.ended): end once
+					// that is stored too and sent, or when it never will be (its writer died in
+					// between). Whether it is stored is asked first, so what the check below
+					// reads includes it.
+					over := rt.endStored(ctx, rec.ID) || time.Since(cur.UpdatedAt) > endGrace
+					if more, _ := rt.elog.readStored(ctx, rec.ID, cursor, 1); len(more) > 0 {
+						continue
+					}
+					if over {
 						return
 					}
-					continue
 				}
 			}
-			// Not live here (suspended, or executing elsewhere): look again now and then.
-			t := time.NewTimer(time.Second)
+			// Not live here (suspended, or executing on another replica): a commit here, a
+			// notification from another replica (PostgreSQL) or, should one be lost, the slow
+			// poll says when to look again.
+			t := time.NewTimer(fallbackPoll)
 			select {
 			case <-wake:
+			case <-notified:
 			case <-t.C:
 			case <-ctx.Done():
 				t.Stop()
@@ -392,6 +406,19 @@ func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64)
 		}
 	}()
 	return ch, nil
+}
+
+// endGrace is how long after a run's final status a subscriber waits for its run.ended event.
+const endGrace = 5 * time.Second
+
+// endStored reports whether the run's last stored event is its run.ended.
+func (rt *Runtime) endStored(ctx context.Context, runID int64) bool {
+	last, err := rt.db.LastRunSeq(ctx, runID)
+	if err != nil || last == 0 {
+		return false
+	}
+	evs, err := rt.elog.readStored(ctx, runID, last-1, 1)
+	return err == nil && len(evs) == 1 && evs[0].Kind == KindRunEnded && evs[0].Source == ""
 }
 
 func isFinal(status string) bool {

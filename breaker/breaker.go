@@ -89,9 +89,11 @@ type entry struct {
 	// gobreaker methods must never be called while holding mu.
 	mu       sync.Mutex
 	openedAt time.Time
-	failures uint32       // consecutive no-response outcomes
 	pending  []transition // transitions not yet delivered to the hook
 	flushing bool         // a goroutine is delivering pending transitions
+
+	failures   atomic.Uint32 // consecutive no-response outcomes
+	hasPending atomic.Bool   // len(pending) > 0, readable without mu: flush's fast path
 }
 
 // New returns an empty Set. Zero fields of s take their defaults.
@@ -150,13 +152,11 @@ func (s *Set) Acquire(url string) (done func(err error), err error) {
 		switch {
 		case isExcluded(err):
 		case IsNoResponse(err):
-			e.mu.Lock()
-			e.failures++
-			e.mu.Unlock()
+			e.failures.Add(1)
 		default:
-			e.mu.Lock()
-			e.failures = 0
-			e.mu.Unlock()
+			if e.failures.Load() != 0 {
+				e.failures.Store(0)
+			}
 		}
 		s.flush(e)
 	}, nil
@@ -203,7 +203,7 @@ func (s *Set) States() []Status {
 		st := e.cb.State()
 		s.flush(e)
 		e.mu.Lock()
-		status := Status{URL: e.url, State: stateName(st), ConsecutiveFailures: e.failures}
+		status := Status{URL: e.url, State: stateName(st), ConsecutiveFailures: e.failures.Load()}
 		if st != gobreaker.StateClosed && !e.openedAt.IsZero() {
 			t := e.openedAt
 			status.OpenedAt = &t
@@ -251,6 +251,7 @@ func (s *Set) get(url string) *entry {
 			}
 			if s.hook.Load() != nil {
 				e.pending = append(e.pending, transition{stateName(from), stateName(to)})
+				e.hasPending.Store(true)
 			}
 			e.mu.Unlock()
 		},
@@ -263,6 +264,11 @@ func (s *Set) get(url string) *entry {
 // Only one goroutine delivers per entry at a time (so a URL's transitions
 // arrive in order); others just leave their transitions queued for it.
 func (s *Set) flush(e *entry) {
+	if !e.hasPending.Load() {
+		// Nothing queued: a transition queued by this goroutine's own call was stored before
+		// this load; one queued by another goroutine is flushed by that goroutine.
+		return
+	}
 	e.mu.Lock()
 	if e.flushing {
 		e.mu.Unlock()
@@ -272,6 +278,7 @@ func (s *Set) flush(e *entry) {
 	for len(e.pending) > 0 {
 		batch := e.pending
 		e.pending = nil
+		e.hasPending.Store(false)
 		e.mu.Unlock()
 		s.deliver(e, batch)
 		e.mu.Lock()

@@ -27,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -77,7 +79,8 @@ func benchDispatcher(b *testing.B, db *storage.DB, hook string) *Dispatcher {
 	if _, err := reg.Create(ctx, hk); err != nil {
 		b.Fatal(err)
 	}
-	d := New(db, reg, quietLog(), Settings{Transport: benchTransport(b), Version: "bench"})
+	// With metrics, as the daemon runs it.
+	d := New(db, reg, quietLog(), Settings{Transport: benchTransport(b), Version: "bench", Metrics: prometheus.NewRegistry()})
 	if err := d.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -228,7 +231,7 @@ func BenchmarkInterceptVsBare(b *testing.B) {
 		env := &Envelope{SchemaVersion: SchemaVersion, EventID: storage.NewTSIDString(), HookType: h.HookType,
 			HookName: h.HookName, OccurredAt: time.Now().UnixMilli(), DeliveryAttempt: 1, TraceID: strPtr(ev.TraceID),
 			SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: ctxBody}
-		if a := d.send.send(ctx, &h.Hook, env); a.err != nil || a.status != 200 {
+		if a := d.send.send(ctx, &h.Hook, h.wire, env, time.Now()); a.err != nil || a.status != 200 {
 			return fmt.Errorf("send: %d %v", a.status, a.err)
 		}
 		return nil

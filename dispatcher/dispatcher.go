@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/storage"
 )
@@ -28,6 +30,8 @@ type Settings struct {
 	// Lease is how long a claimed delivery stays claimed before the rescuer returns it to the
 	// queue; it must exceed the longest hook timeout.
 	Lease time.Duration
+	// Metrics is where the dispatcher registers its metrics (see metrics.go); nil: none.
+	Metrics prometheus.Registerer
 }
 
 // RetryPolicy is the observational retry ladder: a fast tier truncated by a hook's maxRetries, then
@@ -76,15 +80,20 @@ type Dispatcher struct {
 	set      Settings
 	send     *sender
 	breakers *breaker.Set
+	metrics  *metrics // nil: no metrics
 
-	interceptSlots chan struct{} // bulkhead: one token per interceptive call in flight
-	deliverySlots  chan struct{} // bulkhead: one token per delivery in flight
+	deadlines callDeadlines // the timeoutMs of every hook call in flight
+
+	interceptInFlight atomic.Int64  // bulkhead: interceptive calls in flight, at most InterceptiveConcurrency
+	deliverySlots     chan struct{} // bulkhead: one token per delivery in flight
 
 	// Writers own these channels' receiving ends; any goroutine may send.
 	enqueue     chan enqueueReq       // to the group committer
 	completions chan storage.Outcome  // to the completion writer
 	decisions   chan storage.Decision // to the decision log writer
-	wake        chan struct{}         // to the claimer: work may be due
+	// decisionsFull tells the lingering decision log writer that a whole batch is waiting.
+	decisionsFull chan struct{}
+	wake          chan struct{} // to the claimer: work may be due
 
 	bulkheadRejected atomic.Int64
 
@@ -122,16 +131,16 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	}
 	d := &Dispatcher{
 		db: db, reg: reg, log: log, set: s,
-		send:           newSender(s.Transport, s.Version),
-		breakers:       breaker.New(s.Breaker),
-		interceptSlots: make(chan struct{}, s.InterceptiveConcurrency),
-		deliverySlots:  make(chan struct{}, s.ObservationalInFlight),
-		enqueue:        make(chan enqueueReq, 4096),
-		completions:    make(chan storage.Outcome, 4096),
-		decisions:      make(chan storage.Decision, 8192),
-		wake:           make(chan struct{}, 1),
-		closeWrit:      make(chan struct{}),
+		send:          newSender(s.Transport, s.Version),
+		breakers:      breaker.New(s.Breaker),
+		deliverySlots: make(chan struct{}, s.ObservationalInFlight),
+		enqueue:       make(chan enqueueReq, 4096),
+		completions:   make(chan storage.Outcome, 4096),
+		decisions:     make(chan storage.Decision, 8192),
+		wake:          make(chan struct{}, 1),
+		closeWrit:     make(chan struct{}),
 	}
+	d.metrics = newMetrics(s.Metrics, db, d.breakers, log)
 	d.breakers.OnStateChange(func(url, from, to string) {
 		log.Warn("breaker state changed", "url", url, "from", from, "to", to)
 	})

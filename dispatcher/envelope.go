@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -68,6 +67,10 @@ type Envelope struct {
 	PrincipalID     *int64          `json:"principalId"`
 	AgentID         *int64          `json:"agentId"`
 	Context         json.RawMessage `json:"context"`
+
+	// canonical says Context is json.Marshal's own output (encodeContext), which the encoder
+	// embeds as it is instead of checking it.
+	canonical bool
 }
 
 // Value is a tool's arguments or output: the JSON itself when the text is valid JSON, else the
@@ -242,14 +245,8 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 
 // marshalContext renders the event's context once; every hook's envelope embeds the same bytes.
 func marshalContext(c any) (json.RawMessage, error) {
-	if raw, ok := c.(json.RawMessage); ok {
-		return raw, nil
-	}
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("encode context: %w", err)
-	}
-	return b, nil
+	b, _, err := encodeContext(c)
+	return b, err
 }
 
 func strPtr(s string) *string {

@@ -115,22 +115,30 @@ func TestGoldenEnvelopes(t *testing.T) {
 	})
 }
 
-// TestGoldenEnvelopesDirect builds each envelope from the document's values and renders it with
-// json.Marshal, the function the sender uses, so that the golden files also pin the encoding
-// when nothing is minted at all.
+// TestGoldenEnvelopesDirect builds each envelope from the document's values and renders it both
+// with json.Marshal and with the sender's own encoder (encodeEnvelope over encodeContext), so
+// that the golden files also pin the encoding when nothing is minted at all, and the encoder is
+// held to json.Marshal's bytes on the document's examples.
 func TestGoldenEnvelopesDirect(t *testing.T) {
 	for _, g := range goldenEvents() {
-		ctxBytes, err := marshalContext(g.ev.Context)
+		ctxBytes, canonical, err := encodeContext(g.ev.Context)
 		if err != nil {
 			t.Fatal(err)
 		}
 		env := Envelope{SchemaVersion: SchemaVersion, EventID: g.eventID, HookType: g.ev.HookType, HookName: g.hookName,
 			OccurredAt: g.ev.OccurredAt.UnixMilli(), DispatchedAt: g.dispatchedAt, DeliveryAttempt: 1,
 			TraceID: strPtr(g.ev.TraceID), SessionID: g.ev.SessionID, PrincipalID: g.ev.PrincipalID, AgentID: g.ev.AgentID,
-			Context: ctxBytes}
+			Context: ctxBytes, canonical: canonical}
 		body, err := json.Marshal(&env)
 		if err != nil {
 			t.Fatal(err)
+		}
+		encoded, err := encodeEnvelope(&env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(encoded, body) {
+			t.Errorf("%s: the sender's encoder gives\n%s\njson.Marshal\n%s", g.ev.HookType, encoded, body)
 		}
 		if *update {
 			continue // TestGoldenEnvelopes writes the files

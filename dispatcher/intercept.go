@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,15 +65,20 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		return verdict, nil
 	}
 	verdict.DecisionID = storage.NewTSIDString()
+	now := time.Now()
 	if ev.OccurredAt.IsZero() {
-		ev.OccurredAt = time.Now()
+		ev.OccurredAt = now
 	}
-	for _, h := range hooks {
-		body, err := marshalContext(ev.Context)
-		if err != nil {
-			return Decision{}, err
+	// The context is rendered once, and again only after a modify changed it.
+	body, canonical, err := encodeContext(ev.Context)
+	if err != nil {
+		return Decision{}, err
+	}
+	for i, h := range hooks {
+		if i > 0 {
+			now = time.Now()
 		}
-		res := d.ask(ctx, h, &ev, body, verdict.DecisionID)
+		res := d.ask(ctx, h, &ev, body, canonical, verdict.DecisionID, now)
 		switch res.Decision {
 		case Deny:
 			verdict.Decision, verdict.Reason = Deny, res.Reason
@@ -84,21 +90,24 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				return Decision{}, &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
 			}
 			ev.Context = next
+			if body, canonical, err = encodeContext(ev.Context); err != nil {
+				return Decision{}, err
+			}
 			verdict.Decision, verdict.ModifiedValue = Modify, res.ModifiedValue
 		}
 	}
 	return verdict, nil
 }
 
-// ask calls one hook and turns whatever happens into a decision, per the source document's
-// tolerance rules, and logs it.
-func (d *Dispatcher) ask(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, decisionID string) Decision {
+// ask calls one hook, starting at start, and turns whatever happens into a decision, per the
+// source document's tolerance rules, and logs it.
+func (d *Dispatcher) ask(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, decisionID string, start time.Time) Decision {
 	rec := storage.Decision{DecisionID: decisionID, EventID: storage.NewTSIDString(), HookID: h.ID,
 		HookName: h.HookName, HookType: string(h.HookType), SessionID: ev.SessionID, TraceID: strPtr(ev.TraceID),
-		CreatedAt: time.Now()}
-	start := time.Now()
-	dec, status, failure := d.call(ctx, h, ev, body, rec.EventID)
-	rec.LatencyMs = time.Since(start).Milliseconds()
+		CreatedAt: start}
+	dec, status, failure := d.call(ctx, h, ev, rec.TraceID, body, canonical, rec.EventID, start)
+	took := time.Since(start)
+	rec.LatencyMs = took.Milliseconds()
 	rec.StatusCode = status
 	if failure != nil {
 		dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
@@ -111,33 +120,32 @@ func (d *Dispatcher) ask(ctx context.Context, h *boundHook, ev *Event, body json
 			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", failure)
 	}
 	rec.Outcome, rec.Reason = dec.Decision, dec.Reason
-	d.decisions <- rec
+	d.logDecision(rec)
+	d.metrics.decided(h.HookType, dec.Decision, rec.FromFailureMode, took)
 	return dec
 }
 
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
 // failureMode decides.
-func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, eventID string) (Decision, int, error) {
-	select {
-	case d.interceptSlots <- struct{}{}:
-		defer func() { <-d.interceptSlots }()
-	default:
+func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (Decision, int, error) {
+	if d.interceptInFlight.Add(1) > int64(d.set.InterceptiveConcurrency) {
+		d.interceptInFlight.Add(-1)
 		d.bulkheadRejected.Add(1)
+		d.metrics.bulkheadRejected(true)
 		return Decision{}, 0, errors.New("interceptive bulkhead full")
 	}
+	defer d.interceptInFlight.Add(-1)
 	done, err := d.breakers.Acquire(h.DispatchConfig.URL)
 	if err != nil {
 		return Decision{}, 0, err
 	}
-	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
-	// The cause wraps DeadlineExceeded: net/http returns the cause itself, and the breaker and
-	// the retry classifier know a timeout only by it.
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s: %w", h.HookName, timeout, context.DeadlineExceeded))
-	defer cancel()
+	cctx := d.deadlines.start(ctx, &h.Hook, now)
+	defer d.deadlines.end(cctx)
+	ctx = cctx
 	env := &Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: h.HookType, HookName: h.HookName,
-		OccurredAt: ev.OccurredAt.UnixMilli(), DeliveryAttempt: 1, TraceID: strPtr(ev.TraceID),
-		SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
-	a := d.send.send(ctx, &h.Hook, env)
+		OccurredAt: ev.OccurredAt.UnixMilli(), DeliveryAttempt: 1, TraceID: traceID,
+		SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body, canonical: canonical}
+	a := d.send.send(ctx, &h.Hook, h.wire, env, now)
 	done(breakerOutcome(a))
 	if a.err != nil {
 		if cause := context.Cause(ctx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
@@ -159,10 +167,23 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, body jso
 	return dec, a.status, nil
 }
 
+// The answers most receivers give, which parseAnswer recognises without decoding.
+var (
+	answerAllow        = []byte(`{"decision":"allow"}`)
+	answerAllowSpaced  = []byte(`{"decision": "allow"}`)
+	answerAllowSpaced2 = []byte(`{ "decision": "allow" }`)
+)
+
 // parseAnswer applies the tolerance rules: an empty body, a missing or unknown decision is allow;
 // a body that is not a JSON object is a failure.
 func parseAnswer(body []byte) (Decision, error) {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	// The common answer, give or take JSON whitespace around it, is an allow: what decoding it
+	// would decide too.
+	if trimmed := bytes.Trim(body, " \t\r\n"); bytes.Equal(trimmed, answerAllow) ||
+		bytes.Equal(trimmed, answerAllowSpaced) || bytes.Equal(trimmed, answerAllowSpaced2) {
+		return Decision{Decision: Allow}, nil
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
 		return Decision{Decision: Allow}, nil
 	}
 	var ans hookAnswer
@@ -187,6 +208,20 @@ func parseAnswer(body []byte) (Decision, error) {
 	}
 }
 
+// hookTimeout is the cause of a hook call's deadline (callDeadlines). It wraps DeadlineExceeded:
+// net/http returns the cause itself, and the breaker and the retry classifier know a timeout only
+// by it. Its text is only built when someone reads it.
+type hookTimeout struct {
+	hook    string
+	timeout time.Duration
+}
+
+func (e *hookTimeout) Error() string {
+	return fmt.Sprintf("hook %q timeout %s: %v", e.hook, e.timeout, context.DeadlineExceeded)
+}
+
+func (e *hookTimeout) Unwrap() error { return context.DeadlineExceeded }
+
 // withModified returns the context the next hook sees after a modify.
 func withModified(c any, v string) (any, error) {
 	switch c := c.(type) {
@@ -208,8 +243,11 @@ func withModified(c any, v string) (any, error) {
 // breakerOutcome is the error the breaker judges: only a missing response counts against a URL,
 // and a request we refused to send (SSRF guard) or could not prepare says nothing about it.
 func breakerOutcome(a attempt) error {
+	if a.status != 0 || a.err == nil {
+		return nil
+	}
 	var tf *TokenFetchError
-	if a.status != 0 || errors.Is(a.err, netguard.ErrBlocked) || errors.As(a.err, &tf) {
+	if errors.Is(a.err, netguard.ErrBlocked) || errors.As(a.err, &tf) {
 		return nil
 	}
 	if a.err != nil && !breaker.IsNoResponse(a.err) {
@@ -229,40 +267,69 @@ func breakerOutcome(a attempt) error {
 // from the calls being decided.
 const decisionLinger = 10 * time.Millisecond
 
+// decisionBatch is the most entries one decision log write takes.
+const decisionBatch = 256
+
+// logDecision hands rec to the decision log writer. The writer does not wait on the channel while
+// it lingers, so most hand-overs wake nobody: it wakes for the first entry after a write, and when
+// a whole batch is waiting.
+func (d *Dispatcher) logDecision(rec storage.Decision) {
+	d.decisions <- rec
+	if len(d.decisions) >= decisionBatch {
+		select {
+		case d.decisionsFull <- struct{}{}:
+		default:
+		}
+	}
+}
+
 func (d *Dispatcher) decisionLoop() {
 	defer d.writers.Done()
-	batch := make([]storage.Decision, 0, 256)
+	batch := make([]storage.Decision, 0, decisionBatch)
+	write := func() {
+		if err := d.db.InsertDecisions(context.Background(), batch); err != nil {
+			d.log.Error("decision log write failed", "entries", len(batch), "err", err)
+		}
+		batch = batch[:0]
+	}
+	// writeQueued writes what is queued now, a batch at a time; only this goroutine receives, so
+	// the entries counted are there to take.
+	writeQueued := func() {
+		for n := len(d.decisions); ; {
+			for ; n > 0 && len(batch) < cap(batch); n-- {
+				batch = append(batch, <-d.decisions)
+			}
+			if len(batch) > 0 {
+				write()
+			}
+			if n == 0 {
+				return
+			}
+		}
+	}
 	linger := time.NewTimer(decisionLinger)
 	linger.Stop()
 	for {
 		select {
 		case rec := <-d.decisions:
-			batch = append(batch[:0], rec)
-			linger.Reset(decisionLinger)
-		fill:
-			for len(batch) < cap(batch) {
-				select {
-				case rec := <-d.decisions:
-					batch = append(batch, rec)
-				case <-linger.C:
-					break fill
-				case <-d.closeWrit:
-					break fill // write this batch; the next turn drains the rest
-				}
-			}
-			linger.Stop()
-			if err := d.db.InsertDecisions(context.Background(), batch); err != nil {
-				d.log.Error("decision log write failed", "entries", len(batch), "err", err)
-			}
-		case <-d.closeWrit:
-			for {
-				select {
-				case rec := <-d.decisions:
-					_ = d.db.InsertDecisions(context.Background(), []storage.Decision{rec})
+			batch = append(batch, rec)
+			if len(d.decisions) < decisionBatch-1 {
+				select { // a stale signal from the previous turn
+				case <-d.decisionsFull:
 				default:
-					return
 				}
+				linger.Reset(decisionLinger)
+				select {
+				case <-linger.C:
+				case <-d.decisionsFull:
+				case <-d.closeWrit: // write what is there; the next turn drains the rest
+				}
+				linger.Stop()
 			}
+			writeQueued()
+		case <-d.closeWrit:
+			writeQueued()
+			return
 		}
 	}
 }

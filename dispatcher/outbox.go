@@ -32,6 +32,7 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	if ev.HookType.Interceptive() || !ev.HookType.Valid() {
 		return nil, fmt.Errorf("dispatcher: %s is not observational", ev.HookType)
 	}
+	start := time.Now()
 	var err error
 	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
 		return nil, err
@@ -45,7 +46,7 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 		return nil, err
 	}
 	if ev.OccurredAt.IsZero() {
-		ev.OccurredAt = time.Now()
+		ev.OccurredAt = start
 	}
 	req := enqueueReq{rows: make([]storage.Delivery, len(hooks)), done: make(chan error, 1)}
 	ids := make([]string, len(hooks))
@@ -72,6 +73,7 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	if err := <-req.done; err != nil {
 		return nil, err
 	}
+	d.metrics.observed(time.Since(start))
 	return ids, nil
 }
 
@@ -133,6 +135,9 @@ func (d *Dispatcher) claimLoop() {
 	for {
 		free := cap(d.deliverySlots) - len(d.deliverySlots)
 		n := min(free, batch)
+		if free == 0 {
+			d.metrics.bulkheadRejected(false) // due rows, if any, wait in the outbox
+		}
 		var claimed []storage.Delivery
 		if n > 0 {
 			var err error
@@ -193,6 +198,7 @@ func (d *Dispatcher) deliver(row storage.Delivery) {
 	out := d.attempt(d.sendCtx, row)
 	if d.sendCtx.Err() == nil {
 		d.completions <- out
+		d.metrics.delivered(row.HookType, deliveryOutcome(out))
 	} // else shutdown cut the attempt short: the row stays claimed and is handed out again later
 	<-d.deliverySlots
 	d.inflight.Done()
@@ -224,12 +230,11 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		HookName: row.HookName, OccurredAt: row.OccurredAt.UnixMilli(), DeliveryAttempt: out.Attempts,
 		TraceID: row.TraceID, SessionID: row.SessionID, PrincipalID: row.PrincipalID, AgentID: row.AgentID,
 		Context: row.Context}
-	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
-	// The cause wraps DeadlineExceeded: net/http returns the cause itself, and the breaker and
-	// the retry classifier know a timeout only by it.
-	actx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s: %w", h.HookName, timeout, context.DeadlineExceeded))
-	a := d.send.send(actx, h, env)
-	cancel()
+	now := time.Now()
+	actx := d.deadlines.start(ctx, &h.Hook, now)
+	a := d.send.send(actx, &h.Hook, h.wire, env, now)
+	d.deadlines.end(actx)
+	d.metrics.attempted(row.HookType, time.Since(now))
 	done(breakerOutcome(a))
 
 	rec := &storage.Attempt{Attempt: out.Attempts, DispatchedAt: time.UnixMilli(env.DispatchedAt),
@@ -392,6 +397,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 	if err := d.db.CompleteDeliveries(ctx, []storage.Outcome{out}); err != nil {
 		return storage.Delivery{}, err
 	}
+	d.metrics.delivered(row.HookType, deliveryOutcome(out))
 	if out.Status == storage.StatusPending {
 		d.poke()
 	}

@@ -39,7 +39,7 @@ func (d *Dispatcher) Probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s", h.HookName, timeout))
 	defer cancel()
-	a := d.send.send(ctx, &h, env)
+	a := d.send.send(ctx, &h, nil, env, time.Now())
 	res.StatusCode, res.LatencyMs = a.status, a.latency.Milliseconds()
 	var failure error
 	switch {

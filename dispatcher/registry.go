@@ -29,10 +29,11 @@ type snapshot struct {
 	all     map[int64]*boundHook      // every hook, enabled or not
 }
 
-// boundHook is a hook with its toolNameMatch compiled.
+// boundHook is a hook with its toolNameMatch compiled and what its requests need prepared.
 type boundHook struct {
 	Hook
 	match NameMatch
+	wire  *hookWire
 }
 
 // NewRegistry loads the hooks of db.
@@ -45,19 +46,32 @@ func NewRegistry(ctx context.Context, db *storage.DB, log *slog.Logger) (*Regist
 }
 
 // Match returns the enabled hooks of type t that apply to agentID (nil: hooks for every agent
-// only) and, for tool types, to toolName — in chain order.
+// only) and, for tool types, to toolName — in chain order. The slice may be the snapshot's own:
+// callers must not modify it.
 func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHook {
-	var out []*boundHook
-	for _, h := range r.snap.Load().byType[t] {
+	hooks := r.snap.Load().byType[t]
+	toolScoped := t.ToolScoped()
+	applies := func(h *boundHook) bool {
 		if h.AgentID != nil && (agentID == nil || *h.AgentID != *agentID) {
-			continue
+			return false
 		}
-		if t.ToolScoped() && !h.match.Match(toolName) {
-			continue
-		}
-		out = append(out, h)
+		return !toolScoped || h.match.Match(toolName)
 	}
-	return out
+	for i, h := range hooks {
+		if applies(h) {
+			continue
+		}
+		// The first hook that does not apply: copy the ones before it and filter the rest.
+		out := make([]*boundHook, i, len(hooks)-1)
+		copy(out, hooks[:i])
+		for _, h := range hooks[i+1:] {
+			if applies(h) {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	return hooks[:len(hooks):len(hooks)] // every hook applies: no copy
 }
 
 // Reload rebuilds the snapshot from the database.
@@ -81,7 +95,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
-		b := &boundHook{Hook: h, match: m}
+		b := &boundHook{Hook: h, match: m, wire: newHookWire(&h)}
 		s.all[h.ID] = b
 		if *h.Enabled {
 			s.byType[h.HookType] = append(s.byType[h.HookType], b)
@@ -215,10 +229,6 @@ func fromRow(row storage.Hook) (Hook, error) {
 
 // byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
 // deliveries of a hook disabled after they were queued are still delivered.
-func (r *Registry) byID(id int64) *Hook {
-	h := r.snap.Load().all[id]
-	if h == nil {
-		return nil
-	}
-	return &h.Hook
+func (r *Registry) byID(id int64) *boundHook {
+	return r.snap.Load().all[id]
 }

@@ -3,20 +3,20 @@ package dispatcher
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
-
-	"github.com/hookd/hookd/signing"
 )
 
 // Response bodies are read up to this size; the rest is discarded unread.
@@ -25,8 +25,9 @@ const maxResponseBody = 64 << 10
 // sender performs one HTTP exchange with a receiver: it renders the envelope, signs it, adds the
 // auth headers, and reads a bounded response. Retrying is not its business.
 type sender struct {
-	client    *http.Client // guarded transport, redirects not followed
-	userAgent string
+	transport http.RoundTripper // the guarded transport, the client's
+	client    *http.Client      // guarded transport, redirects not followed
+	userAgent []string          // the User-Agent header's value
 	tokens    tokenCache
 }
 
@@ -41,47 +42,78 @@ type attempt struct {
 }
 
 func newSender(transport http.RoundTripper, version string) *sender {
+	if transport == nil {
+		transport = http.DefaultTransport // what the client would use
+	}
 	return &sender{
+		transport: transport,
 		client: &http.Client{
 			Transport: transport,
 			// A redirect is an answer, not an instruction: 3xx is final, and following it could
 			// lead past the SSRF guard's intent.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		},
-		userAgent: "hookd/" + version,
+		userAgent: []string{"hookd/" + version},
 	}
 }
 
-// send posts env to h's receiver, stamping dispatchedAt with now and signing the exact bytes.
-func (s *sender) send(ctx context.Context, h *Hook, env *Envelope) attempt {
-	now := time.Now()
+// hookWire is what a hook's requests need, prepared once per registry snapshot: its signer (nil
+// when it does not sign) and its URL parsed as http.NewRequest parses it (nil when it does not
+// parse: the request then fails as it always did).
+type hookWire struct {
+	signer *signer
+	url    *url.URL
+	host   string
+}
+
+func newHookWire(h *Hook) *hookWire {
+	w := &hookWire{signer: newSigner(h)}
+	if tmpl, err := http.NewRequest(http.MethodPost, h.DispatchConfig.URL, nil); err == nil {
+		w.url, w.host = tmpl.URL, tmpl.Host
+	}
+	return w
+}
+
+// send posts env to h's receiver, stamping dispatchedAt with now (the time the call began) and
+// signing the exact bytes. w is h's from the registry snapshot, nil when there is none at hand.
+func (s *sender) send(ctx context.Context, h *Hook, w *hookWire, env *Envelope, now time.Time) attempt {
 	env.DispatchedAt = now.UnixMilli()
-	body, err := json.Marshal(env)
+	body, err := encodeEnvelope(env)
 	if err != nil {
 		return attempt{err: fmt.Errorf("encode envelope: %w", err)}
 	}
-	a := s.post(ctx, h, env, body, now, false)
+	a := s.post(ctx, h, w, env, body, now, false)
 	if a.status == http.StatusUnauthorized && h.DispatchConfig.Auth != nil && h.DispatchConfig.Auth.Type == AuthCustomHTTPToken {
 		// The cached token may have been revoked early: fetch a fresh one and try once more.
 		s.tokens.forget(h)
-		a = s.post(ctx, h, env, body, now, true)
+		a = s.post(ctx, h, w, env, body, now, true)
 	}
 	return a
 }
 
-func (s *sender) post(ctx context.Context, h *Hook, env *Envelope, body []byte, now time.Time, refetched bool) attempt {
+var jsonContentType = []string{"application/json"}
+
+// post makes one exchange; its latency counts from now, or for a second try (refetched) from when
+// it begins.
+func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, body []byte, now time.Time, refetched bool) attempt {
 	a := attempt{body: body}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.DispatchConfig.URL, bytes.NewReader(body))
+	req, err := newPost(ctx, h, w, body)
 	if err != nil {
 		a.err = err
 		return a
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", s.userAgent)
-	if env.TraceID != nil {
-		req.Header.Set("X-Request-Id", *env.TraceID)
+	var sg *signer
+	if w != nil {
+		sg = w.signer
 	}
-	if err := sign(req.Header, h, env.EventID, now, body); err != nil {
+	// Set under their canonical names; the value slices of the constant ones are shared (nothing
+	// writes to a request's header values).
+	req.Header["Content-Type"] = jsonContentType
+	req.Header["User-Agent"] = s.userAgent
+	if env.TraceID != nil {
+		req.Header["X-Request-Id"] = []string{*env.TraceID}
+	}
+	if err := sign(req.Header, h, sg, env.EventID, now, body); err != nil {
 		a.err = err
 		return a
 	}
@@ -89,44 +121,126 @@ func (s *sender) post(ctx context.Context, h *Hook, env *Envelope, body []byte, 
 		a.err = err
 		return a
 	}
-	start := time.Now()
-	resp, err := s.client.Do(req)
+	start := now
+	if refetched {
+		start = time.Now()
+	}
+	resp, err := s.do(req)
 	if err != nil {
+		if errors.Is(err, context.Canceled) && ctx.Err() == context.DeadlineExceeded {
+			// The few transport paths that report their context's Err see the cancellation
+			// that callDeadlines' deadline caused; with context.WithDeadline they would have
+			// seen DeadlineExceeded, and so do we.
+			err = &url.Error{Op: "Post", URL: stripPassword(req.URL), Err: context.DeadlineExceeded}
+		}
 		a.latency = time.Since(start)
 		a.err = err
 		return a
 	}
 	defer resp.Body.Close()
-	a.respBody, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBody))
-	a.latency = time.Since(start)
+	a.respBody, err = readBody(resp.Body, resp.ContentLength)
+	end := time.Now()
+	a.latency = end.Sub(start)
 	a.status = resp.StatusCode
-	a.retryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		a.retryAfter = parseRetryAfter(v, end)
+	}
 	if err != nil && a.status/100 == 2 {
 		a.err = fmt.Errorf("read response: %w", err)
 	}
 	return a
 }
 
-// sign adds the signature headers of the hook's scheme; a hook without a secret is not signed.
-func sign(hdr http.Header, h *Hook, eventID string, now time.Time, body []byte) error {
-	secret := h.Secret()
-	if secret == "" {
-		return nil
+// newPost is http.NewRequestWithContext(ctx, "POST", h's URL, bytes.NewReader(body)), with the
+// URL parsed once per registry snapshot (w) rather than on every request.
+func newPost(ctx context.Context, h *Hook, w *hookWire, body []byte) (*http.Request, error) {
+	if w == nil || w.url == nil || len(body) == 0 {
+		return http.NewRequestWithContext(ctx, http.MethodPost, h.DispatchConfig.URL, bytes.NewReader(body))
 	}
-	if h.DispatchConfig.SignatureScheme == SchemeStandard {
-		sig, err := signing.SignStandard(secret, eventID, now, body)
-		if err != nil {
-			return fmt.Errorf("sign: %w", err)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", nil)
+	if err != nil {
+		return nil, err
+	}
+	u := *w.url
+	req.URL, req.Host = &u, w.host
+	req.ContentLength = int64(len(body))
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	return req, nil
+}
+
+// do is what s.client.Do does with a request of post, without the client's bookkeeping for
+// following redirects (which it never follows): the transport's round trip, with the client's
+// checks and its errors, a *url.Error wrapping what the transport said.
+func (s *sender) do(req *http.Request) (*http.Response, error) {
+	uerr := func(err error) error {
+		return &url.Error{Op: "Post", URL: stripPassword(req.URL), Err: err}
+	}
+	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
+		// Never so for a registered hook (its URL may not carry credentials); as the client does.
+		password, _ := u.Password()
+		req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(u.Username()+":"+password)))
+	}
+	resp, err := s.transport.RoundTrip(req)
+	if err != nil {
+		if tlsErr, ok := err.(tls.RecordHeaderError); ok && string(tlsErr.RecordHeader[:]) == "HTTP/" {
+			err = http.ErrSchemeMismatch
 		}
-		hdr.Set(signing.HeaderStdID, eventID)
-		hdr.Set(signing.HeaderStdTimestamp, strconv.FormatInt(now.Unix(), 10))
-		hdr.Set(signing.HeaderStdSignature, sig)
-		return nil
+		return nil, uerr(err)
 	}
-	ts := strconv.FormatInt(now.UnixMilli(), 10)
-	hdr.Set(signing.HeaderTimestamp, ts)
-	hdr.Set(signing.HeaderSignature, signing.Sign(secret, ts, body))
-	return nil
+	if resp == nil {
+		return nil, uerr(fmt.Errorf("http: RoundTripper implementation (%T) returned a nil *Response with a nil error", s.transport))
+	}
+	if resp.Body == nil {
+		if resp.ContentLength > 0 {
+			return nil, uerr(fmt.Errorf("http: RoundTripper implementation (%T) returned a *Response with content length %d but a nil Body", s.transport, resp.ContentLength))
+		}
+		resp.Body = io.NopCloser(strings.NewReader(""))
+	}
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		// The client would read the Location before its CheckRedirect declines to follow it.
+		if loc := resp.Header.Get("Location"); loc != "" {
+			if _, err := req.URL.Parse(loc); err != nil {
+				resp.Body.Close()
+				return nil, uerr(fmt.Errorf("failed to parse Location header %q: %v", loc, err))
+			}
+		}
+	}
+	return resp, nil
+}
+
+// stripPassword is the URL as net/http's client puts it in its errors.
+func stripPassword(u *url.URL) string {
+	if _, passSet := u.User.Password(); passSet {
+		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
+	}
+	return u.String()
+}
+
+// readBody reads up to maxResponseBody bytes of a response body (the rest is left unread), as
+// io.ReadAll(io.LimitReader(r, maxResponseBody)) does, in a buffer sized by the Content-Length
+// when there is one.
+func readBody(r io.Reader, contentLength int64) ([]byte, error) {
+	size := 512
+	if contentLength >= 0 && contentLength < maxResponseBody {
+		size = int(contentLength) + 1 // room to see the end without growing
+	}
+	b := make([]byte, 0, size)
+	for len(b) < maxResponseBody {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow
+		}
+		n, err := r.Read(b[len(b):min(cap(b), maxResponseBody)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
 }
 
 // authorize adds the headers of the hook's auth type.

@@ -242,6 +242,13 @@ var migrations = []migration{
 		`CREATE INDEX task_runs_task ON task_runs (task_id, id)`,
 		`CREATE INDEX task_runs_status ON task_runs (status, heartbeat_at)`,
 	}},
+	{7, "run leases and control", []string{
+		// The owner of a running run renews lease_until every few seconds; once it has run out,
+		// any replica suspends the run so it can be resumed (docs/scaling.md).
+		`ALTER TABLE runs ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0`,
+		// A stop or suspend asked of a running run through another replica, for its owner.
+		`ALTER TABLE runs ADD COLUMN control TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -148,8 +148,9 @@ func (db *DB) GetMessage(ctx context.Context, id int64) (Message, error) {
 
 // UpdateMessage replaces a message's body.
 func (db *DB) UpdateMessage(ctx context.Context, id int64, body []byte) error {
-	res := db.w.WithContext(ctx).Model(&messageRow{}).Where("id = ?", id).
-		Updates(map[string]any{"body": string(body), "updated_at": time.Now().UnixMilli()})
+	// One statement outside a transaction, like updateRun.
+	res := db.w.WithContext(ctx).Exec(`UPDATE messages SET body = ?, updated_at = ? WHERE id = ?`,
+		string(body), time.Now().UnixMilli(), id)
 	if res.Error != nil {
 		return fmt.Errorf("storage: update message %d: %w", id, res.Error)
 	}
@@ -203,8 +204,12 @@ type Run struct {
 	ErrorCode    string
 	ErrorMessage string
 	Owner        string // the replica executing it
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// Control is a request for the owner from another replica: "stop" or "suspend" (RunControl*).
+	Control string
+	// LeaseUntil is how long the owner vouches for a running run (renewed every few seconds).
+	LeaseUntil time.Time
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 type runRow struct {
@@ -219,6 +224,8 @@ type runRow struct {
 	ErrorCode    string
 	ErrorMessage string
 	Owner        string
+	Control      string
+	LeaseUntil   int64
 	CreatedAt    int64 `gorm:"autoCreateTime:false"`
 	UpdatedAt    int64 `gorm:"autoUpdateTime:false"`
 }
@@ -228,7 +235,8 @@ func (runRow) TableName() string { return "runs" }
 func (r runRow) plain() Run {
 	return Run{ID: r.ID, RequestID: r.RequestID, ReplyID: r.ReplyID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status,
 		Spec: []byte(r.Spec), State: []byte(r.State), ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
-		Owner: r.Owner, CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt)}
+		Owner: r.Owner, Control: r.Control, LeaseUntil: fromMs(r.LeaseUntil), CreatedAt: fromMs(r.CreatedAt),
+		UpdatedAt: fromMs(r.UpdatedAt)}
 }
 
 // CreateRun inserts a running run; ErrSessionBusy when the session already has a live one.
@@ -236,7 +244,7 @@ func (db *DB) CreateRun(ctx context.Context, r *Run) error {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	r.CreatedAt, r.UpdatedAt = now, now
 	row := runRow{RequestID: r.RequestID, ReplyID: r.ReplyID, SessionID: r.SessionID, UserID: r.UserID, Status: r.Status, Spec: string(r.Spec),
-		State: string(r.State), Owner: r.Owner, CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
+		State: string(r.State), Owner: r.Owner, LeaseUntil: ms(r.LeaseUntil), CreatedAt: now.UnixMilli(), UpdatedAt: now.UnixMilli()}
 	if err := db.w.WithContext(ctx).Create(&row).Error; err != nil {
 		if isUniqueViolation(err) {
 			return ErrSessionBusy
@@ -334,13 +342,26 @@ func (db *DB) RunsByStatus(ctx context.Context, status string) ([]Run, error) {
 // UpdateRun writes a run's status, spec, state and error, only if its status is still one of from
 // (nil: any); ErrNotFound when it was not. This is how two writers racing on one run agree.
 func (db *DB) UpdateRun(ctx context.Context, r *Run, from ...string) error {
-	q := db.w.WithContext(ctx).Model(&runRow{}).Where("id = ?", r.ID)
 	if len(from) > 0 {
-		q = q.Where("status IN ?", from)
+		return db.updateRun(ctx, r, "id = ? AND status IN ?", r.ID, from)
 	}
+	return db.updateRun(ctx, r, "id = ?", r.ID)
+}
+
+// UpdateOwnedRun is UpdateRun for the replica executing r: it applies only while r is running
+// and r.Owner still owns it; ErrNotFound when another replica took the run over (its owner's
+// lease ran out) or it is no longer running.
+func (db *DB) UpdateOwnedRun(ctx context.Context, r *Run) error {
+	return db.updateRun(ctx, r, "id = ? AND status = ? AND owner = ?", r.ID, RunRunning, r.Owner)
+}
+
+// updateRun is one statement, outside any transaction: a replica frozen between two statements
+// of a transaction would hold the row's lock and stall the replica taking its runs over.
+func (db *DB) updateRun(ctx context.Context, r *Run, where string, args ...any) error {
 	r.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
-	res := q.Updates(map[string]any{"status": r.Status, "spec": string(r.Spec), "state": string(r.State), "error_code": r.ErrorCode,
-		"error_message": r.ErrorMessage, "owner": r.Owner, "updated_at": r.UpdatedAt.UnixMilli()})
+	res := db.w.WithContext(ctx).Exec(`UPDATE runs SET status = ?, spec = ?, state = ?, error_code = ?, error_message = ?,
+		owner = ?, updated_at = ? WHERE `+where, append([]any{r.Status, string(r.Spec), string(r.State), r.ErrorCode,
+		r.ErrorMessage, r.Owner, r.UpdatedAt.UnixMilli()}, args...)...)
 	if res.Error != nil {
 		return fmt.Errorf("storage: update run %d: %w", r.ID, res.Error)
 	}
@@ -365,19 +386,66 @@ type runEventRow struct {
 
 func (runEventRow) TableName() string { return "run_events" }
 
-// AppendRunEvents inserts events (of any runs) in one transaction.
-func (db *DB) AppendRunEvents(ctx context.Context, evs []RunEvent) error {
+// AppendRunEvents inserts events (of any runs) and reports how many it did not write. A seq
+// already stored stays as it is (a repeat must not wedge the caller's writer).
+//
+// On PostgreSQL only the events of runs whose owner is owner are written: a replica that was
+// frozen for longer than its lease and lost a run to another one cannot interleave what it
+// emitted before it noticed with the new owner's events. The insert is one statement (per 5,000
+// events) that also NOTIFYs the run ids (ChannelRunEvents) to the replicas following them;
+// PostgreSQL delivers it once the statement has committed. On SQLite (one process) the events
+// go in one transaction and owner is not checked.
+func (db *DB) AppendRunEvents(ctx context.Context, owner string, evs []RunEvent) (dropped int, err error) {
 	if len(evs) == 0 {
-		return nil
+		return 0, nil
 	}
-	rows := make([]runEventRow, len(evs))
-	for i, e := range evs {
-		rows[i] = runEventRow{RunID: e.RunID, Seq: e.Seq, Body: string(e.Body)}
+	if db.dialect != Postgres {
+		rows := make([]runEventRow, len(evs))
+		for i, e := range evs {
+			rows[i] = runEventRow{RunID: e.RunID, Seq: e.Seq, Body: string(e.Body)}
+		}
+		res := db.w.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 300)
+		if res.Error != nil {
+			return 0, fmt.Errorf("storage: append %d run events: %w", len(evs), res.Error)
+		}
+		return len(evs) - int(res.RowsAffected), nil
 	}
-	if err := db.w.WithContext(ctx).CreateInBatches(rows, 300).Error; err != nil {
-		return fmt.Errorf("storage: append %d run events: %w", len(rows), err)
+	// One statement per chunk, each its own transaction, notify included: no lock is held
+	// between two round trips (see updateRun). A batch is at most a few thousand events.
+	const chunk = 5000 // 3 parameters a row, well below PostgreSQL's 65,535
+	for i := 0; i < len(evs); i += chunk {
+		part := evs[i:min(i+chunk, len(evs))]
+		var values strings.Builder
+		args := make([]any, 0, 3*len(part)+2)
+		var ids []int64
+		seen := map[int64]bool{}
+		for j, e := range part {
+			if j > 0 {
+				values.WriteString(", ")
+			}
+			values.WriteString("(CAST(? AS BIGINT), CAST(? AS BIGINT), CAST(? AS TEXT))")
+			args = append(args, e.RunID, e.Seq, string(e.Body))
+			if !seen[e.RunID] {
+				seen[e.RunID] = true
+				ids = append(ids, e.RunID)
+			}
+		}
+		args = append(args, owner, payloadOf(ids))
+		var out struct{ N int64 }
+		err := db.w.WithContext(ctx).Raw(`WITH ins AS (
+				INSERT INTO run_events (run_id, seq, body)
+				SELECT v.run_id, v.seq, v.body FROM (VALUES `+values.String()+`) AS v (run_id, seq, body)
+				JOIN runs ON runs.id = v.run_id AND runs.owner = ?
+				ON CONFLICT DO NOTHING
+				RETURNING 1)
+			SELECT n, CASE WHEN n > 0 THEN pg_notify(`+channelExpr(ChannelRunEvents)+`, ?)::text END AS notified
+			FROM (SELECT COUNT(*) AS n FROM ins) c`, args...).Scan(&out).Error
+		if err != nil {
+			return dropped, fmt.Errorf("storage: append %d run events: %w", len(part), err)
+		}
+		dropped += len(part) - int(out.N)
 	}
-	return nil
+	return dropped, nil
 }
 
 // RunEvents returns up to limit events of a run with seq > after, in order.
@@ -404,4 +472,103 @@ func (db *DB) LastRunSeq(ctx context.Context, runID int64) (int64, error) {
 		return 0, nil
 	}
 	return *v, nil
+}
+
+// Control requests a replica records for the owner of a running run.
+const (
+	RunControlStop    = "stop"
+	RunControlSuspend = "suspend"
+)
+
+// RequestRunControl asks the owner of a running run to stop or suspend it: it records the request
+// on the run and, on PostgreSQL, wakes the owner with a NOTIFY once that is committed. A stop is
+// never replaced by a suspend. ok is false when the run is not running.
+func (db *DB) RequestRunControl(ctx context.Context, id int64, control string) (ok bool, err error) {
+	const set = `UPDATE runs SET control = CASE WHEN control = ? THEN control ELSE ? END WHERE id = ? AND status = ?`
+	var n int64
+	if db.dialect == Postgres {
+		// One statement (see updateRun); the NOTIFY goes out when it commits.
+		var out struct{ N int64 }
+		err = db.w.WithContext(ctx).Raw(`WITH u AS (`+set+` RETURNING id)
+			SELECT n, CASE WHEN n > 0 THEN pg_notify(`+channelExpr(ChannelRunControl)+`, ?)::text END AS notified
+			FROM (SELECT COUNT(*) AS n FROM u) c`, RunControlStop, control, id, RunRunning, payloadOf([]int64{id})).Scan(&out).Error
+		n = out.N
+	} else {
+		res := db.w.WithContext(ctx).Exec(set, RunControlStop, control, id, RunRunning)
+		err, n = res.Error, res.RowsAffected
+	}
+	if err != nil {
+		return false, fmt.Errorf("storage: control run %d: %w", id, err)
+	}
+	return n > 0, nil
+}
+
+// RunControl reads the control request pending on a run ("" for none).
+func (db *DB) RunControl(ctx context.Context, id int64) (string, error) {
+	var v []string
+	if err := db.r.WithContext(ctx).Raw(`SELECT control FROM runs WHERE id = ?`, id).Scan(&v).Error; err != nil {
+		return "", fmt.Errorf("storage: control of run %d: %w", id, err)
+	}
+	if len(v) == 0 {
+		return "", ErrNotFound
+	}
+	return v[0], nil
+}
+
+// ClearRunControl drops a run's control request if it is still control (a suspend request is
+// spent once the run is suspended).
+func (db *DB) ClearRunControl(ctx context.Context, id int64, control string) error {
+	if err := db.w.WithContext(ctx).Exec(`UPDATE runs SET control = '' WHERE id = ? AND control = ?`, id, control).Error; err != nil {
+		return fmt.Errorf("storage: clear control of run %d: %w", id, err)
+	}
+	return nil
+}
+
+// RunLease is a running run an owner renewed, with the control request pending on it.
+type RunLease struct {
+	ID      int64
+	Control string
+}
+
+// RenewRunLeases extends the lease of owner's running runs until `until` and returns them.
+func (db *DB) RenewRunLeases(ctx context.Context, owner string, until time.Time) ([]RunLease, error) {
+	var out []RunLease
+	err := db.w.WithContext(ctx).Raw(`UPDATE runs SET lease_until = ? WHERE owner = ? AND status = ? RETURNING id, control`,
+		ms(until), owner, RunRunning).Scan(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("storage: renew run leases: %w", err)
+	}
+	return out, nil
+}
+
+// ExpiredRuns lists running runs whose owner went silent: their lease ran out before now and
+// nobody wrote them for grace either (a run just claimed has no renewed lease yet).
+func (db *DB) ExpiredRuns(ctx context.Context, now time.Time, grace time.Duration) ([]Run, error) {
+	var rows []runRow
+	err := db.w.WithContext(ctx).Where("status = ? AND lease_until < ? AND updated_at < ?", RunRunning, ms(now),
+		ms(now.Add(-grace))).Order("id").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("storage: expired runs: %w", err)
+	}
+	out := make([]Run, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
+}
+
+// TakeOverRun makes owner the owner of a running run that is still expired (as ExpiredRuns
+// judges it) and gives it a lease until `until`; ErrNotFound when its owner renewed it or another
+// replica took it first.
+func (db *DB) TakeOverRun(ctx context.Context, id int64, owner string, now time.Time, grace time.Duration, until time.Time) error {
+	res := db.w.WithContext(ctx).Exec(`UPDATE runs SET owner = ?, lease_until = ?, updated_at = ?
+		WHERE id = ? AND status = ? AND lease_until < ? AND updated_at < ?`,
+		owner, ms(until), ms(now), id, RunRunning, ms(now), ms(now.Add(-grace)))
+	if res.Error != nil {
+		return fmt.Errorf("storage: take over run %d: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +54,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
 		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	disp := dispatcher.New(db, hooks, log, dispatcher.Settings{
+		Metrics: metrics,
 		Retry: dispatcher.RetryPolicy{Fast: durations(cfg.Webhooks.Retry.Fast), Ladder: durations(cfg.Webhooks.Retry.Ladder),
 			Jitter: cfg.Webhooks.Retry.Jitter},
 		Breaker: breaker.Settings{ConsecutiveFailures: uint32(cfg.Webhooks.Breaker.ConsecutiveFailures),
@@ -70,9 +75,6 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer stopReg()
 	go hooks.Run(regCtx)
 
-	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
 	mdl, err := newModel(cfg.Model)
 	if err != nil {
 		return err
@@ -86,11 +88,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if wsRoot == "" {
 		wsRoot = filepath.Join(cfg.ResolvedDataDir(), "workspaces")
 	}
+	// The owner names this process among replicas; the random part keeps two processes apart
+	// even when host and pid repeat (containers).
 	host, _ := os.Hostname()
+	var nonce [3]byte
+	_, _ = rand.Read(nonce[:])
+	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(nonce[:]))
 	workspaces := tools.NewWorkspaces(wsRoot)
 	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
-		ModelName: modelName(cfg.Model), Owner: fmt.Sprintf("%s/%d", host, os.Getpid()),
+		ModelName: modelName(cfg.Model), Owner: owner,
 		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std(), Metrics: metrics})
 	if err := runtime.Start(ctx); err != nil {
 		return fmt.Errorf("start agent runtime: %w", err)

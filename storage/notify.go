@@ -1,0 +1,151 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"gorm.io/driver/postgres"
+)
+
+// Notification channels between replicas on one PostgreSQL database. The payload is a
+// comma-separated list of run ids, or AllRuns. On the wire each channel is scoped by the schema
+// ("hookd_run_events_<schema>"), so deployments (or tests) in different schemas of one database
+// do not wake each other.
+const (
+	// ChannelRunEvents: events of these runs were committed.
+	ChannelRunEvents = "run_events"
+	// ChannelRunControl: a control request (RequestRunControl) waits on these runs.
+	ChannelRunControl = "run_control"
+)
+
+// channelExpr is the SQL expression of a channel's wire name; notifier and listener evaluate it on
+// their own connections, which share the DSN and so the search_path.
+func channelExpr(name string) string {
+	return "left('hookd_" + name + "_' || coalesce(current_schema(), ''), 63)"
+}
+
+// maxPayload keeps a NOTIFY payload below PostgreSQL's 8000-byte limit.
+const maxPayload = 7000
+
+// AllRuns is the payload that stands for every run (the ids would not fit in one notification).
+const AllRuns = "*"
+
+// payloadOf is the notification payload naming ids: comma-separated, or AllRuns.
+func payloadOf(ids []int64) string {
+	var b strings.Builder
+	for _, id := range ids {
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatInt(id, 10))
+		if b.Len() > maxPayload {
+			return AllRuns
+		}
+	}
+	return b.String()
+}
+
+// ParseIDs reads a notification payload (nil for AllRuns).
+func ParseIDs(payload string) []int64 {
+	var out []int64
+	for _, f := range strings.Split(payload, ",") {
+		if id, err := strconv.ParseInt(strings.TrimSpace(f), 10, 64); err == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// Listener receives what Listen hears.
+type Listener struct {
+	// OnConnect is called after each (re)connection is listening: notifications sent while there
+	// was none are lost, so whoever waits on one should look again.
+	OnConnect func()
+	// OnNotify is called for each notification, on the listening goroutine: keep it short.
+	OnNotify func(channel, payload string)
+	// OnError is told why the connection was lost or could not be made; Listen retries.
+	OnError func(error)
+}
+
+// listenCheckEvery is how long the listener waits for a notification before it checks its
+// connection.
+const listenCheckEvery = 30 * time.Second
+
+// ErrNotPostgres is returned by Listen on SQLite, where one process owns the database.
+var ErrNotPostgres = errors.New("storage: LISTEN needs PostgreSQL")
+
+// Listen holds one connection of its own (outside the pool) LISTENing on the named channels and
+// hands every notification to l until ctx ends; a lost connection is made again (after 100 ms,
+// doubling up to 5 s). It returns when ctx ends.
+func (db *DB) Listen(ctx context.Context, channels []string, l Listener) error {
+	dial, ok := db.w.Dialector.(*postgres.Dialector)
+	if db.dialect != Postgres || !ok {
+		return ErrNotPostgres
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := db.listenOnce(ctx, dial.DSN, channels, l, func() { backoff = 100 * time.Millisecond })
+		if ctx.Err() != nil {
+			break
+		}
+		if l.OnError != nil && err != nil {
+			l.OnError(err)
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		backoff = min(backoff*2, 5*time.Second)
+	}
+	return nil
+}
+
+func (db *DB) listenOnce(ctx context.Context, dsn string, channels []string, l Listener, connected func()) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("listen: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	wire := map[string]string{} // wire name → channel
+	for _, name := range channels {
+		var w string
+		if err := conn.QueryRow(ctx, `SELECT `+channelExpr(name)).Scan(&w); err != nil {
+			return fmt.Errorf("listen: channel name: %w", err)
+		}
+		if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{w}.Sanitize()); err != nil {
+			return fmt.Errorf("listen %s: %w", w, err)
+		}
+		wire[w] = name
+	}
+	connected()
+	if l.OnConnect != nil {
+		l.OnConnect()
+	}
+	for {
+		// A connection a network dropped silently would wait forever: now and then, check it.
+		wctx, cancel := context.WithTimeout(ctx, listenCheckEvery)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && errors.Is(wctx.Err(), context.DeadlineExceeded) {
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err = conn.Ping(pctx)
+			cancel()
+			if err == nil {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("listen: %w", err)
+		}
+		if name, ok := wire[n.Channel]; ok && l.OnNotify != nil {
+			l.OnNotify(name, n.Payload)
+		}
+	}
+}
