@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
-	"github.com/hookd/hookd/agent/model"
-	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
@@ -34,37 +33,11 @@ type env struct {
 
 func newEnv(t *testing.T, db *storage.DB, script string) *env {
 	t.Helper()
-	ctx := context.Background()
-	var sf model.ScriptFile
-	if err := json.Unmarshal([]byte(script), &sf); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.NewScripted(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := dispatcher.NewRegistry(ctx, db, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := dispatcher.New(db, reg, quiet(), dispatcher.Settings{Version: "test",
-		Retry: dispatcher.RetryPolicy{Fast: []time.Duration{100 * time.Millisecond}, Ladder: []time.Duration{time.Second}}})
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	rt := agent.New(db, disp, m, tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles()),
-		tools.NewWorkspaces(t.TempDir()), quiet(), agent.Config{ModelBackoff: time.Millisecond, DefaultBehavior: agent.BehaviorAllow,
-			Owner: storage.NewTSIDString()})
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rt.Shutdown(c)
-		disp.Stop(c)
-	})
-	return &env{t: t, db: db, reg: reg, disp: disp, rt: rt}
+	ae := agenttest.New(t, db, agenttest.Options{Script: script,
+		Config: agent.Config{Owner: storage.NewTSIDString()},
+		Dispatcher: dispatcher.Settings{Retry: dispatcher.RetryPolicy{Fast: []time.Duration{100 * time.Millisecond},
+			Ladder: []time.Duration{time.Second}}}})
+	return &env{t: t, db: db, reg: ae.Hooks, disp: ae.Dispatcher, rt: ae.Runtime}
 }
 
 // testConfig polls fast so cross-daemon changes show within a test's patience.

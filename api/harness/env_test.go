@@ -15,12 +15,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/agent"
-	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/wire"
@@ -44,44 +43,13 @@ type env struct {
 
 func newEnv(t testing.TB, db *storage.DB, script string, cfg agent.Config, keys ...wire.APIKey) *env {
 	t.Helper()
-	ctx := context.Background()
-	var sf model.ScriptFile
-	if err := json.Unmarshal([]byte(script), &sf); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.NewScripted(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := dispatcher.NewRegistry(ctx, db, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := dispatcher.New(db, reg, quiet(), dispatcher.Settings{Version: "test"})
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	treg := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles())
-	cfg.ModelBackoff = time.Millisecond
-	if cfg.DefaultBehavior == "" {
-		cfg.DefaultBehavior = agent.BehaviorAllow
-	}
-	rt := agent.New(db, disp, m, treg, tools.NewWorkspaces(t.TempDir()), quiet(), cfg)
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rt.Shutdown(c)
-		disp.Stop(c)
-	})
+	ae := agenttest.New(t, db, agenttest.Options{Script: script, Config: cfg})
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
-	harness.Register(r, harness.Deps{Runtime: rt, Keys: wire.NewKeys(keys), Log: quiet()})
+	harness.Register(r, harness.Deps{Runtime: ae.Runtime, Keys: wire.NewKeys(keys), Log: quiet()})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{t: t, db: db, reg: reg, rt: rt, tool: treg, srv: srv}
+	return &env{t: t, db: db, reg: ae.Hooks, rt: ae.Runtime, tool: ae.Tools, srv: srv}
 }
 
 // hook registers a hook through the real registry.

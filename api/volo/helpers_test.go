@@ -3,7 +3,6 @@ package volo_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -23,11 +22,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/agent"
-	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -159,37 +157,11 @@ type env struct {
 
 func newEnv(t *testing.T, o opts) *env {
 	t.Helper()
-	ctx := context.Background()
 	db := o.db
 	if db == nil {
 		db = storagetest.SQLite(t)
 	}
-	var sf model.ScriptFile
-	if err := json.Unmarshal([]byte(o.script), &sf); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.NewScripted(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := dispatcher.NewRegistry(ctx, db, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := dispatcher.New(db, reg, quiet(), dispatcher.Settings{Version: "test"})
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles()}, o.tools...)...)
-	cfg := o.cfg
-	cfg.ModelBackoff = time.Millisecond
-	if cfg.DefaultBehavior == "" {
-		cfg.DefaultBehavior = agent.BehaviorAllow
-	}
-	rt := agent.New(db, disp, m, treg, tools.NewWorkspaces(t.TempDir()), quiet(), cfg)
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	rt := agenttest.New(t, db, agenttest.Options{Script: o.script, Config: o.cfg, Tools: o.tools}).Runtime
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	hb := o.heartbeat
@@ -198,13 +170,9 @@ func newEnv(t *testing.T, o opts) *env {
 	}
 	volo.Register(r, volo.Deps{Runtime: rt, Keys: wire.NewKeys(o.keys), Log: quiet(), DB: db, Heartbeat: hb})
 	srv := httptest.NewServer(r)
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before the runtime stops (cleanups run last-registered first)
 		srv.CloseClientConnections()
 		srv.Close()
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rt.Shutdown(c)
-		disp.Stop(c)
 	})
 	return &env{t: t, db: db, rt: rt, srv: srv}
 }

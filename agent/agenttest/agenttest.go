@@ -1,0 +1,103 @@
+// Package agenttest builds a real agent runtime for tests of the packages around it: the
+// scripted model, the real dispatcher on the given database, and the workspace tools.
+package agenttest
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// Options shape an Env; zero values are sensible for tests.
+type Options struct {
+	// Script is a scripted-model script (CONTRACT §4) as JSON.
+	Script string
+	// Config of the runtime. ModelBackoff defaults to 1ms and DefaultBehavior to allow, so
+	// tests about something else neither wait nor ask.
+	Config agent.Config
+	// Dispatcher settings; Version defaults to "test".
+	Dispatcher dispatcher.Settings
+	// Tools added to the three workspace tools.
+	Tools []tools.Tool
+}
+
+// Env is a started runtime and what it stands on; it stops when the test ends.
+type Env struct {
+	DB         *storage.DB
+	Hooks      *dispatcher.Registry
+	Dispatcher *dispatcher.Dispatcher
+	Runtime    *agent.Runtime
+	Tools      *tools.Registry
+	Workspaces *tools.Workspaces
+}
+
+// Quiet is a logger that discards.
+func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// New starts a runtime on db.
+func New(t testing.TB, db *storage.DB, o Options) *Env {
+	t.Helper()
+	ctx := context.Background()
+	var sf model.ScriptFile
+	if err := json.Unmarshal([]byte(o.Script), &sf); err != nil {
+		t.Fatalf("agenttest: script: %v", err)
+	}
+	m, err := model.NewScripted(sf)
+	if err != nil {
+		t.Fatalf("agenttest: script: %v", err)
+	}
+	reg, err := dispatcher.NewRegistry(ctx, db, Quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Dispatcher.Version == "" {
+		o.Dispatcher.Version = "test"
+	}
+	disp := dispatcher.New(db, reg, Quiet(), o.Dispatcher)
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles()}, o.Tools...)...)
+	cfg := o.Config
+	if cfg.ModelBackoff == 0 {
+		cfg.ModelBackoff = time.Millisecond
+	}
+	if cfg.DefaultBehavior == "" {
+		cfg.DefaultBehavior = agent.BehaviorAllow
+	}
+	ws := tools.NewWorkspaces(t.TempDir())
+	rt := agent.New(db, disp, m, treg, ws, Quiet(), cfg)
+	if err := rt.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(c)
+		disp.Stop(c)
+	})
+	return &Env{DB: db, Hooks: reg, Dispatcher: disp, Runtime: rt, Tools: treg, Workspaces: ws}
+}
+
+// Hook registers a hook given as the admin API's JSON.
+func (e *Env) Hook(t testing.TB, spec string) dispatcher.Hook {
+	t.Helper()
+	var h dispatcher.Hook
+	if err := json.Unmarshal([]byte(spec), &h); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.Hooks.Create(context.Background(), h)
+	if err != nil {
+		t.Fatalf("agenttest: hook: %v", err)
+	}
+	return out
+}
