@@ -85,7 +85,7 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		sqlR.SetMaxOpenConns(8)
 		db.dialect = SQLite
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
-		if db.w, err = gorm.Open(postgres.Open(rawURL), gcfg); err != nil {
+		if db.w, err = gorm.Open(postgres.Open(withSessionLimits(rawURL)), gcfg); err != nil {
 			return nil, fmt.Errorf("storage: open postgres %s: %w", redactURL(rawURL), err)
 		}
 		sqlW, _ := db.w.DB()
@@ -130,6 +130,22 @@ func (db *DB) Close() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// withSessionLimits makes the server end a transaction left open by a frozen or partitioned
+// replica, which would otherwise hold its row locks against the others; an explicit setting in the
+// URL wins.
+func withSessionLimits(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	q := u.Query()
+	if q.Get("idle_in_transaction_session_timeout") == "" {
+		q.Set("idle_in_transaction_session_timeout", "60000") // milliseconds
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
 }
 
 // redactURL hides a password in a database URL before it reaches a log or an error.
