@@ -38,6 +38,13 @@ test/race: ## run every test with the race detector
 bench: ## run the benchmarks (figures go to docs/benchmarks.md by hand)
 	go test -run '^$$' -bench . -benchtime 2s ./...
 
+.PHONY: load
+load: build ## load test, modest sizes: idle SSE streams, an event burst, claim latency vs backlog
+	go build -o bin/hookd-load ./cmd/hookd-load
+	./bin/hookd-load streams -hookd $(BIN)
+	./bin/hookd-load burst -hookd $(BIN)
+	./bin/hookd-load backlog
+
 .PHONY: lint
 lint: ## go vet and a gofmt check
 	go vet ./...

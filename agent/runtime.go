@@ -341,7 +341,7 @@ func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64)
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan Event, 256)
+	ch := make(chan Event, 16) // small: every open stream holds one, idle or not
 	// Watching starts before the first read, so no commit elsewhere falls between the two.
 	notified := rt.hub.watch(rec.ID)
 	go func() {

@@ -83,6 +83,7 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		sqlW.SetConnMaxLifetime(0)
 		sqlR, _ := db.r.DB()
 		sqlR.SetMaxOpenConns(8)
+		sqlR.SetMaxIdleConns(8) // reopening a reader re-runs its setup; keep them
 		db.dialect = SQLite
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		if db.w, err = gorm.Open(postgres.Open(withSessionLimits(rawURL)), gcfg); err != nil {

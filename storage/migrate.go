@@ -249,6 +249,12 @@ var migrations = []migration{
 		// A stop or suspend asked of a running run through another replica, for its owner.
 		`ALTER TABLE runs ADD COLUMN control TEXT NOT NULL DEFAULT ''`,
 	}},
+	{8, "claim order index", []string{
+		// The claim orders by (next_attempt_at, id); with id in the index, rows sharing a due time
+		// (a breaker's reopen time) need no sort, however large the backlog.
+		`CREATE INDEX deliveries_due_order ON deliveries (status, next_attempt_at, id)`,
+		`DROP INDEX deliveries_due`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
