@@ -77,11 +77,8 @@ func (*WriteFile) Run(ctx context.Context, env Env, args json.RawMessage) (Resul
 	if err := decodeArgs(NameWriteFile, args, &a); err != nil {
 		return errorResult("%v", err), nil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ready(ctx, env); err != nil {
 		return Result{}, err
-	}
-	if env.Workspace == "" {
-		return Result{}, errNoWorkspace
 	}
 	switch {
 	case strings.TrimSpace(a.Path) == "":
@@ -181,11 +178,8 @@ func (*ReadFile) Run(ctx context.Context, env Env, args json.RawMessage) (Result
 	if err := decodeArgs(NameReadFile, args, &a); err != nil {
 		return errorResult("%v", err), nil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ready(ctx, env); err != nil {
 		return Result{}, err
-	}
-	if env.Workspace == "" {
-		return Result{}, errNoWorkspace
 	}
 	switch {
 	case strings.TrimSpace(a.Path) == "":
@@ -377,11 +371,8 @@ func (*ListFiles) Run(ctx context.Context, env Env, args json.RawMessage) (Resul
 	if err := decodeArgs(NameListFiles, args, &a); err != nil {
 		return errorResult("%v", err), nil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ready(ctx, env); err != nil {
 		return Result{}, err
-	}
-	if env.Workspace == "" {
-		return Result{}, errNoWorkspace
 	}
 	wp, root, err := openWorkspace(env, a.Path)
 	if err != nil {

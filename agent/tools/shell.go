@@ -91,11 +91,8 @@ func (s *Shell) Run(ctx context.Context, env Env, args json.RawMessage) (Result,
 	if err := decodeArgs(NameShell, args, &a); err != nil {
 		return errorResult("%v", err), nil
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ready(ctx, env); err != nil {
 		return Result{}, err
-	}
-	if env.Workspace == "" {
-		return Result{}, errNoWorkspace
 	}
 	if strings.TrimSpace(a.Command) == "" {
 		return errorResult("command is required"), nil

@@ -2,6 +2,7 @@ package tools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,4 +100,15 @@ func formatSize(n int64) string {
 	default:
 		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
 	}
+}
+
+// ready says whether a call may start: its context is live and the session has a workspace.
+func ready(ctx context.Context, env Env) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if env.Workspace == "" {
+		return errNoWorkspace
+	}
+	return nil
 }
