@@ -867,26 +867,17 @@ func (rt *Runtime) liveRun(requestID string) *run {
 
 // sweep expires asks nobody answered in time, which lets their runs go on (as denied).
 func (rt *Runtime) sweep(ctx context.Context) {
-	t := time.NewTicker(rt.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+	asks, err := rt.db.ExpiredAsks(ctx, time.Now())
+	if err != nil {
+		return
+	}
+	runs := map[int64]bool{}
+	for _, a := range asks {
+		if rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil) == nil {
+			runs[a.RunID] = true
 		}
-		asks, err := rt.db.ExpiredAsks(ctx, time.Now())
-		if err != nil {
-			continue
-		}
-		runs := map[int64]bool{}
-		for _, a := range asks {
-			if rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil) == nil {
-				runs[a.RunID] = true
-			}
-		}
-		for id := range runs {
-			rt.tryResume(ctx, id)
-		}
+	}
+	for id := range runs {
+		rt.tryResume(ctx, id)
 	}
 }

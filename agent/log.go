@@ -24,11 +24,12 @@ type eventLog struct {
 	owner string // the runtime's Owner: only its runs' events are written (PostgreSQL)
 	in    chan logItem
 
+	// wake tells a run's readers (the hub) that it changed: its events were committed, or it
+	// became live here or stopped being live. It is called without mu held.
+	wake func(runID int64)
+
 	mu    sync.Mutex
 	feeds map[int64]*feed // live runs of this process
-	// anyFeed is closed (and replaced) whenever a feed appears, so a reader waiting for a run
-	// that is not live here yet (a suspended run after a restart) learns when it resumes.
-	anyFeed chan struct{}
 
 	done chan struct{}
 	// stopMu lets senders share the input channel while stop closes it; the writer never takes
@@ -48,16 +49,14 @@ type logItem struct {
 type feed struct {
 	durable int64   // highest durable seq
 	recent  []Event // the newest durable events, contiguous up to durable
-	wake    chan struct{}
-	ended   bool // the run finished and its last event is durable
 }
 
 // recentCap bounds the events a feed keeps in memory; older ones are read from the database.
 const recentCap = 4096
 
-func newEventLog(db *storage.DB, log *slog.Logger, owner string) *eventLog {
-	l := &eventLog{db: db, log: log, owner: owner, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
-		anyFeed: make(chan struct{}), done: make(chan struct{})}
+func newEventLog(db *storage.DB, log *slog.Logger, owner string, wake func(runID int64)) *eventLog {
+	l := &eventLog{db: db, log: log, owner: owner, wake: wake, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
+		done: make(chan struct{})}
 	go l.writer()
 	return l
 }
@@ -65,25 +64,24 @@ func newEventLog(db *storage.DB, log *slog.Logger, owner string) *eventLog {
 // open registers a live run whose events up to durable are already stored.
 func (l *eventLog) open(runID, durable int64) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.feeds[runID]; ok {
-		return
+	_, ok := l.feeds[runID]
+	if !ok {
+		l.feeds[runID] = &feed{durable: durable}
 	}
-	l.feeds[runID] = &feed{durable: durable, wake: make(chan struct{})}
-	close(l.anyFeed)
-	l.anyFeed = make(chan struct{})
+	l.mu.Unlock()
+	if !ok {
+		l.wake(runID)
+	}
 }
 
-// close marks a run's feed ended once everything queued for it is durable, and forgets it.
+// close forgets a run's feed once everything queued for it is durable; its readers then find
+// its end in the database.
 func (l *eventLog) close(runID int64) {
 	l.barrier()
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if f, ok := l.feeds[runID]; ok {
-		f.ended = true
-		close(f.wake)
-		delete(l.feeds, runID)
-	}
+	delete(l.feeds, runID)
+	l.mu.Unlock()
+	l.wake(runID)
 }
 
 // append queues an event; it becomes visible once committed.
@@ -169,11 +167,12 @@ func (l *eventLog) flush(batch []logItem) {
 		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
 	}
 	l.mu.Lock()
-	woken := map[*feed]bool{}
+	woken := map[int64]bool{}
 	for _, it := range batch {
 		if it.sync != nil {
 			continue
 		}
+		woken[it.runID] = true
 		f := l.feeds[it.runID]
 		if f == nil || it.ev.Seq <= f.durable {
 			continue
@@ -183,13 +182,13 @@ func (l *eventLog) flush(batch []logItem) {
 		if len(f.recent) > recentCap {
 			f.recent = append(f.recent[:0:0], f.recent[len(f.recent)-recentCap/2:]...)
 		}
-		woken[f] = true
-	}
-	for f := range woken {
-		close(f.wake)
-		f.wake = make(chan struct{})
 	}
 	l.mu.Unlock()
+	// Readers look at the feeds (or the database) after they took the run's wake channel, so a
+	// wake after both are updated reaches every reader that could have missed the events.
+	for id := range woken {
+		l.wake(id)
+	}
 	for _, it := range batch {
 		if it.sync != nil {
 			close(it.sync)
@@ -198,23 +197,30 @@ func (l *eventLog) flush(batch []logItem) {
 }
 
 // tail returns the durable events after seq `after` that the feed still holds in memory. ok is
-// false when the run has no feed here or the feed no longer reaches back that far; wake fires on
-// the next commit; live says whether the run is still live here.
-func (l *eventLog) tail(runID, after int64) (evs []Event, ok bool, wake <-chan struct{}, live bool) {
+// false when the run has no feed here or the feed no longer reaches back that far; live says
+// whether the run is live here.
+func (l *eventLog) tail(runID, after int64) (evs []Event, ok, live bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	f := l.feeds[runID]
 	if f == nil {
-		return nil, false, l.anyFeed, false
+		return nil, false, false
 	}
 	if after >= f.durable {
-		return nil, true, f.wake, true
+		return nil, true, true
 	}
 	if len(f.recent) == 0 || f.recent[0].Seq > after+1 {
-		return nil, false, f.wake, true
+		return nil, false, true
 	}
 	i := int(after + 1 - f.recent[0].Seq)
-	return append([]Event(nil), f.recent[i:]...), true, f.wake, true
+	return append([]Event(nil), f.recent[i:]...), true, true
+}
+
+// isLive reports whether the run is live in this process.
+func (l *eventLog) isLive(runID int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.feeds[runID] != nil
 }
 
 // readStored reads events after seq from the database.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/hookd/hookd/storage"
@@ -16,8 +15,8 @@ import (
 //
 //   - Following a run: its events are in the database. After each commit of the event log the
 //     writer NOTIFYs the run ids (storage.ChannelRunEvents); one LISTEN connection per process
-//     wakes the local subscribers of those runs (the hub). A slow poll (fallbackPoll) covers a
-//     lost notification; a new listening connection wakes every subscriber.
+//     wakes the local readers of those runs (the hub, follow.go). One slow poll per process
+//     (followPoll) covers a lost notification; a new listening connection wakes every reader.
 //   - Stop and suspend of a running run owned elsewhere: the request is recorded on the run
 //     (runs.control) and the owner is woken (storage.ChannelRunControl). The owner also reads the
 //     request at every step boundary and with every lease renewal, so a lost notification
@@ -32,70 +31,11 @@ import (
 // On SQLite one process owns the database: there is no listener, no lease, and the wake-ups stay
 // in-process.
 
-// fallbackPoll is how often a subscriber of a run that is not live here looks at the database
-// when nothing woke it.
-const fallbackPoll = 5 * time.Second
-
 // DefaultRunLease is Config.RunLease's default.
 const DefaultRunLease = 15 * time.Second
 
 // errLostLease cancels a live run another replica took over: it must not write any more.
 var errLostLease = errors.New("another replica took the run over")
-
-// hub fans notifications out to the subscribers of this process.
-type hub struct {
-	mu       sync.Mutex
-	watchers map[int64]map[chan struct{}]struct{}
-}
-
-func newHub() *hub { return &hub{watchers: map[int64]map[chan struct{}]struct{}{}} }
-
-// watch returns a channel that receives a signal (coalesced) after the run's events were
-// committed by any replica; call unwatch when done.
-func (h *hub) watch(runID int64) chan struct{} {
-	c := make(chan struct{}, 1)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.watchers[runID] == nil {
-		h.watchers[runID] = map[chan struct{}]struct{}{}
-	}
-	h.watchers[runID][c] = struct{}{}
-	return c
-}
-
-func (h *hub) unwatch(runID int64, c chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.watchers[runID], c)
-	if len(h.watchers[runID]) == 0 {
-		delete(h.watchers, runID)
-	}
-}
-
-func signal(c chan struct{}) {
-	select {
-	case c <- struct{}{}:
-	default:
-	}
-}
-
-func (h *hub) wake(runID int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for c := range h.watchers[runID] {
-		signal(c)
-	}
-}
-
-func (h *hub) wakeAll() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, ws := range h.watchers {
-		for c := range ws {
-			signal(c)
-		}
-	}
-}
 
 // startReplicas starts, on PostgreSQL, the listener and the lease keeper.
 func (rt *Runtime) startReplicas() {

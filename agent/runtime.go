@@ -5,7 +5,8 @@
 // The API the chat dialects use:
 //
 //	rt.StartRun(ctx, req)            start a turn; returns the run's ids at once
-//	rt.Subscribe(ctx, requestID, n)  every event after seq n: stored ones, then live ones
+//	rt.Follow(ctx, requestID, n)     every event after seq n: stored ones, then live ones
+//	rt.Subscribe(ctx, requestID, n)  the same as a channel, for readers that hold few streams
 //	rt.Run / rt.Session / rt.History look-ups, always scoped to the calling user
 //	rt.Cancel(requestID)             stop a run; it ends INTERRUPTED
 package agent
@@ -78,7 +79,7 @@ type Runtime struct {
 	stopSweep    context.CancelFunc
 	shutdownOnce sync.Once
 
-	hub          *hub // wakes subscribers when another replica commits events
+	hub          *hub // wakes the readers of runs (follow.go)
 	stopReplicas context.CancelFunc
 	replicas     sync.WaitGroup
 }
@@ -109,8 +110,10 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 	if cfg.RunLease <= 0 {
 		cfg.RunLease = DefaultRunLease
 	}
-	return &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
-		elog: newEventLog(db, log, cfg.Owner), live: map[int64]*run{}, m: newMetrics(cfg.Metrics), hub: newHub()}
+	rt := &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
+		live: map[int64]*run{}, m: newMetrics(cfg.Metrics), hub: newHub()}
+	rt.elog = newEventLog(db, log, cfg.Owner, rt.hub.wake)
+	return rt
 }
 
 // Start recovers runs a crash left running: they are suspended (SHUTDOWN_INTERRUPT) so a client
@@ -133,7 +136,8 @@ func (rt *Runtime) Start(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithCancel(context.Background())
 	rt.stopSweep = cancel
-	go rt.sweep(sctx)
+	go every(sctx, rt.cfg.SweepEvery, rt.sweep)
+	go every(sctx, followPoll, rt.poll)
 	rt.startReplicas()
 	return nil
 }
@@ -166,6 +170,20 @@ func (rt *Runtime) shutdown(ctx context.Context) {
 		rt.replicas.Wait()
 	}
 	rt.elog.stop()
+}
+
+// every calls fn every d until ctx ends.
+func every(ctx context.Context, d time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			fn(ctx)
+		}
+	}
 }
 
 var (
@@ -331,94 +349,6 @@ func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.R
 		return storage.Run{}, ErrNotFound // another user's run does not exist for this one
 	}
 	return r, nil
-}
-
-// Subscribe streams a run's events with seq > after: what is stored first, then live ones as they
-// become durable, with no gap and no duplicate. The channel closes when the run has ended and
-// everything was sent, or when ctx ends; a suspended run keeps the channel open until it goes on.
-func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64) (<-chan Event, error) {
-	rec, err := rt.db.GetRun(ctx, requestID)
-	if err != nil {
-		return nil, err
-	}
-	ch := make(chan Event, 16) // small: every open stream holds one, idle or not
-	// Watching starts before the first read, so no commit elsewhere falls between the two.
-	notified := rt.hub.watch(rec.ID)
-	go func() {
-		defer close(ch)
-		defer rt.hub.unwatch(rec.ID, notified)
-		cursor := after
-		for {
-			evs, ok, wake, live := rt.elog.tail(rec.ID, cursor)
-			if !ok {
-				stored, err := rt.elog.readStored(ctx, rec.ID, cursor, 1000)
-				if err != nil {
-					if ctx.Err() == nil {
-						rt.log.Error("replaying run events failed", "requestId", requestID, "err", err)
-					}
-					return
-				}
-				evs = stored
-			}
-			for _, e := range evs {
-				select {
-				case ch <- e:
-					cursor = e.Seq
-				case <-ctx.Done():
-					return
-				}
-			}
-			if len(evs) > 0 {
-				continue
-			}
-			if !live {
-				cur, err := rt.db.GetRun(ctx, requestID)
-				if err != nil {
-					return
-				}
-				if isFinal(cur.Status) {
-					// The final status is written before the last events (run.ended): end once
-					// that is stored too and sent, or when it never will be (its writer died in
-					// between). Whether it is stored is asked first, so what the check below
-					// reads includes it.
-					over := rt.endStored(ctx, rec.ID) || time.Since(cur.UpdatedAt) > endGrace
-					if more, _ := rt.elog.readStored(ctx, rec.ID, cursor, 1); len(more) > 0 {
-						continue
-					}
-					if over {
-						return
-					}
-				}
-			}
-			// Not live here (suspended, or executing on another replica): a commit here, a
-			// notification from another replica (PostgreSQL) or, should one be lost, the slow
-			// poll says when to look again.
-			t := time.NewTimer(fallbackPoll)
-			select {
-			case <-wake:
-			case <-notified:
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return
-			}
-			t.Stop()
-		}
-	}()
-	return ch, nil
-}
-
-// endGrace is how long after a run's final status a subscriber waits for its run.ended event.
-const endGrace = 5 * time.Second
-
-// endStored reports whether the run's last stored event is its run.ended.
-func (rt *Runtime) endStored(ctx context.Context, runID int64) bool {
-	last, err := rt.db.LastRunSeq(ctx, runID)
-	if err != nil || last == 0 {
-		return false
-	}
-	evs, err := rt.elog.readStored(ctx, runID, last-1, 1)
-	return err == nil && len(evs) == 1 && evs[0].Kind == KindRunEnded && evs[0].Source == ""
 }
 
 func isFinal(status string) bool {

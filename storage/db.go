@@ -4,6 +4,7 @@ package storage
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,6 +115,12 @@ func (db *DB) Ping(ctx context.Context) error {
 		return err
 	}
 	return sqlDB.PingContext(ctx)
+}
+
+// readers is the pool reads go to, for the few queries made without gorm.
+func (db *DB) readers() *sql.DB {
+	s, _ := db.r.DB() // always a *sql.DB here: Open made it
+	return s
 }
 
 // Close releases every connection.

@@ -94,11 +94,12 @@ func encodeJSON(v any) []byte {
 }
 
 // HeartbeatFrame is the keep-alive event: eventType and timestamp only, and no SSE id.
+// Every idle stream sends one per interval, so it is built in one small allocation.
 func HeartbeatFrame(now time.Time) []byte {
-	return encodeJSON(struct {
-		EventType string `json:"eventType"`
-		Timestamp string `json:"timestamp"`
-	}{Heartbeat, now.UTC().Format(TimeLayout)})
+	b := make([]byte, 0, 64)
+	b = append(b, `{"eventType":"`+Heartbeat+`","timestamp":"`...)
+	b = now.UTC().AppendFormat(b, TimeLayout)
+	return append(b, `"}`...)
 }
 
 // ---- SSE ids ----

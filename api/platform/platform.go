@@ -145,7 +145,7 @@ func (a *api) start(c *gin.Context) {
 		a.fail(c, "run", err)
 		return
 	}
-	a.stream(c, info.RequestID, Cursor{})
+	a.stream(c, caller.UserID, info.RequestID, Cursor{})
 }
 
 // sessionKey resolves the body's sessionId to the runtime's session key.
@@ -182,14 +182,22 @@ func (a *api) sessionKey(c *gin.Context, caller wire.Caller, raw json.RawMessage
 
 // resume is GET /api/agent/run/stream?requestId=&lastEventId= (or the Last-Event-ID header).
 func (a *api) resume(c *gin.Context) {
+	if userID, requestID, cur, ok := a.resumeRequest(c); ok {
+		a.stream(c, userID, requestID, cur)
+	}
+}
+
+// resumeRequest reads a resume; when it is not valid, it has answered. (Apart from resume, so
+// its frame is not on the stack while the stream idles.)
+func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Cursor, ok bool) {
 	caller, ok := a.identify(c, "")
 	if !ok {
-		return
+		return "", "", cur, false
 	}
-	requestID := strings.TrimSpace(c.Query("requestId"))
+	requestID = strings.TrimSpace(c.Query("requestId"))
 	if requestID == "" {
 		wire.Fail(c, http.StatusBadRequest, "requestId: is required")
-		return
+		return "", "", cur, false
 	}
 	last, field := c.Query("lastEventId"), "lastEventId"
 	if _, given := c.GetQuery("lastEventId"); !given {
@@ -198,25 +206,23 @@ func (a *api) resume(c *gin.Context) {
 	cur, err := ParseCursor(last)
 	if err != nil {
 		wire.Fail(c, http.StatusBadRequest, "%s: %v", field, err)
-		return
+		return "", "", cur, false
 	}
-	if _, err := a.Runtime.Run(c.Request.Context(), caller.UserID, requestID); err != nil {
-		a.fail(c, "requestId", err)
-		return
-	}
-	a.stream(c, requestID, cur)
+	return caller.UserID, requestID, cur, true
 }
 
 // stream sends the run's frames after cur until a terminal frame or the client leaves, with a
-// heartbeat (no id) whenever the interval passes.
-func (a *api) stream(c *gin.Context, requestID string, cur Cursor) {
-	ctx, cancel := context.WithCancel(c.Request.Context())
-	defer cancel()
-	events, err := a.Runtime.Subscribe(ctx, requestID, cur.After())
+// heartbeat (no id) whenever the interval passes. An idle stream waits in this loop for as long
+// as the run is paused, so its frame is kept small (the goroutine's stack can then shrink to
+// what a bare connection needs); the writing happens in calls that return.
+func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor) {
+	ctx := c.Request.Context()
+	run, err := a.Runtime.Follow(ctx, userID, requestID, cur.After())
 	if err != nil {
 		a.fail(c, "requestId", err)
 		return
 	}
+	defer run.Close()
 	sse := wire.StartSSE(c.Writer, http.Header{"X-Request-Id": {requestID}})
 	beat := time.NewTicker(a.Heartbeat)
 	defer beat.Stop()
@@ -228,21 +234,31 @@ func (a *api) stream(c *gin.Context, requestID string, cur Cursor) {
 			if sse.Event("", "", HeartbeatFrame(time.Now())) != nil {
 				return
 			}
-		case ev, open := <-events:
-			if !open {
+		case <-run.Ready():
+			if !sendNext(ctx, sse, run, &cur) {
 				return
-			}
-			for k, f := range Map(ev) {
-				if cur.Skip(ev.Seq, k) {
-					continue
-				}
-				if err := sse.Event(f.ID, "", f.Encode()); err != nil {
-					return // the client went away; the run goes on and can be resumed
-				}
-				if f.Terminal() {
-					return
-				}
 			}
 		}
 	}
+}
+
+// sendNext writes the frames of the run's next events; false when the stream is over (a
+// terminal frame was sent, the run's events ended, or the client went away, in which case the
+// run goes on and can be resumed).
+func sendNext(ctx context.Context, sse *wire.SSE, run *agent.Follower, cur *Cursor) bool {
+	evs, err := run.Next(ctx)
+	if err != nil {
+		return false // the run's end, or a failed read (logged)
+	}
+	for _, ev := range evs {
+		for k, f := range Map(ev) {
+			if cur.Skip(ev.Seq, k) {
+				continue
+			}
+			if sse.Event(f.ID, "", f.Encode()) != nil || f.Terminal() {
+				return false
+			}
+		}
+	}
+	return true
 }

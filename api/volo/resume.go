@@ -355,7 +355,7 @@ func (h *handler) resume(c *gin.Context) {
 		h.earlyError(c, tr, e)
 		return
 	}
-	h.stream(c, streamSpec{requestID: run.RequestID, after: from, trace: tr, noTools: runRequest(run).NoTools})
+	h.stream(c, streamSpec{userID: caller.UserID, requestID: run.RequestID, after: from, trace: tr, noTools: runRequest(run).NoTools})
 }
 
 // resumePoint applies a resume's response to the turn's pause and returns the seq to stream on

@@ -252,6 +252,7 @@ func writeFrame(s *wire.SSE, f Event) error {
 
 // streamSpec says which part of which run a response streams.
 type streamSpec struct {
+	userID    string
 	requestID string
 	after     int64 // stream the events with seq > after
 	trace     TraceInfo
@@ -265,13 +266,13 @@ type streamSpec struct {
 // stream writes a run's frames until the turn ends or pauses, or the client goes away (the run
 // does not stop then: the client catches up with messages?since=).
 func (h *handler) stream(c *gin.Context, s streamSpec) {
-	ctx, cancel := context.WithCancel(c.Request.Context())
-	defer cancel()
-	ch, err := h.rt.Subscribe(ctx, s.requestID, s.after)
+	ctx := c.Request.Context()
+	run, err := h.rt.Follow(ctx, s.userID, s.requestID, s.after)
 	if err != nil {
 		h.earlyError(c, s.trace, internal(err))
 		return
 	}
+	defer run.Close()
 	sse := wire.StartSSE(c.Writer, nil)
 	for _, f := range s.pre {
 		if writeFrame(sse, f) != nil {
@@ -282,23 +283,26 @@ func (h *handler) stream(c *gin.Context, s streamSpec) {
 	defer tick.Stop()
 	for {
 		select {
-		case ev, ok := <-ch:
-			if !ok {
-				return
+		case <-run.Ready():
+			evs, err := run.Next(ctx)
+			if err != nil {
+				return // the run's end, or a failed read (logged)
 			}
-			if s.noTools && ev.Source == "" && (ev.Kind == agent.KindToolCallStarted || ev.Kind == agent.KindToolCallDelta) {
-				continue
-			}
-			for _, f := range Map(ev, s.trace) {
-				if f.Phase == PhaseTurnStarted && s.mode != "" {
-					f.ExecutionMode = string(s.mode)
+			for _, ev := range evs {
+				if s.noTools && ev.Source == "" && (ev.Kind == agent.KindToolCallStarted || ev.Kind == agent.KindToolCallDelta) {
+					continue
 				}
-				if writeFrame(sse, f) != nil {
+				for _, f := range Map(ev, s.trace) {
+					if f.Phase == PhaseTurnStarted && s.mode != "" {
+						f.ExecutionMode = string(s.mode)
+					}
+					if writeFrame(sse, f) != nil {
+						return
+					}
+				}
+				if Terminal(ev) {
 					return
 				}
-			}
-			if Terminal(ev) {
-				return
 			}
 		case <-tick.C:
 			if sse.Comment("ping") != nil {
@@ -415,7 +419,7 @@ func (h *handler) intent(c *gin.Context) {
 	for i := range pre {
 		pre[i].TraceInfo = tr
 	}
-	h.stream(c, streamSpec{requestID: info.RequestID, trace: tr, pre: pre, mode: mode, noTools: start.NoTools})
+	h.stream(c, streamSpec{userID: caller.UserID, requestID: info.RequestID, trace: tr, pre: pre, mode: mode, noTools: start.NoTools})
 }
 
 // maxKeyLen bounds session ids and turn ids.

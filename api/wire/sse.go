@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -37,22 +38,37 @@ func StartSSE(w http.ResponseWriter, extra http.Header) *SSE {
 }
 
 // Event writes one event: an `id:` line when id is set, an `event:` line when name is set, and
-// the data (one `data:` line per line of it).
+// the data (one `data:` line per line of it). It writes straight into the response's buffer:
+// idle streams send a heartbeat each every few seconds, and that should make no garbage.
 func (s *SSE) Event(id, name string, data []byte) error {
-	var b bytes.Buffer
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := errWriter{w: s.w}
 	if id != "" {
-		b.WriteString("id: " + id + "\n")
+		w.str("id: ")
+		w.str(id)
+		w.str("\n")
 	}
 	if name != "" {
-		b.WriteString("event: " + name + "\n")
+		w.str("event: ")
+		w.str(name)
+		w.str("\n")
 	}
-	for _, line := range bytes.Split(data, []byte("\n")) {
-		b.WriteString(s.DataPrefix)
-		b.Write(line)
-		b.WriteByte('\n')
+	for {
+		line, rest, more := bytes.Cut(data, []byte("\n"))
+		w.str(s.DataPrefix)
+		w.bytes(line)
+		w.str("\n")
+		if !more {
+			break
+		}
+		data = rest
 	}
-	b.WriteByte('\n')
-	return s.write(b.Bytes())
+	w.str("\n")
+	if w.err != nil {
+		return w.err
+	}
+	return s.rc.Flush()
 }
 
 // Comment writes an SSE comment line (": text"), which clients ignore; a keep-alive.
@@ -68,6 +84,24 @@ func (s *SSE) write(b []byte) error {
 		return err
 	}
 	return s.rc.Flush()
+}
+
+// errWriter keeps the first error of a series of writes.
+type errWriter struct {
+	w   http.ResponseWriter
+	err error
+}
+
+func (e *errWriter) str(s string) {
+	if e.err == nil {
+		_, e.err = io.WriteString(e.w, s)
+	}
+}
+
+func (e *errWriter) bytes(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
 }
 
 // StartStream is StartSSE for a plain streamed body of another content type (a JSON array
