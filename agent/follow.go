@@ -169,7 +169,7 @@ var closedChan = func() chan struct{} {
 // Follow starts reading the events with seq > after of one of userID's runs; ErrNotFound when
 // the user has no run by that id.
 func (rt *Runtime) Follow(ctx context.Context, userID, requestID string, after int64) (*Follower, error) {
-	head, err := rt.db.RunHead(ctx, requestID)
+	head, err := aside(func() (storage.RunHead, error) { return rt.db.RunHead(ctx, requestID) })
 	if err == nil && head.UserID != userID {
 		err = ErrNotFound // another user's run does not exist for this one
 	}
@@ -201,7 +201,7 @@ func (f *Follower) Next(ctx context.Context) ([]Event, error) {
 	evs, ok, live := f.rt.elog.tail(f.runID, f.cursor)
 	if !ok {
 		var err error
-		if evs, err = f.readStored(ctx, live); err != nil {
+		if evs, err = aside(func() ([]Event, error) { return f.readStored(ctx, live) }); err != nil {
 			return nil, f.fail(ctx, err)
 		}
 	}
@@ -239,6 +239,25 @@ func (f *Follower) readStored(ctx context.Context, live bool) ([]Event, error) {
 		return nil, io.EOF
 	}
 	return nil, nil
+}
+
+// aside runs a read on a goroutine of its own and waits for it. The goroutine of a stream waits
+// for as long as the run is paused, with its stack as large as the deepest call it ever made
+// until a GC shrinks it, and the memory it grew into stays with the process. Database calls are
+// the deepest by far: made on the stream's goroutine, they doubled every idle stream's stack to
+// 16 KB, about 7 KB of RSS per stream at 10,000 streams (docs/benchmarks.md, "Load").
+func aside[T any](read func() (T, error)) (T, error) {
+	type result struct {
+		v   T
+		err error
+	}
+	c := make(chan result, 1)
+	go func() {
+		v, err := read()
+		c <- result{v, err}
+	}()
+	r := <-c
+	return r.v, r.err
 }
 
 // fail logs a failed read (unless the reader left, or it is the end) and returns it.

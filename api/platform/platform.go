@@ -194,13 +194,15 @@ func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Curso
 	if !ok {
 		return "", "", cur, false
 	}
-	requestID = strings.TrimSpace(c.Query("requestId"))
+	// Parsed here rather than with c.Query, whose cache would live as long as the stream.
+	q := c.Request.URL.Query()
+	requestID = strings.TrimSpace(q.Get("requestId"))
 	if requestID == "" {
 		wire.Fail(c, http.StatusBadRequest, "requestId: is required")
 		return "", "", cur, false
 	}
-	last, field := c.Query("lastEventId"), "lastEventId"
-	if _, given := c.GetQuery("lastEventId"); !given {
+	last, field := q.Get("lastEventId"), "lastEventId"
+	if _, given := q["lastEventId"]; !given {
 		last, field = c.GetHeader("Last-Event-ID"), "Last-Event-ID"
 	}
 	cur, err := ParseCursor(last)

@@ -25,7 +25,6 @@ func StartSSE(w http.ResponseWriter, extra http.Header) *SSE {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
 	for k, v := range extra {
 		h[k] = v
