@@ -31,7 +31,7 @@ import (
 // On SQLite one process owns the database: there is no listener, no lease, and the wake-ups stay
 // in-process.
 
-// DefaultRunLease is Config.RunLease's default.
+// DefaultRunLease is Config.RunLease's default (the daemon sets it from agent.runLease).
 const DefaultRunLease = 15 * time.Second
 
 // errLostLease cancels a live run another replica took over: it must not write any more.

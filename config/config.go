@@ -89,6 +89,7 @@ agent:
     maxOutput: 65536                  # bytes of output kept per command
   toolDefault: ask                    # writing/executing tools with no matching rule: ask | allow
   askTimeout: 10m                     # an unanswered confirmation counts as denied after this
+  runLease: 15s                       # PostgreSQL replicas: a running run whose owner is silent this long is suspended by another
 
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
@@ -191,6 +192,10 @@ type Agent struct {
 	ToolDefault string `yaml:"toolDefault"`
 	// AskTimeout is how long a confirmation may wait before the call counts as denied.
 	AskTimeout Duration `yaml:"askTimeout"`
+	// RunLease is, with several daemons on one PostgreSQL database, how long a running run
+	// survives its owner's silence before another daemon suspends it (SHUTDOWN_INTERRUPT). The
+	// owner renews it every RunLease/5.
+	RunLease Duration `yaml:"runLease"`
 }
 
 // Shell configures the shell_execute tool, which is off unless enabled.
@@ -279,7 +284,8 @@ func Default() Config {
 		},
 		Model: Model{Provider: "scripted"},
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
-			Shell: Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
+			RunLease: Duration(15 * time.Second),
+			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
 		SSE: SSE{Heartbeat: Duration(15 * time.Second)},
 		Log: Log{Level: "info", Format: "auto"},
 	}
@@ -862,6 +868,9 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.AskTimeout < Duration(time.Second) {
 		bad("agent.askTimeout", "must be at least 1s")
+	}
+	if c.Agent.RunLease < Duration(5*time.Second) {
+		bad("agent.runLease", "must be at least 5s (the owner renews it every fifth of it)")
 	}
 	if c.Agent.Name == "" {
 		bad("agent.name", "must not be empty")

@@ -130,7 +130,7 @@ model:
   baseURL: http://localhost:11434/v1
   apiKey: sk-model
   name: llama3
-agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m}
+agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
 `
@@ -164,7 +164,8 @@ func TestFullFile(t *testing.T) {
 		Model: Model{Provider: "openai", Script: "./demo.script", BaseURL: "http://localhost:11434/v1",
 			APIKey: "sk-model", Name: "llama3"},
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
-			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120)},
+			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
+			RunLease: sec(30)},
 		SSE: SSE{Heartbeat: sec(5)},
 		Log: Log{Level: "debug", Format: "json"},
 	}
@@ -289,6 +290,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AGENT_ASK_TIMEOUT",
 		"HOOKD_AGENT_MAX_ITERS",
 		"HOOKD_AGENT_NAME",
+		"HOOKD_AGENT_RUN_LEASE",
 		"HOOKD_AGENT_SHELL_ENABLED",
 		"HOOKD_AGENT_SHELL_MAX_OUTPUT",
 		"HOOKD_AGENT_SHELL_TIMEOUT",
@@ -378,6 +380,7 @@ func TestValidate(t *testing.T) {
 		{"openai name", func(c *Config) { c.Model.Provider, c.Model.BaseURL = "openai", "http://x/v1" }, `config: model.name: required when model.provider is openai`},
 		{"maxIters", func(c *Config) { c.Agent.MaxIters = 0 }, `config: agent.maxIters: must be at least 1`},
 		{"tokenBudget", func(c *Config) { c.Agent.TokenBudget = -1 }, `config: agent.tokenBudget: must be 0 (no budget) or more`},
+		{"runLease", func(c *Config) { c.Agent.RunLease = Duration(2 * time.Second) }, `config: agent.runLease: must be at least 5s (the owner renews it every fifth of it)`},
 		{"heartbeat", func(c *Config) { c.SSE.Heartbeat = Duration(500 * time.Millisecond) }, `config: sse.heartbeat: must be at least 1s`},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, `config: log.level: "trace" is not one of debug, info, warn, error`},
 		{"log format", func(c *Config) { c.Log.Format = "xml" }, `config: log.format: "xml" is not one of auto, json, text`},

@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
 		ModelName: modelName(cfg.Model), Owner: owner,
-		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std(), Metrics: metrics})
+		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std(), RunLease: cfg.Agent.RunLease.Std(), Metrics: metrics})
 	if err := runtime.Start(ctx); err != nil {
 		return fmt.Errorf("start agent runtime: %w", err)
 	}
