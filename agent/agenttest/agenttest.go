@@ -38,6 +38,9 @@ type Env struct {
 	Runtime    *agent.Runtime
 	Tools      *tools.Registry
 	Workspaces *tools.Workspaces
+
+	model model.Model
+	cfg   agent.Config
 }
 
 // Quiet is a logger that discards.
@@ -74,18 +77,39 @@ func New(t testing.TB, db *storage.DB, o Options) *Env {
 	if cfg.DefaultBehavior == "" {
 		cfg.DefaultBehavior = agent.BehaviorAllow
 	}
-	ws := tools.NewWorkspaces(t.TempDir())
-	rt := agent.New(db, disp, m, treg, ws, Quiet(), cfg)
-	if err := rt.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		rt.Shutdown(c)
 		disp.Stop(c)
 	})
-	return &Env{DB: db, Hooks: reg, Dispatcher: disp, Runtime: rt, Tools: treg, Workspaces: ws}
+	e := &Env{DB: db, Hooks: reg, Dispatcher: disp, Tools: treg, Workspaces: tools.NewWorkspaces(t.TempDir()), model: m, cfg: cfg}
+	e.start(t)
+	return e
+}
+
+// start starts a runtime on e's database, dispatcher, model and workspaces.
+func (e *Env) start(t testing.TB) {
+	t.Helper()
+	rt := agent.New(e.DB, e.Dispatcher, e.model, e.Tools, e.Workspaces, Quiet(), e.cfg)
+	if err := rt.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { // runs before the dispatcher's stop (cleanups run last first)
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rt.Shutdown(c)
+	})
+	e.Runtime = rt
+}
+
+// Restart shuts the runtime down (its live runs are suspended: SHUTDOWN_INTERRUPT) and starts a
+// new one on the same database: what a daemon restart does to the agent.
+func (e *Env) Restart(t testing.TB) {
+	t.Helper()
+	c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	e.Runtime.Shutdown(c)
+	cancel()
+	e.start(t)
 }
 
 // Hook registers a hook given as the admin API's JSON.

@@ -18,11 +18,10 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/agent"
-	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -40,56 +39,23 @@ const (
 )
 
 // tenv is a daemon in miniature: a real database, the real dispatcher, the scripted model, the
-// agent runtime and the platform routes on a real HTTP server.
+// agent runtime (agenttest) and the platform routes on a real HTTP server.
 type tenv struct {
-	t     testing.TB
-	db    *storage.DB
-	disp  *dispatcher.Dispatcher
-	model model.Model
-	tools *tools.Registry
-	ws    *tools.Workspaces
-	cfg   agent.Config
-	hb    time.Duration
+	t   testing.TB
+	env *agenttest.Env
+	hb  time.Duration
 	// devMode runs the routes without API keys (callers by body userId or X-User-Id).
 	devMode bool
 	rt      *agent.Runtime
+	ws      *tools.Workspaces
 	srv     *httptest.Server
 }
 
 func newTEnv(t testing.TB, db *storage.DB, script string, cfg agent.Config, heartbeat time.Duration) *tenv {
 	t.Helper()
-	ctx := context.Background()
-	var sf model.ScriptFile
-	if err := json.Unmarshal([]byte(script), &sf); err != nil {
-		t.Fatal(err)
-	}
-	m, err := model.NewScripted(sf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := dispatcher.NewRegistry(ctx, db, quiet())
-	if err != nil {
-		t.Fatal(err)
-	}
-	disp := dispatcher.New(db, reg, quiet(), dispatcher.Settings{Version: "test"})
-	if err := disp.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		disp.Stop(c)
-	})
-	if cfg.ModelBackoff == 0 {
-		cfg.ModelBackoff = time.Millisecond
-	}
-	if cfg.DefaultBehavior == "" {
-		cfg.DefaultBehavior = agent.BehaviorAllow
-	}
-	e := &tenv{t: t, db: db, disp: disp, model: m, cfg: cfg, hb: heartbeat,
-		tools: tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), asyncJob{}),
-		ws:    tools.NewWorkspaces(t.TempDir())}
-	e.boot()
+	env := agenttest.New(t, db, agenttest.Options{Script: script, Config: cfg, Tools: []tools.Tool{asyncJob{}}})
+	e := &tenv{t: t, env: env, hb: heartbeat, ws: env.Workspaces}
+	e.serve()
 	return e
 }
 
@@ -106,43 +72,33 @@ func (asyncJob) Run(context.Context, tools.Env, json.RawMessage) (tools.Result, 
 	return tools.Result{Text: "job queued", Async: &tools.Async{TaskID: "task_456", Timeout: 300 * time.Millisecond, Strategy: "POLL"}}, nil
 }
 
-// boot starts a runtime and a server on e's database and workspaces.
-func (e *tenv) boot() {
+// serve starts the platform routes on the current runtime.
+func (e *tenv) serve() {
 	e.t.Helper()
-	rt := agent.New(e.db, e.disp, e.model, e.tools, e.ws, quiet(), e.cfg)
-	if err := rt.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		rt.Shutdown(c)
-	})
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	keys := wire.NewKeys(testKeys)
 	if e.devMode {
 		keys = wire.NewKeys(nil)
 	}
-	platform.Register(r, platform.Deps{Runtime: rt, DB: e.db, Workspaces: e.ws, Keys: keys, Heartbeat: e.hb, Log: quiet()})
-	srv := httptest.NewServer(r)
+	e.rt = e.env.Runtime
+	platform.Register(r, platform.Deps{Runtime: e.rt, DB: e.env.DB, Workspaces: e.ws, Keys: keys, Heartbeat: e.hb, Log: quiet()})
+	e.srv = httptest.NewServer(r)
+	srv := e.srv
 	e.t.Cleanup(func() {
 		srv.CloseClientConnections() // open streams end, so Close does not wait for them
 		srv.Close()
 	})
-	e.rt, e.srv = rt, srv
 }
 
-// restart stops the runtime (live runs are suspended: SHUTDOWN_INTERRUPT) and the server, and
+// restart stops the server and the runtime (live runs are suspended: SHUTDOWN_INTERRUPT) and
 // starts new ones on the same database: a daemon restart.
 func (e *tenv) restart() {
 	e.t.Helper()
 	e.srv.CloseClientConnections()
 	e.srv.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	e.rt.Shutdown(ctx)
-	cancel()
-	e.boot()
+	e.env.Restart(e.t)
+	e.serve()
 }
 
 // ---- plain REST calls ----
