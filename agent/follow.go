@@ -193,7 +193,7 @@ func (f *Follower) Ready() <-chan struct{} { return f.ready }
 // returned (a suspended run has not ended: its readers wait for it to go on). Another error is
 // a failed read, already logged; the reader may try again or give up.
 func (f *Follower) Next(ctx context.Context) ([]Event, error) {
-	if f.ended {
+	if f.ended || f.closed {
 		return nil, io.EOF
 	}
 	// The wake channel is taken before looking, so a change after the look closes it.
@@ -272,7 +272,7 @@ func (f *Follower) fail(ctx context.Context, err error) error {
 	return err
 }
 
-// Close stops following.
+// Close stops following; Next then returns io.EOF.
 func (f *Follower) Close() {
 	if !f.closed {
 		f.closed = true

@@ -130,6 +130,9 @@ func TestFollowersOfAPausedRun(t *testing.T) {
 			}
 			f.Close()
 			f.Close() // twice is harmless
+			if _, err := f.Next(context.Background()); !errors.Is(err, io.EOF) {
+				t.Fatalf("Next after Close: %v, want io.EOF", err)
+			}
 		}
 		if watched, _ := e.rt.hub.readers(rec.ID); watched != 0 {
 			t.Fatalf("hub still watches %d runs after every follower closed", watched)
