@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -121,6 +122,24 @@ func (db *DB) Ping(ctx context.Context) error {
 func (db *DB) readers() *sql.DB {
 	s, _ := db.r.DB() // always a *sql.DB here: Open made it
 	return s
+}
+
+// appendParams appends n placeholders for the statements built without gorm: "?,?,…" on SQLite
+// (which parses numbered ones as names, in time that grows with their number), "$first,…" on
+// PostgreSQL.
+func (db *DB) appendParams(q []byte, first, n int) []byte {
+	for i := range n {
+		if i > 0 {
+			q = append(q, ',')
+		}
+		if db.dialect == SQLite {
+			q = append(q, '?')
+			continue
+		}
+		q = append(q, '$')
+		q = strconv.AppendInt(q, int64(first+i), 10)
+	}
+	return q
 }
 
 // Close releases every connection.

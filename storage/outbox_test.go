@@ -173,5 +173,32 @@ func TestDecisionLog(t *testing.T) {
 		if len(got) != 3 {
 			t.Fatalf("by decision id: %d", len(got))
 		}
+
+		// More than one statement's worth in one call, every field set, read back whole.
+		trace := "trace-1"
+		at := time.Now().UTC().Truncate(time.Millisecond)
+		many := make([]storage.Decision, 450)
+		for i := range many {
+			many[i] = storage.Decision{DecisionID: "bulk", EventID: fmt.Sprint("evt-", i), HookID: int64(i), HookName: "审计",
+				HookType: "post_llm_call", SessionID: &sid, TraceID: &trace, Outcome: "modify", Reason: "改写 it's \"quoted\"",
+				FromFailureMode: i%2 == 1, StatusCode: 200 + i%3, Error: "e" + fmt.Sprint(i), LatencyMs: int64(i * 7), CreatedAt: at}
+		}
+		if err := db.InsertDecisions(ctx, many); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.ListDecisions(ctx, storage.DecisionFilter{DecisionID: "bulk", Limit: 1000})
+		if err != nil || len(got) != len(many) {
+			t.Fatalf("bulk: %d rows, %v", len(got), err)
+		}
+		for _, g := range got {
+			i := int(g.HookID)
+			w := many[i]
+			if g.ID == 0 || g.EventID != w.EventID || g.HookName != w.HookName || g.HookType != w.HookType || *g.SessionID != sid ||
+				g.TraceID == nil || *g.TraceID != trace || g.Outcome != w.Outcome || g.Reason != w.Reason ||
+				g.FromFailureMode != w.FromFailureMode || g.StatusCode != w.StatusCode || g.Error != w.Error ||
+				g.LatencyMs != w.LatencyMs || !g.CreatedAt.Equal(at) {
+				t.Fatalf("decision %d: got %+v, want %+v", i, g, w)
+			}
+		}
 	})
 }

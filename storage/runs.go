@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -497,7 +496,7 @@ type RunHead struct {
 
 // The reads every open stream makes (a run's head, its events) go to database/sql directly:
 // gorm's allocations per query were most of what opening a stream cost (docs/benchmarks.md).
-// "$n" placeholders are understood by both drivers.
+// Both drivers understand "$n" placeholders; lists of them are built by appendParams.
 
 const runHeadSQL = `SELECT r.id, r.request_id, r.user_id, r.status, r.updated_at,
 	COALESCE((SELECT MAX(e.seq) FROM run_events e WHERE e.run_id = r.id), 0)
@@ -530,18 +529,12 @@ func (db *DB) RunHeads(ctx context.Context, ids []int64) ([]RunHead, error) {
 	var out []RunHead
 	for i := 0; i < len(ids); i += chunk {
 		part := ids[i:min(i+chunk, len(ids))]
-		q := make([]byte, 0, len(runHeadSQL)+16+6*len(part))
-		q = append(q, runHeadSQL+`r.id IN (`...)
+		q := append(make([]byte, 0, len(runHeadSQL)+16+6*len(part)), runHeadSQL+`r.id IN (`...)
+		q = append(db.appendParams(q, 1, len(part)), ')')
 		args := make([]any, len(part))
 		for j, id := range part {
-			if j > 0 {
-				q = append(q, ',')
-			}
-			q = append(q, '$')
-			q = strconv.AppendInt(q, int64(j+1), 10)
 			args[j] = id
 		}
-		q = append(q, ')')
 		heads, err := db.runHeads(ctx, string(q), args...)
 		if err != nil {
 			return nil, fmt.Errorf("storage: heads of %d runs: %w", len(ids), err)
