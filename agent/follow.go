@@ -282,8 +282,8 @@ func (f *Follower) Close() {
 
 // Subscribe is Follow as a channel, fed by a goroutine of its own, for the runtime's own readers
 // (a scheduled task, a parent run), which follow few runs at a time and would rather range over
-// events. It is not scoped to a user. The channel closes when the run has ended
-// and everything was sent, or when ctx ends.
+// events. It is not scoped to a user. The channel closes when the run has ended and everything
+// was sent, or when ctx ends.
 func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64) (<-chan Event, error) {
 	head, err := rt.db.RunHead(ctx, requestID)
 	if err != nil {
