@@ -5,8 +5,8 @@
 // The API the chat dialects use:
 //
 //	rt.StartRun(ctx, req)            start a turn; returns the run's ids at once
-//	rt.Follow(ctx, requestID, n)     every event after seq n: stored ones, then live ones
-//	rt.Subscribe(ctx, requestID, n)  the same as a channel, for readers that hold few streams
+//	rt.Follow(ctx, user, id, n)      every event after seq n: stored ones, then live ones
+//	rt.Subscribe(ctx, requestID, n)  the same as a channel, for the runtime's own readers
 //	rt.Run / rt.Session / rt.History look-ups, always scoped to the calling user
 //	rt.Cancel(requestID)             stop a run; it ends INTERRUPTED
 package agent

@@ -262,13 +262,14 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) {
 		h.internal(c, "starting the run failed", err)
 		return
 	}
-	events, err := h.rt.Subscribe(ctx, info.RequestID, 0)
+	run, err := h.rt.Follow(ctx, caller.UserID, info.RequestID, 0)
 	if err != nil {
 		h.internal(c, "following the run failed", err)
 		return
 	}
+	defer run.Close()
 	s := &stream{h: h, userID: caller.UserID, requestID: info.RequestID, sessionKey: req.SessionID}
-	s.run(c, events)
+	s.run(c, run)
 }
 
 // resume applies what the request brings to the session's paused run and streams the run on
@@ -319,11 +320,12 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			h.log.Warn("harness chat: input sent with a resume was not queued", "requestId", id, "err", err)
 		}
 	}
-	events, err := h.rt.Subscribe(ctx, id, 0)
+	run, err := h.rt.Follow(ctx, user, id, 0)
 	if err != nil {
 		h.internal(c, "following the run failed", err)
 		return
 	}
+	defer run.Close()
 	s := &stream{h: h, userID: user, requestID: id, sessionKey: req.SessionID, seeking: true,
 		mine: func(pause, resumed agent.Event) bool {
 			if resumed.At.Before(t0) {
@@ -342,7 +344,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			}
 			return false
 		}}
-	s.run(c, events)
+	s.run(c, run)
 }
 
 // refused answers a resume the run would not take.
@@ -381,7 +383,7 @@ type stream struct {
 	held     []agent.Event
 }
 
-func (s *stream) run(c *gin.Context, events <-chan agent.Event) {
+func (s *stream) run(c *gin.Context, run *agent.Follower) {
 	ctx := c.Request.Context()
 	if strings.Contains(c.GetHeader("Accept"), "text/event-stream") {
 		sse := wire.StartSSE(c.Writer, http.Header{"X-Request-Id": {s.requestID}})
@@ -396,13 +398,17 @@ func (s *stream) run(c *gin.Context, events <-chan agent.Event) {
 		s.out = a
 	}
 	defer s.out.close()
-	for ev := range events {
-		done, err := s.feed(ctx, ev)
-		if err != nil {
-			s.h.log.Info("harness chat: the client went away; the run goes on", "requestId", s.requestID, "err", err)
-			return
+	for {
+		select {
+		case <-run.Ready():
+		case <-ctx.Done():
+			return // the client went away; the run goes on
 		}
-		if done {
+		evs, err := run.Next(ctx)
+		if err != nil {
+			break // the run's end, or a failed read (logged); either way no run.ended came
+		}
+		if done := s.feedAll(ctx, evs); done {
 			return
 		}
 	}
@@ -417,6 +423,21 @@ func (s *stream) run(c *gin.Context, events <-chan agent.Event) {
 		ReplyID: s.replyID, End: &agent.EndInfo{Outcome: agent.OutcomeFailed, ErrorCode: agent.CodeInternal,
 			ErrorMessage: "the event stream of the run broke off; the run may still be going on", Recoverable: true}}
 	_, _ = s.emit(ctx, end)
+}
+
+// feedAll handles events in order; done means the response is complete or the client left.
+func (s *stream) feedAll(ctx context.Context, evs []agent.Event) (done bool) {
+	for _, ev := range evs {
+		done, err := s.feed(ctx, ev)
+		if err != nil {
+			s.h.log.Info("harness chat: the client went away; the run goes on", "requestId", s.requestID, "err", err)
+			return true
+		}
+		if done {
+			return true
+		}
+	}
+	return false
 }
 
 // feed handles one canonical event; done means the response is complete.
