@@ -118,6 +118,18 @@ func (db *DB) Ping(ctx context.Context) error {
 	return sqlDB.PingContext(ctx)
 }
 
+// oneRow is the error of a write that must touch a row: its own, wrapped with what it did
+// (format and args), or ErrNotFound when it touched none.
+func oneRow(res *gorm.DB, format string, args ...any) error {
+	if res.Error != nil {
+		return fmt.Errorf("storage: "+format+": %w", append(args, res.Error)...)
+	}
+	if res.RowsAffected == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // readers is the pool reads go to, for the few queries made without gorm.
 func (db *DB) readers() *sql.DB {
 	s, _ := db.r.DB() // always a *sql.DB here: Open made it

@@ -123,25 +123,13 @@ func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 		"hook_type": row.HookType, "agent_id": row.AgentID, "enabled": row.Enabled, "priority": row.Priority,
 		"doc": row.Doc, "secrets_enc": row.SecretsEnc, "updated_at": row.UpdatedAt,
 	})
-	if res.Error != nil {
-		return fmt.Errorf("storage: update hook %d: %w", h.ID, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "update hook %d", h.ID)
 }
 
 // DeleteHook removes a hook; ErrNotFound if there is none. Its deliveries stay for the record.
 func (db *DB) DeleteHook(ctx context.Context, id int64) error {
 	res := db.w.WithContext(ctx).Where("id = ?", id).Delete(&hookRow{})
-	if res.Error != nil {
-		return fmt.Errorf("storage: delete hook %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "delete hook %d", id)
 }
 
 // HooksVersion changes whenever a hook is added, changed or removed, by this process or another

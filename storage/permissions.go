@@ -105,13 +105,7 @@ func (db *DB) ListRules(ctx context.Context, scope, scopeKey string) ([]Permissi
 // DeleteRule revokes a rule; ErrNotFound if there is none.
 func (db *DB) DeleteRule(ctx context.Context, id int64) error {
 	res := db.w.WithContext(ctx).Where("id = ?", id).Delete(&ruleRow{})
-	if res.Error != nil {
-		return fmt.Errorf("storage: delete rule %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "delete rule %d", id)
 }
 
 // Ask states.

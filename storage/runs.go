@@ -152,13 +152,7 @@ func (db *DB) UpdateMessage(ctx context.Context, id int64, body []byte) error {
 	// One statement outside a transaction, like updateRun.
 	res := db.w.WithContext(ctx).Exec(`UPDATE messages SET body = ?, updated_at = ? WHERE id = ?`,
 		string(body), time.Now().UnixMilli(), id)
-	if res.Error != nil {
-		return fmt.Errorf("storage: update message %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "update message %d", id)
 }
 
 // Messages returns a session's messages in order; since, when not zero, keeps those created or
@@ -363,13 +357,7 @@ func (db *DB) updateRun(ctx context.Context, r *Run, where string, args ...any) 
 	res := db.w.WithContext(ctx).Exec(`UPDATE runs SET status = ?, spec = ?, state = ?, error_code = ?, error_message = ?,
 		owner = ?, updated_at = ? WHERE `+where, append([]any{r.Status, string(r.Spec), string(r.State), r.ErrorCode,
 		r.ErrorMessage, r.Owner, r.UpdatedAt.UnixMilli()}, args...)...)
-	if res.Error != nil {
-		return fmt.Errorf("storage: update run %d: %w", r.ID, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "update run %d", r.ID)
 }
 
 // RunEvent is one persisted event of a run.
@@ -651,11 +639,5 @@ func (db *DB) TakeOverRun(ctx context.Context, id int64, owner string, now time.
 	res := db.w.WithContext(ctx).Exec(`UPDATE runs SET owner = ?, lease_until = ?, updated_at = ?
 		WHERE id = ? AND status = ? AND lease_until < ? AND updated_at < ?`,
 		owner, ms(until), ms(now), id, RunRunning, ms(now), ms(now.Add(-grace)))
-	if res.Error != nil {
-		return fmt.Errorf("storage: take over run %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "take over run %d", id)
 }

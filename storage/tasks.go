@@ -104,25 +104,13 @@ func (db *DB) UpdateTask(ctx context.Context, t *Task) error {
 		"reuse_session": t.ReuseSession, "enabled": t.Enabled, "catch_up": t.CatchUp, "next_run_at": ms(t.NextRunAt),
 		"updated_at": t.UpdatedAt.UnixMilli(),
 	})
-	if res.Error != nil {
-		return fmt.Errorf("storage: update task %d: %w", t.ID, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "update task %d", t.ID)
 }
 
 // DeleteTask removes a task; ErrNotFound if there is none. Its run history stays for the record.
 func (db *DB) DeleteTask(ctx context.Context, id int64) error {
 	res := db.w.WithContext(ctx).Where("id = ?", id).Delete(&taskRow{})
-	if res.Error != nil {
-		return fmt.Errorf("storage: delete task %d: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "delete task %d", id)
 }
 
 // BindTaskSession records the session a reuseSession task's runs share. It does not change the
@@ -332,13 +320,7 @@ func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 		fields["finished_at"] = ms(*r.FinishedAt)
 	}
 	res := db.w.WithContext(ctx).Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunRunning).Updates(fields)
-	if res.Error != nil {
-		return fmt.Errorf("storage: update task run %d: %w", r.ID, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return ErrNotFound
-	}
-	return nil
+	return oneRow(res, "update task run %d", r.ID)
 }
 
 // GetTaskRun reads one firing; ErrNotFound if there is none.
