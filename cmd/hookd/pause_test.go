@@ -14,14 +14,17 @@ import (
 	"time"
 )
 
-// frame is one platform SSE frame.
+// frame is one platform SSE frame, with its envelope timestamp and when it arrived.
 type frame struct {
 	ID        string
 	EventType string          `json:"eventType"`
 	Data      json.RawMessage `json:"data"`
+	Timestamp string          `json:"timestamp"`
+	arrived   time.Time
 }
 
-// readFrames reads SSE frames from resp until stop says so or the stream ends.
+// readFrames reads SSE frames (heartbeats left out) from resp until stop says so or the stream
+// ends.
 func readFrames(t *testing.T, resp *http.Response, stop func(frame) bool) []frame {
 	t.Helper()
 	defer resp.Body.Close()
@@ -43,6 +46,7 @@ func readFrames(t *testing.T, resp *http.Response, stop func(frame) bool) []fram
 			data.Reset()
 			f := cur
 			cur = frame{}
+			f.arrived = time.Now()
 			if f.EventType == "HEARTBEAT" {
 				continue
 			}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -98,16 +97,7 @@ func (c *cluster) logs() string {
 	return b.String()
 }
 
-// sframe is a platform SSE frame with its envelope timestamp and when it arrived.
-type sframe struct {
-	ID        string
-	EventType string          `json:"eventType"`
-	Data      json.RawMessage `json:"data"`
-	Timestamp string          `json:"timestamp"`
-	arrived   time.Time
-}
-
-func (f sframe) at(t *testing.T) time.Time {
+func (f frame) at(t *testing.T) time.Time {
 	v, err := time.Parse("2006-01-02T15:04:05.000", f.Timestamp)
 	if err != nil {
 		t.Fatalf("frame timestamp %q: %v", f.Timestamp, err)
@@ -135,58 +125,19 @@ func openStream(t *testing.T, d *daemon, method, query, body string) (*http.Resp
 	return resp, resp.Header.Get("X-Request-Id")
 }
 
-// frames reads SSE frames (heartbeats left out) until stop says so, or the stream ends.
-func frames(t *testing.T, resp *http.Response, stop func(sframe) bool) []sframe {
-	t.Helper()
-	defer resp.Body.Close()
-	var out []sframe
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var id string
-	var data strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if data.Len() == 0 {
-				continue
-			}
-			var f sframe
-			if err := json.Unmarshal([]byte(data.String()), &f); err != nil {
-				t.Fatalf("frame data: %v: %s", err, data.String())
-			}
-			data.Reset()
-			f.ID, id = id, ""
-			f.arrived = time.Now()
-			if f.EventType == "HEARTBEAT" {
-				continue
-			}
-			out = append(out, f)
-			if stop(f) {
-				return out
-			}
-		case strings.HasPrefix(line, "id:"):
-			id = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
-		case strings.HasPrefix(line, "data:"):
-			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
-		}
-	}
-	return out
-}
-
-func terminal(f sframe) bool {
+func terminal(f frame) bool {
 	return f.EventType == "MESSAGE_COMPLETED" || f.EventType == "MESSAGE_FAILED"
 }
 
-func follow(t *testing.T, d *daemon, requestID, after string, stop func(sframe) bool) []sframe {
+func follow(t *testing.T, d *daemon, requestID, after string, stop func(frame) bool) []frame {
 	t.Helper()
 	resp, _ := openStream(t, d, "GET", "?requestId="+requestID+"&lastEventId="+after, "")
-	return frames(t, resp, stop)
+	return readFrames(t, resp, stop)
 }
 
-func last(fs []sframe) sframe { return fs[len(fs)-1] }
+func last(fs []frame) frame { return fs[len(fs)-1] }
 
-func messageData(t *testing.T, f sframe) (code, suspendType string) {
+func messageData(t *testing.T, f frame) (code, suspendType string) {
 	var m struct {
 		ErrorCode     *string
 		SuspendReason struct{ Type string }
@@ -201,7 +152,7 @@ func messageData(t *testing.T, f sframe) (code, suspendType string) {
 }
 
 // sameFrames checks that got is want, frame for frame.
-func sameFrames(t *testing.T, what string, got, want []sframe) {
+func sameFrames(t *testing.T, what string, got, want []frame) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: %d frames, want %d", what, len(got), len(want))
@@ -299,7 +250,7 @@ func TestReplicas(t *testing.T) {
 	// executes on A: B follows it live (PostgreSQL NOTIFY), with no gap and no repeat.
 	resp, requestID := openStream(t, a, "POST", "", `{"userInput":"stream please"}`)
 	tools := 0
-	fromA := frames(t, resp, func(f sframe) bool {
+	fromA := readFrames(t, resp, func(f frame) bool {
 		if f.EventType == "TOOL_COMPLETED" {
 			tools++
 		}
@@ -317,7 +268,7 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("resumed on B after %s: %s\n%s", last(fromA).ID, kindsOf(fromB), b.log())
 	}
 	full := follow(t, cc, requestID, "0", terminal)
-	sameFrames(t, "A then B against a replay on C", append(append([]sframe{}, fromA...), fromB...), full)
+	sameFrames(t, "A then B against a replay on C", append(append([]frame{}, fromA...), fromB...), full)
 	// Frames B received after it subscribed came from commits on A; the lag from the event to B
 	// is the notification's, not the fallback poll's (5 s).
 	var lag time.Duration
@@ -336,7 +287,7 @@ func TestReplicas(t *testing.T) {
 	// 3. An approval posted to C resumes a run started on A (and C executes the rest of it); A's
 	// stream follows to the end.
 	resp, requestID = openStream(t, a, "POST", "", `{"userInput":"write the report"}`)
-	before := frames(t, resp, func(f sframe) bool { return f.EventType == "MESSAGE_SUSPENDED" })
+	before := readFrames(t, resp, func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" })
 	var ask struct{ AskID string }
 	for _, f := range before {
 		if f.EventType == "PERMISSION_ASK" {
@@ -352,7 +303,7 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("after the approval on C: %+v", last(after))
 	}
 	full = follow(t, b, requestID, "0", terminal)
-	sameFrames(t, "approval run", append(append([]sframe{}, before...), after...), full)
+	sameFrames(t, "approval run", append(append([]frame{}, before...), after...), full)
 	// The replica that claimed the answered run executed the tool: C, unless the answer came
 	// before A had recorded the pause, in which case A went on itself.
 	ran := ""
@@ -368,12 +319,12 @@ func TestReplicas(t *testing.T) {
 
 	// 4. Stop through C of a run executing on A: it ends INTERRUPTED within its step.
 	resp, requestID = openStream(t, a, "POST", "", `{"userInput":"long stop me"}`)
-	stopDone := make(chan []sframe, 1)
-	go func(resp *http.Response) { stopDone <- frames(t, resp, terminal) }(resp)
+	stopDone := make(chan []frame, 1)
+	go func(resp *http.Response) { stopDone <- readFrames(t, resp, terminal) }(resp)
 	waitFrames(t, cc, requestID, 3)
 	stopped := time.Now()
 	cc.post(t, "/api/agent/run/"+requestID+"/stop", `{}`)
-	var fs []sframe
+	var fs []frame
 	select {
 	case fs = <-stopDone:
 	case <-time.After(20 * time.Second):
@@ -390,7 +341,7 @@ func TestReplicas(t *testing.T) {
 	go drain(resp)
 	waitFrames(t, a, requestID, 3)
 	a.post(t, "/api/agent/run/"+requestID+"/suspend", `{}`)
-	fs = follow(t, b, requestID, "0", func(f sframe) bool { return f.EventType == "MESSAGE_SUSPENDED" })
+	fs = follow(t, b, requestID, "0", func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" })
 	if _, typ := messageData(t, last(fs)); typ != "MANUAL_SUSPEND" {
 		t.Fatalf("after the suspend on A: %s", last(fs).Data)
 	}
@@ -551,7 +502,7 @@ func TestReplicas(t *testing.T) {
 
 	// 10. B's running run outlives its lease: A suspends it (SHUTDOWN_INTERRUPT); it is resumed
 	// on A and stopped there.
-	suspended := func(f sframe) bool { return f.EventType == "MESSAGE_SUSPENDED" || terminal(f) }
+	suspended := func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" || terminal(f) }
 	fs = follow(t, a, orphanRun, "0", suspended)
 	if _, typ := messageData(t, last(fs)); typ != "SHUTDOWN_INTERRUPT" {
 		t.Fatalf("the dead replica's run: %s %s", last(fs).EventType, last(fs).Data)
@@ -565,7 +516,7 @@ func TestReplicas(t *testing.T) {
 		t.Fatalf("the resumed run after a stop: %s", last(rest).Data)
 	}
 	full = follow(t, a, orphanRun, "0", terminal)
-	sameFrames(t, "the dead replica's run", append(append([]sframe{}, fs...), rest...), full)
+	sameFrames(t, "the dead replica's run", append(append([]frame{}, fs...), rest...), full)
 
 	// 11. The frozen replica's run is taken over the same way. Then C thaws: it must notice it lost
 	// the run and write nothing more of it — what it emitted on waking is not stored — before the
@@ -596,7 +547,7 @@ func TestReplicas(t *testing.T) {
 		}
 	}
 	full = follow(t, cc, frozenRun, "0", terminal)
-	sameFrames(t, "the frozen replica's run", append(append([]sframe{}, fs...), rest...), full)
+	sameFrames(t, "the frozen replica's run", append(append([]frame{}, fs...), rest...), full)
 	dropped := strings.Contains(cc.log(), "run events not written")
 	t.Logf("C thawed and abandoned the run A had taken over (events it made on waking dropped: %v); resumed on A, stopped through C", dropped)
 	t.Logf("whole test: %v", time.Since(began).Round(time.Millisecond))
@@ -608,7 +559,7 @@ func drain(resp *http.Response) {
 	resp.Body.Close()
 }
 
-func kindsOf(fs []sframe) string {
+func kindsOf(fs []frame) string {
 	var b strings.Builder
 	for _, f := range fs {
 		fmt.Fprintf(&b, "%s:%s@%s ", f.ID, f.EventType, f.arrived.Format("05.000"))
@@ -627,7 +578,7 @@ func waitFrames(t *testing.T, d *daemon, requestID string, n int) {
 		t.Fatalf("follow %s on %s: %v %v", requestID, d.addr, err, resp)
 	}
 	got := 0
-	frames(t, resp, func(sframe) bool { got++; return got >= n })
+	readFrames(t, resp, func(frame) bool { got++; return got >= n })
 	if got < n {
 		t.Fatalf("run %s: %d frames, want %d", requestID, got, n)
 	}
