@@ -42,18 +42,11 @@ longer.`)
 	defer cancel()
 
 	// The receiver here may hold observationalInFlight (1024) connections besides the clients'.
-	if _, err := raiseNofile(uint64(*clients) + 4096); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "hookd-load-burst")
+	dir, daemonBin, cleanup, err := prepare(ctx, "burst", *bin, uint64(*clients)+4096)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	daemonBin, err := daemonBinary(ctx, *bin, dir)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	fmt.Printf("burst: %s events from %d clients, receiver 503 (Retry-After) for %s then 200 — %s\n", commas(int64(*events)), *clients, *failFor, machine())
 
 	recv := &receiver{seen: map[string]struct{}{}}

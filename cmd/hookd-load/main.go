@@ -164,6 +164,24 @@ func moduleRoot() (string, error) {
 	}
 }
 
+// prepare readies a sub-command that runs the daemon: it raises RLIMIT_NOFILE to nofile (the
+// children inherit it), makes a temp directory and finds the hookd binary (daemonBinary). cleanup
+// removes the directory.
+func prepare(ctx context.Context, name, named string, nofile uint64) (dir, bin string, cleanup func(), err error) {
+	if _, err := raiseNofile(nofile); err != nil {
+		return "", "", nil, err
+	}
+	if dir, err = os.MkdirTemp("", "hookd-load-"+name); err != nil {
+		return "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if bin, err = daemonBinary(ctx, named, dir); err != nil {
+		cleanup()
+		return "", "", nil, err
+	}
+	return dir, bin, cleanup, nil
+}
+
 // daemonBinary returns the hookd binary to run: the one named, or cmd/hookd built into dir.
 func daemonBinary(ctx context.Context, named, dir string) (string, error) {
 	if named != "" {

@@ -46,20 +46,12 @@ process's user+system time over the -hold window of idleness.`)
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 
-	// Each process holds n sockets (the client side here, the server side in the child); the
-	// children inherit this limit.
-	if _, err := raiseNofile(uint64(*n) + 4096); err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "hookd-load-streams")
+	// Each process holds n sockets (the client side here, the server side in the child).
+	dir, daemonBin, cleanup, err := prepare(ctx, "streams", *bin, uint64(*n)+4096)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	daemonBin, err := daemonBinary(ctx, *bin, dir)
-	if err != nil {
-		return err
-	}
+	defer cleanup()
 	fmt.Printf("streams: %d idle SSE streams, heartbeat %s, idle window %s — %s\n", *n, *heartbeat, *hold, machine())
 
 	var results []streamResult
