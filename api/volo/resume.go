@@ -647,16 +647,21 @@ type ApprovalRequest struct {
 	RuleScope string           `json:"ruleScope"`
 }
 
-// toolTurn finds the caller's turn a tool call belongs to (turnId in the body or the query).
-func toolTurn(c *gin.Context, bodyTurn string) (string, *apiError) {
+// toolRun finds the caller's run of the turn a tool call belongs to (turnId in the body or the
+// query).
+func (h *handler) toolRun(c *gin.Context, caller wire.Caller, bodyTurn string) (storage.Run, *apiError) {
 	turnID := strings.TrimSpace(bodyTurn)
 	if turnID == "" {
 		turnID = strings.TrimSpace(c.Query("turnId"))
 	}
 	if turnID == "" {
-		return "", badRequest("turnId: is required (the turn of the tool call, from the INTERACTION frame's traceInfo)")
+		return storage.Run{}, badRequest("turnId: is required (the turn of the tool call, from the INTERACTION frame's traceInfo)")
 	}
-	return turnID, nil
+	run, err := h.rt.RunByReply(c.Request.Context(), caller.UserID, turnID)
+	if err != nil {
+		return storage.Run{}, controlError(err, turnNotFound)
+	}
+	return run, nil
 }
 
 func (h *handler) toolApproval(c *gin.Context) {
@@ -674,17 +679,12 @@ func (h *handler) toolApproval(c *gin.Context) {
 		h.fail(c, e)
 		return
 	}
-	turnID, e := toolTurn(c, req.TurnID)
+	run, e := h.toolRun(c, caller, req.TurnID)
 	if e != nil {
 		h.fail(c, e)
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
-	if err != nil {
-		h.fail(c, controlError(err, turnNotFound))
-		return
-	}
 	evs, err := h.runEvents(ctx, run.ID)
 	if err != nil {
 		h.fail(c, internal(err))
@@ -726,18 +726,13 @@ func (h *handler) toolResult(c *gin.Context) {
 	if state == "" && req.IsError {
 		state = agent.ToolError
 	}
-	turnID, e := toolTurn(c, req.TurnID)
+	run, e := h.toolRun(c, caller, req.TurnID)
 	if e != nil {
 		h.fail(c, e)
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
-	if err != nil {
-		h.fail(c, controlError(err, turnNotFound))
-		return
-	}
-	err = h.rt.SubmitToolResults(ctx, caller.UserID, run.RequestID, []agent.ToolOutput{{CallID: callID, Output: outputText(req.Output), State: state}})
+	err := h.rt.SubmitToolResults(ctx, caller.UserID, run.RequestID, []agent.ToolOutput{{CallID: callID, Output: outputText(req.Output), State: state}})
 	if errors.Is(err, agent.ErrNotWaiting) {
 		h.fail(c, toolCallNotFound)
 		return
