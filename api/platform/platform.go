@@ -215,8 +215,8 @@ func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Curso
 
 // stream sends the run's frames after cur until a terminal frame or the client leaves, with a
 // heartbeat (no id) whenever the interval passes. An idle stream waits in this loop for as long
-// as the run is paused, so its frame is kept small (the goroutine's stack can then shrink to
-// what a bare connection needs); the writing happens in calls that return.
+// as the run is paused, so its frame is kept small (a GC can then shrink the goroutine's stack to
+// 8 KB); the writing happens in calls that return.
 func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor) {
 	ctx := c.Request.Context()
 	run, err := a.Runtime.Follow(ctx, userID, requestID, cur.After())
