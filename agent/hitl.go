@@ -13,6 +13,7 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -190,8 +191,8 @@ func (r *run) permission(spec tools.Spec, args json.RawMessage) (behavior, descr
 	subject := tools.Subject(spec, args)
 	rank := map[string]int{BehaviorAllow: 1, BehaviorAsk: 2, BehaviorDeny: 3}
 	for _, rule := range rules {
-		tm, err1 := dispatcher.ParseNameMatch(rule.ToolName)
-		cm, err2 := dispatcher.ParseNameMatch(rule.RuleContent)
+		tm, err1 := hookdtype.ParseNameMatch(rule.ToolName)
+		cm, err2 := hookdtype.ParseNameMatch(rule.RuleContent)
 		if err1 != nil || err2 != nil || !tm.Match(spec.Name) || !cm.Match(subject) {
 			continue
 		}
@@ -525,7 +526,7 @@ func (rt *Runtime) remember(ctx context.Context, rec storage.Run, a Answer) erro
 		if r.Behavior != BehaviorAllow && r.Behavior != BehaviorAsk && r.Behavior != BehaviorDeny {
 			return fmt.Errorf("rule behavior %q: want allow, ask or deny", r.Behavior)
 		}
-		if _, err := dispatcher.ParseNameMatch(r.RuleContent); err != nil {
+		if _, err := hookdtype.ParseNameMatch(r.RuleContent); err != nil {
 			return fmt.Errorf("rule_content: %v", err)
 		}
 		src := r.Source

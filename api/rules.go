@@ -7,7 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -69,11 +69,11 @@ func (a rulesAPI) add(c *gin.Context) {
 	if req.RuleContent == "" {
 		req.RuleContent = "*"
 	}
-	if _, err := dispatcher.ParseNameMatch(req.ToolName); err != nil {
+	if _, err := hookdtype.ParseNameMatch(req.ToolName); err != nil {
 		bad("toolName", err.Error())
 		return
 	}
-	if _, err := dispatcher.ParseNameMatch(req.RuleContent); err != nil {
+	if _, err := hookdtype.ParseNameMatch(req.RuleContent); err != nil {
 		bad("ruleContent", err.Error())
 		return
 	}

@@ -33,6 +33,8 @@ import (
 	"unicode"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // DefaultYAML is the default configuration as a documented YAML file. Loading it gives Default().
@@ -1048,39 +1050,5 @@ func (c Config) LogValue() slog.Value {
 	return slog.AnyValue(m)
 }
 
-// ---- suggestions ----
-
 // suggest returns the candidate closest to s when it is close enough to be a likely typo.
-func suggest(s string, candidates []string) string {
-	best, bestD := "", len(s)/3+1
-	if bestD > 3 {
-		bestD = 3
-	}
-	for _, c := range candidates {
-		if d := distance(strings.ToLower(s), strings.ToLower(c)); d <= bestD && (best == "" || d < bestD) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
-func distance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}
+var suggest = hookdtype.Suggest

@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // HookType is a lifecycle point a hook can be registered on.
@@ -120,17 +122,7 @@ const (
 	AuthCustomHTTPToken = "CUSTOM_HTTP_TOKEN"
 )
 
-// ValidationError names the field that is wrong, in the admin API's JSON path.
-type ValidationError struct {
-	Field string
-	Msg   string
-}
-
-func (e *ValidationError) Error() string { return e.Field + ": " + e.Msg }
-
-func invalid(field, format string, args ...any) error {
-	return &ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
-}
+var invalid = hookdtype.Invalid
 
 // Timeout and retry bounds of dispatchConfig.
 const (
@@ -164,7 +156,7 @@ func (h *Hook) Normalize() error {
 		if !h.HookType.ToolScoped() {
 			return invalid("toolNameMatch", "only applies to pre_tool_use and post_tool_use")
 		}
-		if _, err := ParseNameMatch(h.ToolNameMatch); err != nil {
+		if _, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err != nil {
 			return invalid("toolNameMatch", "%v", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -32,7 +33,7 @@ type snapshot struct {
 // boundHook is a hook with its toolNameMatch compiled and what its requests need prepared.
 type boundHook struct {
 	Hook
-	match NameMatch
+	match hookdtype.NameMatch
 	wire  *hookWire
 }
 
@@ -90,7 +91,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m, err := ParseNameMatch(h.ToolNameMatch)
+		m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
 		if err != nil { // validated on the way in; a bad row is skipped, not fatal
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue

@@ -9,7 +9,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
-	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -46,7 +46,7 @@ func ParseCron(spec string) (cron.Schedule, error) { return parser.Parse(spec) }
 const maxTaskName = 200
 
 func invalid(field, format string, args ...any) error {
-	return &dispatcher.ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
+	return &hookdtype.ValidationError{Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 // normalize validates t, fills in defaults and returns its parsed schedule; the error names the

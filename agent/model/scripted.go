@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // ScriptFile is a script file (CONTRACT §4): the scripts in the order they are tried.
@@ -75,7 +75,7 @@ type Scripted struct {
 }
 
 type compiledScript struct {
-	match dispatcher.NameMatch
+	match hookdtype.NameMatch
 	steps []compiledStep
 }
 
@@ -170,7 +170,7 @@ func NewScripted(s ScriptFile) (*Scripted, error) {
 	}
 	m := &Scripted{}
 	for i, sc := range s.Scripts {
-		match, err := dispatcher.ParseNameMatch(sc.Match)
+		match, err := hookdtype.ParseNameMatch(sc.Match)
 		if err != nil {
 			return nil, fmt.Errorf("script %d: match: %w", i, err)
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -136,10 +137,10 @@ func (r *ChatRequest) validate() string {
 			case rule.Behavior != agent.BehaviorAllow && rule.Behavior != agent.BehaviorAsk && rule.Behavior != agent.BehaviorDeny:
 				return rf + ".behavior: must be allow, ask or deny"
 			}
-			if _, err := dispatcher.ParseNameMatch(rule.ToolName); err != nil {
+			if _, err := hookdtype.ParseNameMatch(rule.ToolName); err != nil {
 				return fmt.Sprintf("%s.tool_name: %v", rf, err)
 			}
-			if _, err := dispatcher.ParseNameMatch(rule.RuleContent); err != nil {
+			if _, err := hookdtype.ParseNameMatch(rule.RuleContent); err != nil {
 				return fmt.Sprintf("%s.rule_content: %v", rf, err)
 			}
 		}

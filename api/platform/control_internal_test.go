@@ -3,14 +3,14 @@ package platform
 import (
 	"testing"
 
-	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // A remembered rule matches its subject and nothing else, whatever the subject looks like to the
 // toolNameMatch syntax.
 func TestExactlyMatchesOnlyItsSubject(t *testing.T) {
 	for _, s := range []string{"a.txt", "", "*", "a|b", "/x/", " padded ", "/workspace/a.txt", "ls -la | grep x", "/", "a.b+c(d)"} {
-		m, err := dispatcher.ParseNameMatch(exactly(s))
+		m, err := hookdtype.ParseNameMatch(exactly(s))
 		if err != nil {
 			t.Fatalf("%q: %v", s, err)
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -37,7 +37,7 @@ func Fail(c *gin.Context, status int, format string, args ...any) {
 // FailErr maps an error from below to its status: validation 400, missing 404, else 500 (whose
 // detail goes to the log, not to the client).
 func FailErr(c *gin.Context, err error) {
-	var ve *dispatcher.ValidationError
+	var ve *hookdtype.ValidationError
 	switch {
 	case errors.As(err, &ve):
 		Fail(c, http.StatusBadRequest, "%s", ve.Error())

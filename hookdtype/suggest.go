@@ -1,0 +1,45 @@
+package hookdtype
+
+import "strings"
+
+// Suggest returns the candidate closest to s when it is close enough to be a likely typo, else "".
+// Case and the separators '_' and '-' are ignored first, so `failure_mode` finds `failureMode`.
+func Suggest(s string, candidates []string) string {
+	fold := func(v string) string {
+		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(v))
+	}
+	fs := fold(s)
+	best, bestD := "", min(len(s)/3+1, 3)
+	for _, c := range candidates {
+		fc := fold(c)
+		if fc == fs {
+			return c
+		}
+		if d := distance(fs, fc); d <= bestD && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// distance is the Levenshtein distance of a and b, in runes.
+func distance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}
