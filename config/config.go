@@ -93,6 +93,17 @@ agent:
   askTimeout: 10m                     # an unanswered confirmation counts as denied after this
   runLease: 15s                       # PostgreSQL replicas: a running run whose owner is silent this long is suspended by another
 
+decisions:
+  durability: sync                    # sync: a decision is committed before it is returned (a crash never
+                                      # loses one that was acted on); batched: written within ~10ms after
+  recordArguments: false              # keep tool arguments / user input in the log, not only their SHA-256
+
+retention:
+  deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
+                                      # removed, with their attempts; 0 keeps them
+  decisions: 8760h                    # decision log rows older than this are removed (the chain still
+                                      # verifies from the oldest kept row); 0 keeps them
+
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
 
@@ -103,17 +114,19 @@ log:
 
 // Config is hookd's whole configuration.
 type Config struct {
-	Listen          string   `yaml:"listen"`
-	Database        string   `yaml:"database"`
-	MasterKey       string   `yaml:"masterKey"`
-	DataDir         string   `yaml:"dataDir"`
-	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
-	Auth            Auth     `yaml:"auth"`
-	Webhooks        Webhooks `yaml:"webhooks"`
-	Model           Model    `yaml:"model"`
-	Agent           Agent    `yaml:"agent"`
-	SSE             SSE      `yaml:"sse"`
-	Log             Log      `yaml:"log"`
+	Listen          string    `yaml:"listen"`
+	Database        string    `yaml:"database"`
+	MasterKey       string    `yaml:"masterKey"`
+	DataDir         string    `yaml:"dataDir"`
+	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
+	Auth            Auth      `yaml:"auth"`
+	Webhooks        Webhooks  `yaml:"webhooks"`
+	Model           Model     `yaml:"model"`
+	Agent           Agent     `yaml:"agent"`
+	Decisions       Decisions `yaml:"decisions"`
+	Retention       Retention `yaml:"retention"`
+	SSE             SSE       `yaml:"sse"`
+	Log             Log       `yaml:"log"`
 }
 
 // Auth holds the bearer credentials the daemon accepts.
@@ -207,6 +220,21 @@ type Shell struct {
 	MaxOutput int      `yaml:"maxOutput"`
 }
 
+// Decisions configures the decision log.
+type Decisions struct {
+	// Durability is sync (committed before the decision is returned) or batched (written just
+	// after; a crash loses the last few milliseconds of decisions).
+	Durability string `yaml:"durability"`
+	// RecordArguments keeps a decision's tool arguments or user input, not only their hash.
+	RecordArguments bool `yaml:"recordArguments"`
+}
+
+// Retention is how long finished rows are kept; 0 keeps them for ever.
+type Retention struct {
+	Deliveries Duration `yaml:"deliveries"`
+	Decisions  Duration `yaml:"decisions"`
+}
+
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -288,8 +316,10 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
-		SSE: SSE{Heartbeat: Duration(15 * time.Second)},
-		Log: Log{Level: "info", Format: "auto"},
+		Decisions: Decisions{Durability: "sync"},
+		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
+		SSE:       SSE{Heartbeat: Duration(15 * time.Second)},
+		Log:       Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -888,6 +918,15 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.TokenBudget < 0 {
 		bad("agent.tokenBudget", "must be 0 (no budget) or more")
+	}
+	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
+		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
+	}
+	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
+		bad("retention.deliveries", "must be 0 (keep) or at least 1h")
+	}
+	if r := c.Retention.Decisions; r != 0 && r < Duration(time.Hour) {
+		bad("retention.decisions", "must be 0 (keep) or at least 1h")
 	}
 	if c.SSE.Heartbeat < Duration(time.Second) {
 		bad("sse.heartbeat", "must be at least 1s")
