@@ -37,7 +37,7 @@ func TestWrongSchemaFails(t *testing.T) {
 	}
 	hook := doc.Components.Schemas["Hook"].Value
 	hook.Properties["priority"] = openapi3.NewStringSchema().NewRef() // the API sends an integer
-	delete(hook.Properties, "enabled")                               // the API sends it
+	delete(hook.Properties, "enabled")                                // the API sends it
 	strict, err := openapitest.New(doc)
 	if err != nil {
 		t.Fatal(err)
