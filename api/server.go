@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/agui"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
@@ -107,6 +108,7 @@ func newEngine(d Deps) *gin.Engine {
 		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
 		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
 			Heartbeat: d.Heartbeat, Log: d.Log})
+		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 	}
 
 	r.GET("/api/openapi.json", serveOpenAPI)
@@ -300,6 +302,8 @@ func streamDialect(method, path string) string {
 		return "platform"
 	case strings.HasPrefix(path, "/api/agent/chat/volo-ai/") && (strings.HasSuffix(path, "/intent") || strings.HasSuffix(path, "/resume")):
 		return "volo"
+	case method == http.MethodPost && path == "/ag-ui/run":
+		return "agui"
 	}
 	return ""
 }
