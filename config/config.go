@@ -98,6 +98,10 @@ agent:
   askTimeout: 10m                     # an unanswered confirmation counts as denied after this
   runLease: 15s                       # PostgreSQL replicas: a running run whose owner is silent this long is suspended by another
 
+http:
+  allowedOrigins: []                  # development mode: web origins (scheme://host[:port]) besides the daemon's own
+                                      # that may call it from a browser
+
 decisions:
   durability: sync                    # sync: a decision is committed before it is returned (a crash never
                                       # loses one that was acted on); batched: written within ~10ms after
@@ -128,6 +132,7 @@ type Config struct {
 	Webhooks        Webhooks  `yaml:"webhooks"`
 	Model           Model     `yaml:"model"`
 	Agent           Agent     `yaml:"agent"`
+	HTTP            HTTP      `yaml:"http"`
 	Decisions       Decisions `yaml:"decisions"`
 	Retention       Retention `yaml:"retention"`
 	SSE             SSE       `yaml:"sse"`
@@ -235,6 +240,13 @@ type Shell struct {
 	MaxOutput int      `yaml:"maxOutput"`
 }
 
+// HTTP configures the HTTP server.
+type HTTP struct {
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that may call a daemon in
+	// development mode besides its own; every other Origin is refused there.
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+}
+
 // Decisions configures the decision log.
 type Decisions struct {
 	// Durability is sync (committed before the decision is returned) or batched (written just
@@ -331,6 +343,7 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
+		HTTP:      HTTP{AllowedOrigins: []string{}},
 		Decisions: Decisions{Durability: "sync"},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
 		SSE:       SSE{Heartbeat: Duration(15 * time.Second)},
@@ -956,6 +969,12 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.TokenBudget < 0 {
 		bad("agent.tokenBudget", "must be 0 (no budget) or more")
+	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			bad(fmt.Sprintf("http.allowedOrigins[%d]", i), "%q is not an origin like https://console.example:8443", o)
+		}
 	}
 	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
 		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
