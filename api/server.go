@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/agents"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
@@ -85,6 +86,7 @@ func newEngine(d Deps) *gin.Engine {
 	volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
 	platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
 		Heartbeat: d.Heartbeat, Log: d.Log})
+	agents.Register(r, agents.Deps{Dispatcher: d.Dispatcher, Keys: d.Keys, Log: d.Log, Metrics: d.Metrics})
 
 	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))
