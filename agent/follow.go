@@ -21,7 +21,7 @@ import (
 //   - this process's event log, after it committed events of the run, and when the run became
 //     live here or stopped being live here (log.go);
 //   - on PostgreSQL, a notification that another replica committed events of the run
-//     (notify.go); a new listening connection wakes every run;
+//     (replicas.go); a new listening connection wakes every run;
 //   - the poller (poll), every followPoll, for the followed runs that are not live here: it reads their
 //     heads (status and last seq) in one query and wakes those that changed since it last
 //     looked. That covers a lost notification, and a run whose end was never written (its

@@ -157,7 +157,7 @@ func (l *eventLog) flush(batch []logItem) {
 	for attempt := 0; len(rows) > 0; attempt++ {
 		dropped, err := l.db.AppendRunEvents(context.Background(), l.owner, rows)
 		if err == nil {
-			if dropped > 0 { // another replica took a run over (notify.go); the run is abandoned
+			if dropped > 0 { // another replica took a run over (replicas.go); the run is abandoned
 				l.log.Warn("run events not written: already stored, or of a run another replica took over", "events", dropped)
 			}
 			break

@@ -119,7 +119,7 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 // Start recovers runs a crash left running: they are suspended (SHUTDOWN_INTERRUPT) so a client
 // can resume them; nothing they emitted is lost. On SQLite that is every running run (one process
 // owns the file); on PostgreSQL only those of this Owner: other replicas' runs are recovered when
-// their lease runs out (see notify.go).
+// their lease runs out (see replicas.go).
 func (rt *Runtime) Start(ctx context.Context) error {
 	runs, err := rt.db.RunsByStatus(ctx, storage.RunRunning)
 	if err != nil {

@@ -1,0 +1,284 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+)
+
+// The control API: what clients ask of runs (answers, results, pause, resume, stop).
+
+// Errors of the control API.
+var (
+	ErrNotWaiting       = errors.New("the run is not waiting for that")
+	ErrArgumentsChanged = errors.New("the approval is for other arguments than the call asked about")
+	ErrAlreadyAnswered  = storage.ErrAlreadyAnswered
+	ErrNotLive          = errors.New("the run is not running")
+)
+
+// Answer is a person's decision on one ask. AskID names it (or CallID, within the run).
+// Arguments, when set, are what the person saw: they must be the arguments asked about. Input,
+// when set, are edited arguments to run with instead. Rules are stored for later calls.
+type Answer struct {
+	AskID     string
+	CallID    string
+	Approved  bool
+	Reason    string
+	Arguments json.RawMessage `json:",omitempty"`
+	Input     json.RawMessage `json:",omitempty"`
+	Rules     []RuleSpec
+	// RuleScope is session (default), user or global.
+	RuleScope string
+	// AnsweredBy is who answered when it is not the run's user (a reviewer), for the record.
+	AnsweredBy string `json:",omitempty"`
+}
+
+// RunOfAsk returns the request id of the run an ask belongs to, if the ask is userID's.
+func (rt *Runtime) RunOfAsk(ctx context.Context, userID, askID string) (string, error) {
+	a, err := rt.db.GetAsk(ctx, askID)
+	if err != nil {
+		return "", err
+	}
+	if a.UserID != userID {
+		return "", ErrNotFound
+	}
+	return rt.requestIDOf(ctx, a.RunID)
+}
+
+func (rt *Runtime) requestIDOf(ctx context.Context, runID int64) (string, error) {
+	var id string
+	runs, err := rt.db.RunsByID(ctx, runID)
+	if err != nil {
+		return "", err
+	}
+	id = runs.RequestID
+	return id, nil
+}
+
+// Answer records decisions on a run's asks; once nothing is pending the run goes on (here, on
+// its own goroutine). Each ask is answered once; a decision bound to other arguments, for an ask
+// of another user, or for an ask already answered is refused.
+func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers []Answer) error {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return err
+	}
+	pending, err := rt.db.RunAsks(ctx, rec.ID, "")
+	if err != nil {
+		return err
+	}
+	for _, a := range answers {
+		var ask *storage.Ask
+		for i := range pending {
+			if (a.AskID != "" && pending[i].AskID == a.AskID) || (a.AskID == "" && a.CallID != "" && pending[i].CallID == a.CallID) {
+				ask = &pending[i]
+			}
+		}
+		if ask == nil || ask.Kind != storage.AskConfirm {
+			return fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)
+		}
+		if len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash {
+			return ErrArgumentsChanged
+		}
+		status := storage.AskDenied
+		if a.Approved {
+			status = storage.AskApproved
+		}
+		body, _ := json.Marshal(a)
+		if err := rt.db.AnswerAsk(ctx, ask.AskID, status, body); err != nil {
+			return err
+		}
+		if a.Approved && len(a.Rules) > 0 {
+			if err := rt.remember(ctx, rec, a); err != nil {
+				return err
+			}
+		}
+	}
+	rt.tryResume(context.WithoutCancel(ctx), rec.ID)
+	return nil
+}
+
+// SubmitToolResults delivers the results of client-side tools the run waits for.
+func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return err
+	}
+	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
+	if err != nil {
+		return err
+	}
+	for _, res := range results {
+		var ask *storage.Ask
+		for i := range asks {
+			if asks[i].CallID == res.CallID && asks[i].Kind == storage.AskExternal {
+				ask = &asks[i]
+			}
+		}
+		if ask == nil {
+			return fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)
+		}
+		if res.State == "" {
+			res.State = ToolSuccess
+		}
+		res.Name = ask.ToolName
+		body, _ := json.Marshal(res)
+		if err := rt.db.AnswerAsk(ctx, ask.AskID, storage.AskApproved, body); err != nil {
+			return err
+		}
+	}
+	rt.tryResume(context.WithoutCancel(ctx), rec.ID)
+	return nil
+}
+
+// Pause returns the event a suspended run paused with (its last event), so a client resuming it
+// can read on from there.
+func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, error) {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return Event{}, err
+	}
+	rec = rt.settled(ctx, rec)
+	if rec.Status != storage.RunSuspended {
+		return Event{}, ErrNotWaiting
+	}
+	last, err := rt.db.LastRunSeq(ctx, rec.ID)
+	if err != nil {
+		return Event{}, err
+	}
+	evs, err := rt.elog.readStored(ctx, rec.ID, last-1, 1)
+	if err != nil || len(evs) == 0 || evs[0].Kind != KindSuspended {
+		return Event{}, ErrNotWaiting
+	}
+	return evs[0], nil
+}
+
+// settled returns the run once a pause it announced is recorded: a client may act on the
+// suspended event in the few milliseconds before the run's status says so.
+func (rt *Runtime) settled(ctx context.Context, rec storage.Run) storage.Run {
+	for deadline := time.Now().Add(3 * time.Second); rec.Status == storage.RunRunning && time.Now().Before(deadline); {
+		last, err := rt.db.LastRunSeq(ctx, rec.ID)
+		if err != nil {
+			return rec
+		}
+		evs, err := rt.elog.readStored(ctx, rec.ID, last-1, 1)
+		if err != nil || len(evs) == 0 || evs[0].Kind != KindSuspended {
+			return rec
+		}
+		time.Sleep(5 * time.Millisecond)
+		if cur, err := rt.db.RunsByID(ctx, rec.ID); err == nil {
+			rec = cur
+		}
+	}
+	return rec
+}
+
+// Resume continues a run paused by the user, the token budget or a shutdown.
+func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return err
+	}
+	rec = rt.settled(ctx, rec)
+	if rec.Status != storage.RunSuspended {
+		return ErrNotWaiting
+	}
+	var st runState
+	_ = json.Unmarshal(rec.State, &st)
+	for _, p := range st.Pending {
+		if p.Stage == stageAsking || p.Stage == stageExternal {
+			return fmt.Errorf("%w: it waits for answers", ErrNotWaiting)
+		}
+	}
+	return rt.resumeRun(ctx, rec, st)
+}
+
+// Suspend asks a running run to pause at its next step boundary, whichever replica executes it.
+func (rt *Runtime) Suspend(ctx context.Context, userID, requestID string) error {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return err
+	}
+	if r := rt.liveRun(requestID); r != nil {
+		r.pauseRequested.Store(true)
+		return nil
+	}
+	// Executing on another replica: its owner acts on the request (replicas.go).
+	ok, err := rt.requestControl(ctx, rec, storage.RunControlSuspend)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return ErrNotLive
+	}
+	return nil
+}
+
+// Stop ends a run: a running one ends its current step and ends INTERRUPTED (whichever replica
+// executes it); a suspended one ends INTERRUPTED at once, its pending asks void.
+func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
+	rec, err := rt.Run(ctx, userID, requestID)
+	if err != nil {
+		return err
+	}
+	rec = rt.settled(ctx, rec)
+	if rt.Cancel(requestID) {
+		return nil
+	}
+	// The run may change state between the reads and the writes below; look again a few times.
+	for range 3 {
+		switch rec.Status {
+		case storage.RunSuspended:
+			if err := rt.stopSuspended(ctx, rec); !errors.Is(err, ErrNotLive) {
+				return err
+			}
+		case storage.RunRunning:
+			// Executing on another replica: its owner acts on the request (replicas.go).
+			if ok, err := rt.requestControl(ctx, rec, storage.RunControlStop); err != nil || ok {
+				return err
+			}
+		default:
+			return ErrNotLive
+		}
+		if rec, err = rt.db.RunsByID(ctx, rec.ID); err != nil {
+			return err
+		}
+	}
+	return ErrNotLive
+}
+
+// stopSuspended ends a suspended run INTERRUPTED; ErrNotLive when it is no longer suspended.
+func (rt *Runtime) stopSuspended(ctx context.Context, rec storage.Run) error {
+	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
+	if err := rt.db.UpdateRun(ctx, &rec, storage.RunSuspended); err != nil {
+		return ErrNotLive
+	}
+	asks, _ := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
+	for _, a := range asks {
+		_ = rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil)
+	}
+	var spec runSpec
+	var st runState
+	_ = json.Unmarshal(rec.Spec, &spec)
+	_ = json.Unmarshal(rec.State, &st)
+	last, _ := rt.db.LastRunSeq(ctx, rec.ID)
+	r := rt.newRun(rec, spec, st)
+	r.seq = last
+	r.end(OutcomeInterrupted, ReasonInterrupted, "", "")
+	return nil
+}
+
+func (rt *Runtime) liveRun(requestID string) *run {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, r := range rt.live {
+		if r.rec.RequestID == requestID {
+			return r
+		}
+	}
+	return nil
+}

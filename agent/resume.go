@@ -1,0 +1,158 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/storage"
+)
+
+// tryResume starts a suspended run again when nothing it waits for is pending. Only one caller
+// wins the suspended → running transition, in this process or any other.
+func (rt *Runtime) tryResume(ctx context.Context, runID int64) {
+	pending, err := rt.db.RunAsks(ctx, runID, storage.AskPending)
+	if err != nil || len(pending) > 0 {
+		return
+	}
+	rec, err := rt.db.RunsByID(ctx, runID)
+	if err != nil || rec.Status != storage.RunSuspended {
+		return
+	}
+	var st runState
+	_ = json.Unmarshal(rec.State, &st)
+	waiting := false
+	for _, p := range st.Pending {
+		waiting = waiting || p.Stage == stageAsking || p.Stage == stageExternal
+	}
+	if !waiting {
+		return // paused for another reason: only Resume continues it
+	}
+	_ = rt.resumeRun(ctx, rec, st)
+}
+
+// resumeRun claims a suspended run and continues it on a new goroutine.
+func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) error {
+	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
+	if err := rt.db.UpdateRun(ctx, &rec, storage.RunSuspended); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return ErrNotWaiting // someone else resumed it first
+		}
+		return err
+	}
+	// A suspend asked before the pause is spent (a stop is not: it still applies).
+	_ = rt.db.ClearRunControl(ctx, rec.ID, storage.RunControlSuspend)
+	var spec runSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		return err
+	}
+	last, err := rt.db.LastRunSeq(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
+	st.BudgetBase = st.Usage.Total()
+	r := rt.newRun(rec, spec, st)
+	r.seq = last
+	rt.launch(r, func(r *run) { r.resume() })
+	return nil
+}
+
+// resume applies what the run waited for and goes on with the loop.
+func (r *run) resume() {
+	r.emit(Event{Kind: KindResumed})
+	if err := r.loadBase(); err != nil {
+		r.fail(CodeInternal, err.Error(), true, false)
+		return
+	}
+	var answers []AskAnswer
+	var results []ToolOutput
+	var finished []*pendingCall // external calls whose results arrived
+	for i := range r.state.Pending {
+		p := &r.state.Pending[i]
+		if p.Stage != stageAsking && p.Stage != stageExternal {
+			continue
+		}
+		ask, err := r.rt.db.GetAsk(r.ctx, p.AskID)
+		if err != nil {
+			p.Stage, p.Reason = stageError, "the ask was lost: "+err.Error()
+			continue
+		}
+		var a Answer
+		_ = json.Unmarshal(ask.Answer, &a)
+		if p.Stage == stageExternal {
+			var out ToolOutput
+			_ = json.Unmarshal(ask.Answer, &out)
+			if ask.Status == storage.AskExpired {
+				out = ToolOutput{CallID: p.ID, Name: p.Name, State: ToolError, Output: "等待超时"}
+				if p.Async != nil {
+					out.Output = fmt.Sprintf("asynchronous task %s timed out after %d ms", p.Async.TaskID, p.Async.TimeoutMs)
+				}
+			}
+			results = append(results, out)
+			p.Stage, p.State = stageDone, out.State
+			p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: out.Output}
+			finished = append(finished, p)
+			continue
+		}
+		ans := AskAnswer{AskID: p.AskID, CallID: p.ID, Name: p.Name, Arguments: p.Args, Approved: ask.Status == storage.AskApproved,
+			Reason: a.Reason, Rules: a.Rules}
+		switch ask.Status {
+		case storage.AskApproved:
+			if ans.Reason == "" {
+				ans.Reason = "用户已批准"
+			}
+			p.Stage = stageReady
+			if len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args) {
+				ans.Input = string(a.Input)
+				p.Args = string(a.Input)
+				r.preToolUse(p) // edited arguments face the hooks again
+			}
+		case storage.AskExpired:
+			ans.Reason = "等待超时"
+			p.Stage, p.Reason = stageDenied, ans.Reason
+		default:
+			if ans.Reason == "" {
+				ans.Reason = "用户拒绝"
+			}
+			p.Stage, p.Reason = stageDenied, ans.Reason
+		}
+		answers = append(answers, ans)
+	}
+	// What the run waited for comes first, then the state change and the results' details.
+	if len(answers) > 0 {
+		r.emit(Event{Kind: KindAskResolved, Answers: answers})
+	}
+	if len(results) > 0 {
+		r.emit(Event{Kind: KindExternalResults, Results: results})
+	}
+	v, _ := json.Marshal(map[string]string{"status": "running"})
+	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
+	for _, p := range finished {
+		if p.Async == nil { // an async call's result started before the pause
+			r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+		}
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: p.Result.Text}})
+		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State, Output: p.Result.Text}})
+	}
+	r.loop()
+}
+
+// sweep expires asks nobody answered in time, which lets their runs go on (as denied).
+func (rt *Runtime) sweep(ctx context.Context) {
+	asks, err := rt.db.ExpiredAsks(ctx, time.Now())
+	if err != nil {
+		return
+	}
+	runs := map[int64]bool{}
+	for _, a := range asks {
+		if rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil) == nil {
+			runs[a.RunID] = true
+		}
+	}
+	for id := range runs {
+		rt.tryResume(ctx, id)
+	}
+}

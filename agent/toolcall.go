@@ -1,0 +1,255 @@
+package agent
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// The tool-call state machine: a step's calls go new → decided (hooks, then permission rules)
+// → waiting (a person, the client) → ready → done, and the run pauses while any waits.
+
+// Stages of a pending tool call. A step's calls are first all decided (hooks, then permission
+// rules), then the run waits if any needs a person or the client, then they run in order.
+const (
+	stageNew      = "new"      // as the model produced it
+	stageReady    = "ready"    // cleared to run with Args
+	stageAsking   = "asking"   // waits for a person (AskID)
+	stageExternal = "external" // waits for the client's result (AskID)
+	stageDenied   = "denied"   // will not run: Reason
+	stageError    = "error"    // cannot run: Reason
+	stageDone     = "done"     // has its Result
+)
+
+// pendingCall is a tool call of the current step on its way to a result. It is part of the
+// persisted run state, so a pause or a restart loses none of it.
+type pendingCall struct {
+	ID       string         `json:"id"`
+	Name     string         `json:"name"`
+	Raw      string         `json:"raw"`            // the arguments as the model produced them
+	Args     string         `json:"args,omitempty"` // repaired, possibly modified by hooks or a person
+	Stage    string         `json:"stage"`
+	AskID    string         `json:"askId,omitempty"`
+	Reason   string         `json:"reason,omitempty"`
+	External bool           `json:"external,omitempty"`
+	State    string         `json:"state,omitempty"` // the result state once done
+	Result   *model.Message `json:"result,omitempty"`
+	Async    *AsyncInfo     `json:"async,omitempty"` // work a tool started elsewhere
+}
+
+// settle takes the current step's calls to results. It returns false when the run paused or
+// ended on the way (the goroutine must return).
+func (r *run) settle() bool {
+	for i := range r.state.Pending {
+		if r.state.Pending[i].Stage == stageNew {
+			r.decide(&r.state.Pending[i])
+		}
+	}
+	var asks []AskCall
+	var externals []PendingCall
+	for _, p := range r.state.Pending {
+		switch p.Stage {
+		case stageAsking:
+			asks = append(asks, r.askCall(p))
+		case stageExternal:
+			externals = append(externals, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: "pending", AskID: p.AskID, External: true})
+		}
+	}
+	if len(asks) > 0 || len(externals) > 0 {
+		r.wait(asks, externals)
+		return false
+	}
+	for i := range r.state.Pending {
+		p := &r.state.Pending[i]
+		if p.Stage == stageDone {
+			continue
+		}
+		r.runCall(p)
+		if p.Stage == stageExternal && p.Async != nil {
+			r.waitAsync(p)
+			return false
+		}
+		if r.leaving() {
+			r.stopped() // the interrupted call stays pending and runs again on resume
+			return false
+		}
+	}
+	denied := 0
+	var calls []PendingCall
+	for _, p := range r.state.Pending {
+		r.state.Transcript = append(r.state.Transcript, *p.Result)
+		if p.State == ToolDenied {
+			denied++
+		}
+		calls = append(calls, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State})
+	}
+	r.state.Pending = nil
+	if denied == len(calls) {
+		r.emit(Event{Kind: KindAllDenied, Calls: calls})
+	}
+	if r.ctx.Err() != nil {
+		r.stopped()
+		return false
+	}
+	r.checkpoint()
+	return true
+}
+
+// decide repairs a call's arguments and asks the hooks, then the permission rules, what to do.
+func (r *run) decide(p *pendingCall) {
+	args, err := tools.RepairArguments(p.Raw)
+	if err != nil {
+		r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Raw}})
+		p.Args, p.Stage, p.Reason = p.Raw, stageError, err.Error()
+		return
+	}
+	p.Args = string(args)
+	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args}})
+	external := r.isExternal(p.Name)
+	tool, known := r.rt.tools.Get(p.Name)
+	if p.Name == spawnTool && r.canSpawn() {
+		if r.preToolUse(p) {
+			p.Stage = stageReady // the subagent's own calls face the rules
+		}
+		return
+	}
+	if !known && !external {
+		p.Stage, p.Reason = stageError, fmt.Sprintf("unknown tool %q", p.Name)
+		return
+	}
+	if !r.preToolUse(p) {
+		return
+	}
+	if external {
+		p.External, p.Stage, p.AskID = true, stageExternal, "ext_"+newEventID()[:20]
+		return
+	}
+	behavior, _, _ := r.permission(tool.Spec(), json.RawMessage(p.Args))
+	switch behavior {
+	case BehaviorDeny:
+		p.Stage, p.Reason = stageDenied, "denied by a permission rule"
+	case BehaviorAsk:
+		p.Stage, p.AskID = stageAsking, "ask_"+newEventID()[:20]
+	default:
+		p.Stage = stageReady
+	}
+}
+
+// preToolUse runs the pre_tool_use hooks on p; false means p will not run.
+func (r *run) preToolUse(p *pendingCall) bool {
+	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
+		ToolName: p.Name, ToolCallID: p.ID, Arguments: dispatcher.Value(p.Args)}))
+	if err != nil {
+		p.Stage, p.Reason = stageError, "pre_tool_use hook: "+err.Error()
+		return false
+	}
+	switch dec.Decision {
+	case dispatcher.Deny:
+		p.Stage, p.Reason = stageDenied, dec.Reason
+		if p.Reason == "" {
+			p.Reason = "the tool call was refused by policy"
+		}
+		return false
+	case dispatcher.Modify:
+		p.Args = *dec.ModifiedValue
+	}
+	return true
+}
+
+func (r *run) isExternal(name string) bool {
+	for _, t := range r.spec.ExternalTools {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *run) askCall(p pendingCall) AskCall {
+	tool, _ := r.rt.tools.Get(p.Name)
+	_, desc, pattern := r.permission(tool.Spec(), json.RawMessage(p.Args))
+	return AskCall{AskID: p.AskID, CallID: p.ID, Name: p.Name, Arguments: p.Args, RuleDescription: desc,
+		RulePattern: pattern, PrincipalID: r.spec.PrincipalID, ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout).UTC()}
+}
+
+func argsHash(args string) string {
+	var v any
+	if json.Unmarshal([]byte(args), &v) == nil {
+		if b, err := json.Marshal(v); err == nil { // canonical: keys sorted, no spaces
+			args = string(b)
+		}
+	}
+	h := sha256.Sum256([]byte(args))
+	return hex.EncodeToString(h[:])
+}
+
+// wait records what the run waits for, announces it and suspends.
+func (r *run) wait(asks []AskCall, externals []PendingCall) {
+	var rows []storage.Ask
+	for _, a := range asks {
+		rows = append(rows, storage.Ask{AskID: a.AskID, Kind: storage.AskConfirm, RunID: r.rec.ID, UserID: r.spec.UserID,
+			CallID: a.CallID, ToolName: a.Name, ArgsHash: argsHash(a.Arguments), ExpiresAt: a.ExpiresAt})
+	}
+	for _, e := range externals {
+		rows = append(rows, storage.Ask{AskID: e.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID,
+			CallID: e.CallID, ToolName: e.Name, ArgsHash: argsHash(e.Arguments), ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout)})
+	}
+	// The pending calls are saved before anything is announced: a crash after the client saw
+	// the ask leaves a run that can be answered and resumed.
+	r.checkpoint()
+	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), rows); err != nil {
+		r.fail(CodeInternal, err.Error(), true, false)
+		return
+	}
+	reason := SuspendExternalExecution
+	if len(asks) > 0 {
+		r.emit(Event{Kind: KindAsk, Ask: &AskInfo{Calls: asks}})
+		reason = SuspendPermissionAsk
+	}
+	if len(externals) > 0 {
+		r.emit(Event{Kind: KindExternalCalls, Calls: externals})
+	}
+	r.suspend(reason, "")
+	// Answers may have arrived before the pause was recorded: go on at once if so.
+	r.rt.tryResume(context.WithoutCancel(r.ctx), r.rec.ID)
+}
+
+// waitAsync pauses the run until an asynchronous tool's result is posted or its time runs out.
+func (r *run) waitAsync(p *pendingCall) {
+	timeout := time.Duration(p.Async.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = r.rt.cfg.AskTimeout
+	}
+	row := storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
+		ToolName: p.Name, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
+	r.checkpoint()
+	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{row}); err != nil {
+		r.fail(CodeInternal, err.Error(), true, false)
+		return
+	}
+	r.suspendWith(SuspendAsyncTool, "waiting for an asynchronous tool", p.Async)
+	r.rt.tryResume(context.WithoutCancel(r.ctx), r.rec.ID)
+}
+
+func (r *run) pendingCalls() []PendingCall {
+	out := []PendingCall{}
+	for _, p := range r.state.Pending {
+		if p.Stage == stageDone {
+			continue
+		}
+		st := "pending"
+		if p.Stage == stageAsking {
+			st = "asking"
+		}
+		out = append(out, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: st, AskID: p.AskID, External: p.External})
+	}
+	return out
+}

@@ -1,0 +1,94 @@
+package agent
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// runCall produces p's result: it runs the tool, or reports why it did not.
+func (r *run) runCall(p *pendingCall) {
+	start := time.Now()
+	r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+	done := func(state, output, errMsg string) {
+		p.Stage, p.State = stageDone, state
+		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args,
+			State: state, Output: output, Error: errMsg, DurationMs: time.Since(start).Milliseconds()}})
+		r.observe(dispatcher.PostToolUse, &dispatcher.PostToolUseContext{ToolName: p.Name, ToolCallID: p.ID,
+			Arguments: dispatcher.Value(p.Args), Output: dispatcher.Value(output), Succeeded: state == ToolSuccess,
+			ErrorMessage: optional(errMsg), DurationMs: time.Since(start).Milliseconds()})
+		text := output
+		if state != ToolSuccess && errMsg != "" {
+			text = errMsg
+		}
+		p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: text}
+	}
+	switch p.Stage {
+	case stageDenied:
+		done(ToolDenied, "", p.Reason)
+		return
+	case stageError:
+		done(ToolError, "", p.Reason)
+		return
+	case stageDone: // an external result arrived
+		return
+	}
+	if r.ctx.Err() != nil {
+		if !r.leaving() {
+			done(ToolInterrupted, "", "interrupted before it ran")
+		}
+		return
+	}
+	if p.Name == spawnTool {
+		done(r.spawn(p))
+		return
+	}
+	tool, _ := r.rt.tools.Get(p.Name)
+	dir, err := r.rt.ws.Dir(r.spec.SessionID)
+	if err != nil {
+		done(ToolError, "", err.Error())
+		return
+	}
+	streamed := false
+	env := tools.Env{SessionID: r.spec.SessionID, Workspace: dir, Progress: func(text string) {
+		streamed = true
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: text}})
+	}}
+	res, err := tool.Run(r.ctx, env, json.RawMessage(p.Args))
+	if r.leaving() {
+		return // not finished: it stays ready and runs again after the restart
+	}
+	if err != nil {
+		r.rt.log.Warn("tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
+		res = tools.Result{Text: err.Error(), IsError: true}
+	}
+	if a := res.Async; a != nil && err == nil {
+		// The work goes on elsewhere: the run waits for its result like for a client-side tool.
+		p.Stage, p.AskID = stageExternal, "async_"+newEventID()[:20]
+		p.Async = &AsyncInfo{TaskID: a.TaskID, CallID: p.ID, Name: p.Name, Arguments: p.Args,
+			SubmittedAtMs: time.Now().UnixMilli(), TimeoutMs: a.Timeout.Milliseconds(), Strategy: a.Strategy}
+		return
+	}
+	if !streamed && res.Text != "" {
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: res.Text}})
+	}
+	for _, d := range res.Data {
+		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name,
+			Data: &DataContent{ID: newEventID(), Name: d.Name, MediaType: d.MediaType, Base64: base64.StdEncoding.EncodeToString(d.Bytes)}}})
+	}
+	for _, f := range res.Files {
+		r.attach(f)
+	}
+	switch {
+	case r.ctx.Err() != nil:
+		done(ToolInterrupted, res.Text, "interrupted")
+	case res.IsError:
+		done(ToolError, res.Text, firstLine(res.Text))
+	default:
+		done(ToolSuccess, res.Text, "")
+	}
+}
