@@ -137,14 +137,18 @@ func writeConfig(t *testing.T, dir, body string) string {
 	return path
 }
 
-func TestVersionAndUsage(t *testing.T) {
-	out, err := exec.Command(binary, "version").Output()
-	if err != nil || strings.TrimSpace(string(out)) != "hookd test" {
-		t.Fatalf("version: %q %v", out, err)
+// jsonList reads what a list printed with --json: an array or a page of items.
+func jsonList(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var items []map[string]any
+	if json.Unmarshal([]byte(out), &items) == nil {
+		return items
 	}
-	if err := exec.Command(binary, "bogus").Run(); err == nil {
-		t.Fatal("unknown command exited 0")
+	var page struct{ Items []map[string]any }
+	if err := json.Unmarshal([]byte(out), &page); err != nil {
+		t.Fatalf("not a JSON list: %v\n%s", err, out)
 	}
+	return page.Items
 }
 
 func TestConfigErrorsNameTheKey(t *testing.T) {
@@ -231,6 +235,18 @@ func TestOperatorCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"decision": "deny"`) || !strings.Contains(out, `"statusCode": 200`) {
 		t.Fatalf("test: %d %s", code, out)
 	}
+	// Flags go anywhere on the line, after the arguments too.
+	if out, code = cli("", "hooks", "test", "1", "--json"); code != 0 || !strings.Contains(out, `"decision": "deny"`) {
+		t.Fatalf("test 1 --json: %d %s", code, out)
+	}
+	if out, code = cli("", "hooks", "--addr", "http://"+d.addr, "list", "--type", "pre_tool_use", "--json"); code != 0 {
+		t.Fatalf("list --json: %d %s", code, out)
+	} else if hooks := jsonList(t, out); len(hooks) != 1 || hooks[0]["hookName"] != "gate" {
+		t.Fatalf("list --json: %s", out)
+	}
+	if out, code = cli("", "hooks", "list", "--type", "post_tool_use"); code != 0 || strings.Contains(out, "gate") {
+		t.Fatalf("list --type post_tool_use: %d %s", code, out)
+	}
 	out, code = cli("", "hooks", "rm", "1")
 	if code != 0 {
 		t.Fatalf("rm: %d %s", code, out)
@@ -241,6 +257,12 @@ func TestOperatorCLI(t *testing.T) {
 	if out, code = cli("", "deliveries", "list"); code != 0 || !strings.Contains(out, "STATUS") {
 		t.Fatalf("deliveries: %d %s", code, out)
 	}
+	if out, code = cli("", "deliveries", "list", "--json", "--status", "dead"); code != 0 || len(jsonList(t, out)) != 0 {
+		t.Fatalf("deliveries --json: %d %s", code, out)
+	}
+	if out, code = cli("", "deliveries", "list", "--status", "gone"); code != 1 || !strings.Contains(out, "status") {
+		t.Fatalf("deliveries --status gone: %d %s", code, out)
+	}
 	// verify is offline: it checks what a receiver got.
 	body := `{"eventId":"x"}`
 	now := fmt.Sprint(time.Now().UnixMilli())
@@ -250,5 +272,8 @@ func TestOperatorCLI(t *testing.T) {
 	}
 	if out, code = cli(body+" ", "verify", "--secret", "s3cr3t", "--timestamp", now, "--signature", good); code != 1 || !strings.Contains(out, "invalid") {
 		t.Fatalf("verify tampered: %d %s", code, out)
+	}
+	if out, code = cli(body, "verify", "--secret", "s3cr3t"); code != 2 || !strings.Contains(out, `"signature", "timestamp"`) {
+		t.Fatalf("verify without --signature: %d %s", code, out)
 	}
 }

@@ -11,12 +11,15 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/spf13/cobra"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
@@ -30,6 +33,27 @@ import (
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
 )
+
+func newServeCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "serve [--config FILE]",
+		Short: "run the daemon",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path, os.Environ())
+			if err != nil {
+				return codeError{2, err}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, newLogger(cfg.Log, cmd.ErrOrStderr()))
+		},
+	}
+	cmd.Flags().StringVar(&path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	return cmd
+}
 
 // serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/storage"
+)
+
+func newDeliveriesCmd() *cobra.Command {
+	g := newGroup("deliveries", "inspect and redeliver the observational deliveries of a running daemon")
+	c := addAdminFlags(g)
+	g.AddCommand(
+		newDeliveriesListCmd(c),
+		newDeliveriesRedeliverCmd(c),
+	)
+	return g
+}
+
+func newDeliveriesListCmd(c *adminClient) *cobra.Command {
+	var status, hook, event, cursor string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "list deliveries, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			q := url.Values{"limit": {fmt.Sprint(limit)}}
+			for k, v := range map[string]string{"status": status, "hookId": hook, "eventId": event, "cursor": cursor} {
+				if v != "" {
+					q.Set(k, v)
+				}
+			}
+			return list(c, cmd, "/api/deliveries?"+q.Encode(), printDeliveries)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&status, "status", "", "only deliveries in this state (pending, delivering, delivered, failed, dead)")
+	f.StringVar(&hook, "hook", "", "only deliveries to this hook id")
+	f.StringVar(&event, "event", "", "only deliveries of this event id")
+	f.StringVar(&cursor, "cursor", "", "the page after this cursor (a list prints it when there is more)")
+	f.IntVar(&limit, "limit", 50, "rows")
+	_ = cmd.RegisterFlagCompletionFunc("status", cobra.FixedCompletions([]string{storage.StatusPending,
+		storage.StatusDelivering, storage.StatusDelivered, storage.StatusFailed, storage.StatusDead}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+type deliveryRow struct {
+	ID            int64     `json:"id"`
+	EventID       string    `json:"eventId"`
+	HookID        int64     `json:"hookId"`
+	HookType      string    `json:"hookType"`
+	Status        string    `json:"status"`
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"nextAttemptAt"`
+	LastError     string    `json:"lastError"`
+}
+
+func printDeliveries(w io.Writer, ds []deliveryRow) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tEVENT\tHOOK\tTYPE\tSTATUS\tATTEMPTS\tNEXT\tLAST ERROR")
+	for _, d := range ds {
+		next := "-"
+		if d.Status == storage.StatusPending && !d.NextAttemptAt.IsZero() {
+			next = d.NextAttemptAt.Local().Format(time.DateTime)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.HookID, d.HookType, d.Status, d.Attempts, next, d.LastError)
+	}
+	tw.Flush()
+}
+
+func newDeliveriesRedeliverCmd(c *adminClient) *cobra.Command {
+	return c.idCommand("redeliver ID", "queue a final delivery again, with fresh attempts", "POST", "/api/deliveries/%s/redeliver")
+}

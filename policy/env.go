@@ -1,0 +1,322 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Input is what a policy sees of one event: the envelope a webhook would receive, and shortcuts
+// into its context. Values are the JSON decoding of DecodeJSON (whole numbers as int).
+type Input struct {
+	Event map[string]any
+	Tool  string         // pre_tool_use: context.toolName
+	Args  map[string]any // pre_tool_use: context.arguments when they are a JSON object, else {}
+	Input string         // user_message: context.userInput
+	Task  map[string]any // pre_scheduled_task: {taskId, taskName}, else {}
+
+	PrincipalID, AgentID, SessionID *int64
+}
+
+// NewInput derives the shortcuts from an envelope as DecodeJSON returns it.
+func NewInput(event map[string]any) *Input {
+	in := &Input{Event: event, Args: map[string]any{}, Task: map[string]any{}}
+	c, _ := event["context"].(map[string]any)
+	in.Tool, _ = c["toolName"].(string)
+	if a, ok := c["arguments"].(map[string]any); ok {
+		in.Args = a
+	}
+	in.Input, _ = c["userInput"].(string)
+	if event["hookType"] == "pre_scheduled_task" && c != nil {
+		in.Task = c
+	}
+	id := func(k string) *int64 {
+		if v, ok := event[k].(int64); ok {
+			return &v
+		}
+		return nil
+	}
+	in.PrincipalID, in.AgentID, in.SessionID = id("principalId"), id("agentId"), id("sessionId")
+	return in
+}
+
+// ResolveName implements interpreter.Activation.
+func (in *Input) ResolveName(name string) (any, bool) {
+	switch name {
+	case "event":
+		return in.Event, true
+	case "tool":
+		return in.Tool, true
+	case "args":
+		return in.Args, true
+	case "input":
+		return in.Input, true
+	case "task":
+		return in.Task, true
+	case "principalId":
+		return optionalID(in.PrincipalID), true
+	case "agentId":
+		return optionalID(in.AgentID), true
+	case "sessionId":
+		return optionalID(in.SessionID), true
+	}
+	return nil, false
+}
+
+// Parent implements interpreter.Activation.
+func (in *Input) Parent() interpreter.Activation { return nil }
+
+func optionalID(v *int64) ref.Val {
+	if v == nil {
+		return types.NullValue
+	}
+	return types.Int(*v)
+}
+
+// DecodeJSON decodes JSON into the values policies see: objects as map[string]any, whole numbers
+// as int64 (so args.amount > 10000 compares integers and string(args.amount) has no ".0"), other
+// numbers as float64.
+func DecodeJSON(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("policy: trailing data after JSON value")
+	}
+	return numbers(v), nil
+}
+
+func numbers(v any) any {
+	switch v := v.(type) {
+	case json.Number:
+		if i, err := v.Int64(); err == nil {
+			return i
+		}
+		f, _ := v.Float64()
+		return f
+	case map[string]any:
+		for k, e := range v {
+			v[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range v {
+			v[i] = numbers(e)
+		}
+	}
+	return v
+}
+
+// marshalJSON renders a CEL value as JSON.
+func marshalJSON(v ref.Val) ([]byte, error) {
+	g, err := native(v)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(g)
+}
+
+func native(v ref.Val) (any, error) {
+	switch v := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(v), nil
+	case types.Int:
+		return int64(v), nil
+	case types.Uint:
+		return uint64(v), nil
+	case types.Double:
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("%v has no JSON form", float64(v))
+		}
+		return float64(v), nil
+	case types.String:
+		return string(v), nil
+	case traits.Mapper:
+		out := map[string]any{}
+		for it := v.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			ks, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %v is not a string", k)
+			}
+			e, err := native(v.Get(k))
+			if err != nil {
+				return nil, err
+			}
+			out[string(ks)] = e
+		}
+		return out, nil
+	case traits.Lister:
+		out := []any{}
+		for it := v.Iterator(); it.HasNext() == types.True; {
+			e, err := native(it.Next())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("a %s has no JSON form", v.Type().TypeName())
+}
+
+var (
+	envOnce sync.Once
+	envVal  *cel.Env
+	envErr  error
+)
+
+// environment is the one CEL environment of every policy: its variables, the standard
+// extensions, and hookd's own functions (see docs/policies.md).
+func environment() (*cel.Env, error) {
+	envOnce.Do(func() {
+		dynMap := cel.MapType(cel.StringType, cel.DynType)
+		envVal, envErr = cel.NewEnv(
+			cel.Variable("event", dynMap),
+			cel.Variable("tool", cel.StringType),
+			cel.Variable("args", dynMap),
+			cel.Variable("input", cel.StringType),
+			cel.Variable("task", dynMap),
+			cel.Variable("principalId", cel.DynType),
+			cel.Variable("agentId", cel.DynType),
+			cel.Variable("sessionId", cel.DynType),
+			cel.CrossTypeNumericComparisons(true),
+			cel.OptionalTypes(),
+			ext.Strings(), ext.Lists(), ext.Math(), ext.Regex(), ext.Sets(), ext.Encoders(), ext.Bindings(),
+			ext.Network(),
+			cel.Function("with",
+				cel.MemberOverload("map_with_map", []*cel.Type{dynMap, dynMap}, dynMap,
+					cel.BinaryBinding(mapWith))),
+			cel.Function("mask",
+				cel.MemberOverload("string_mask_int", []*cel.Type{cel.StringType, cel.IntType}, cel.StringType,
+					cel.BinaryBinding(mask))),
+			cel.Function("pathWithin",
+				cel.Overload("path_within_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
+					cel.BinaryBinding(pathWithin))),
+			cel.Function("glob",
+				cel.MemberOverload("string_glob_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
+					cel.BinaryBinding(glob))),
+		)
+	})
+	return envVal, envErr
+}
+
+// mapWith is m.with(other): m with the keys of other replaced or added.
+func mapWith(a, b ref.Val) ref.Val {
+	m, ok1 := a.(traits.Mapper)
+	o, ok2 := b.(traits.Mapper)
+	if !ok1 || !ok2 {
+		return types.NewErr("with: needs two maps")
+	}
+	out := map[ref.Val]ref.Val{}
+	for _, src := range []traits.Mapper{m, o} {
+		for it := src.Iterator(); it.HasNext() == types.True; {
+			k := it.Next()
+			out[k] = src.Get(k)
+		}
+	}
+	return types.NewRefValMap(types.DefaultTypeAdapter, out)
+}
+
+// mask is s.mask(keep): every character of s but the last keep ones replaced by '*'.
+func mask(a, b ref.Val) ref.Val {
+	s, ok1 := a.(types.String)
+	keep, ok2 := b.(types.Int)
+	if !ok1 || !ok2 || keep < 0 {
+		return types.NewErr("mask: needs a string and a count of at least 0")
+	}
+	n := utf8.RuneCountInString(string(s))
+	if int(keep) >= n {
+		return s
+	}
+	var sb strings.Builder
+	i := 0
+	for _, r := range string(s) {
+		if i < n-int(keep) {
+			sb.WriteByte('*')
+		} else {
+			sb.WriteRune(r)
+		}
+		i++
+	}
+	return types.String(sb.String())
+}
+
+// pathWithin is pathWithin(p, dir): p, with . and .. resolved, is dir or inside it. A relative p
+// is never within an absolute dir: its place depends on a working directory the policy cannot see.
+func pathWithin(a, b ref.Val) ref.Val {
+	p, ok1 := a.(types.String)
+	dir, ok2 := b.(types.String)
+	if !ok1 || !ok2 {
+		return types.NewErr("pathWithin: needs two strings")
+	}
+	cp, cd := path.Clean(string(p)), path.Clean(string(dir))
+	if path.IsAbs(cp) != path.IsAbs(cd) {
+		return types.False
+	}
+	return types.Bool(cp == cd || cd == "/" || strings.HasPrefix(cp, cd+"/"))
+}
+
+var (
+	globMu    sync.Mutex
+	globCache = map[string]*regexp.Regexp{}
+)
+
+// glob is s.glob(pattern): * matches within one path segment, ** across segments, ? one
+// character; everything else literally.
+func glob(a, b ref.Val) ref.Val {
+	s, ok1 := a.(types.String)
+	pat, ok2 := b.(types.String)
+	if !ok1 || !ok2 {
+		return types.NewErr("glob: needs two strings")
+	}
+	globMu.Lock()
+	re, ok := globCache[string(pat)]
+	if !ok {
+		re = regexp.MustCompile(globRegexp(string(pat)))
+		if len(globCache) < 1024 { // patterns are nearly always literals in the policy
+			globCache[string(pat)] = re
+		}
+	}
+	globMu.Unlock()
+	return types.Bool(re.MatchString(string(s)))
+}
+
+func globRegexp(pat string) string {
+	var sb strings.Builder
+	sb.WriteString(`(?s)^`)
+	rs := []rune(pat)
+	for i := 0; i < len(rs); i++ {
+		switch c := rs[i]; {
+		case c == '*' && i+1 < len(rs) && rs[i+1] == '*':
+			sb.WriteString(`.*`)
+			i++
+		case c == '*':
+			sb.WriteString(`[^/]*`)
+		case c == '?':
+			sb.WriteString(`[^/]`)
+		default:
+			sb.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	sb.WriteString(`$`)
+	return sb.String()
+}

@@ -1,0 +1,299 @@
+// Package policy compiles and evaluates the CEL rules of a policy hook: the checks a compliance
+// team would otherwise run as a webhook, evaluated inside the daemon in microseconds.
+//
+// A policy is a list of rules tried in order; the first whose `when` is true decides, and none
+// decides by the policy's default. Every expression is parsed and type-checked when the policy is
+// compiled, and every evaluation is bounded by a CEL cost limit.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+
+	"github.com/hookd/hookd/hookdtype"
+)
+
+// Decisions a rule or a default may give.
+const (
+	Allow  = "allow"
+	Deny   = "deny"
+	Modify = "modify"
+	Ask    = "ask"
+)
+
+// Cost bounds of one evaluation: the CEL cost units all expressions of one decision may spend.
+const (
+	DefaultCostLimit = 1_000_000
+	MaxCostLimit     = 10_000_000
+	MaxRules         = 200
+	maxExprBytes     = 4096
+)
+
+// Config is a hook's policyConfig.
+type Config struct {
+	Rules   []Rule `json:"rules"`
+	Default string `json:"default,omitempty"`
+	// CostLimit bounds one decision (every expression evaluated for it, together); 0 means
+	// DefaultCostLimit.
+	CostLimit uint64 `json:"costLimit,omitempty"`
+}
+
+// Rule is one rule of a policy. When, Reason and ModifiedValue are CEL expressions.
+type Rule struct {
+	Name          string `json:"name"`
+	When          string `json:"when"`
+	Decision      string `json:"decision"`
+	Reason        string `json:"reason,omitempty"`
+	ModifiedValue string `json:"modifiedValue,omitempty"`
+}
+
+// Policy is a compiled Config, safe for concurrent use.
+type Policy struct {
+	rules     []compiled
+	def       string
+	costLimit uint64
+	hookType  string
+}
+
+type compiled struct {
+	name, decision       string
+	when, reason, modify cel.Program // reason and modify may be nil
+}
+
+// Result is what a policy decided about one event.
+type Result struct {
+	Decision string `json:"decision"`
+	// Rule is the name of the rule that decided; empty when the default did.
+	Rule   string `json:"rule,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// ModifiedValue is the new arguments as JSON text (pre_tool_use) or the new input
+	// (user_message, pre_scheduled_task); set for modify only.
+	ModifiedValue *string `json:"modifiedValue,omitempty"`
+	// Cost is the CEL cost the evaluation spent.
+	Cost uint64 `json:"cost"`
+}
+
+// EvalError is an evaluation that could not decide: an expression failed or the cost limit was
+// reached. The hook's failureMode decides instead.
+type EvalError struct {
+	Rule  string // the rule's name
+	Field string // when, reason or modifiedValue
+	// CostExceeded says the cost limit stopped the evaluation.
+	CostExceeded bool
+	Err          error
+}
+
+func (e *EvalError) Error() string {
+	if e.CostExceeded {
+		return fmt.Sprintf("policy rule %q: %s: cost limit exceeded", e.Rule, e.Field)
+	}
+	return fmt.Sprintf("policy rule %q: %s: %v", e.Rule, e.Field, e.Err)
+}
+
+func (e *EvalError) Unwrap() error { return e.Err }
+
+// hook types whose modify replaces a string (the input) rather than JSON arguments.
+var stringModify = []string{"user_message", "pre_scheduled_task"}
+
+// Compile parses and type-checks every expression of c for hooks of hookType (an interceptive
+// type). Errors are *hookdtype.ValidationError naming the field, as policyConfig.rules[1].when.
+func Compile(c Config, hookType string) (*Policy, error) {
+	p := &Policy{def: c.Default, costLimit: c.CostLimit, hookType: hookType}
+	if p.def == "" {
+		p.def = Allow
+	}
+	if p.costLimit == 0 {
+		p.costLimit = DefaultCostLimit
+	}
+	if p.costLimit > MaxCostLimit {
+		return nil, invalid("policyConfig.costLimit", "must be at most %d", MaxCostLimit)
+	}
+	switch p.def {
+	case Allow, Deny, Ask:
+	default:
+		return nil, invalid("policyConfig.default", "%q is not one of allow, deny, ask", c.Default)
+	}
+	if len(c.Rules) > MaxRules {
+		return nil, invalid("policyConfig.rules", "has %d rules; at most %d", len(c.Rules), MaxRules)
+	}
+	env, err := environment()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]int{}
+	for i, r := range c.Rules {
+		field := fmt.Sprintf("policyConfig.rules[%d]", i)
+		name := strings.TrimSpace(r.Name)
+		if name == "" {
+			return nil, invalid(field+".name", "is required")
+		}
+		if j, dup := seen[name]; dup {
+			return nil, invalid(field+".name", "%q is also the name of rules[%d]", name, j)
+		}
+		seen[name] = i
+		cr := compiled{name: name, decision: r.Decision}
+		switch r.Decision {
+		case Allow, Deny, Ask:
+			if r.ModifiedValue != "" {
+				return nil, invalid(field+".modifiedValue", "only applies to decision modify")
+			}
+		case Modify:
+			if r.ModifiedValue == "" {
+				return nil, invalid(field+".modifiedValue", "is required for decision modify")
+			}
+		case "":
+			return nil, invalid(field+".decision", "is required")
+		default:
+			msg := fmt.Sprintf("%q is not one of allow, deny, modify, ask", r.Decision)
+			if s := hookdtype.Suggest(strings.ToLower(r.Decision), []string{Allow, Deny, Modify, Ask}); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			}
+			return nil, invalid(field+".decision", "%s", msg)
+		}
+		if cr.when, err = p.program(env, field+".when", r.When, cel.BoolType); err != nil {
+			return nil, err
+		}
+		if r.Reason != "" {
+			if cr.reason, err = p.program(env, field+".reason", r.Reason, cel.StringType); err != nil {
+				return nil, err
+			}
+		}
+		if r.ModifiedValue != "" {
+			want := []*cel.Type{cel.StringType, cel.MapType(cel.StringType, cel.DynType), cel.ListType(cel.DynType)}
+			if slices.Contains(stringModify, hookType) {
+				want = want[:1]
+			}
+			if cr.modify, err = p.program(env, field+".modifiedValue", r.ModifiedValue, want...); err != nil {
+				return nil, err
+			}
+		}
+		p.rules = append(p.rules, cr)
+	}
+	return p, nil
+}
+
+var invalid = hookdtype.Invalid
+
+// program compiles one expression whose result must be one of want (or dyn, checked when it runs).
+func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (cel.Program, error) {
+	if strings.TrimSpace(expr) == "" {
+		return nil, invalid(field, "is required")
+	}
+	if len(expr) > maxExprBytes {
+		return nil, invalid(field, "is %d bytes; at most %d", len(expr), maxExprBytes)
+	}
+	ast, iss := env.Compile(expr)
+	if iss != nil && iss.Err() != nil {
+		errs := iss.Errors()
+		msgs := make([]string, 0, len(errs))
+		for _, e := range errs {
+			msg := strings.TrimSuffix(e.Message, " (in container '')")
+			msgs = append(msgs, fmt.Sprintf("%s (%d:%d)", msg, e.Location.Line(), e.Location.Column()+1))
+		}
+		return nil, invalid(field, "%s", strings.Join(msgs, "; "))
+	}
+	out := ast.OutputType()
+	fits := out.IsExactType(cel.DynType)
+	for _, w := range want {
+		fits = fits || w.IsAssignableType(out)
+	}
+	if !fits {
+		names := make([]string, len(want))
+		for i, w := range want {
+			names[i] = w.String()
+		}
+		return nil, invalid(field, "must evaluate to %s, not %s", strings.Join(names, " or "), out)
+	}
+	prg, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, invalid(field, "%v", err)
+	}
+	return prg, nil
+}
+
+// Eval decides about in: the first rule whose when is true, else the default. An *EvalError means
+// no decision could be made.
+func (p *Policy) Eval(in *Input) (Result, error) {
+	var spent uint64
+	run := func(r *compiled, prg cel.Program, field string) (ref.Val, error) {
+		v, det, err := prg.Eval(in)
+		if det != nil && det.ActualCost() != nil {
+			spent += *det.ActualCost()
+		}
+		var cancelled interpreter.EvalCancelledError
+		switch {
+		case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
+			err == nil && spent > p.costLimit:
+			return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
+		case err != nil:
+			return nil, &EvalError{Rule: r.name, Field: field, Err: err}
+		}
+		return v, nil
+	}
+	for i := range p.rules {
+		r := &p.rules[i]
+		v, err := run(r, r.when, "when")
+		if err != nil {
+			return Result{Cost: spent}, err
+		}
+		matched, ok := v.(types.Bool)
+		if !ok {
+			return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "when", Err: fmt.Errorf("evaluated to %s, not bool", v.Type().TypeName())}
+		}
+		if !matched {
+			continue
+		}
+		res := Result{Decision: r.decision, Rule: r.name}
+		if r.reason != nil {
+			v, err := run(r, r.reason, "reason")
+			if err != nil {
+				return Result{Cost: spent}, err
+			}
+			s, ok := v.(types.String)
+			if !ok {
+				return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "reason", Err: fmt.Errorf("evaluated to %s, not string", v.Type().TypeName())}
+			}
+			res.Reason = string(s)
+		}
+		if r.modify != nil {
+			v, err := run(r, r.modify, "modifiedValue")
+			if err != nil {
+				return Result{Cost: spent}, err
+			}
+			s, err := p.modifiedText(v)
+			if err != nil {
+				return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "modifiedValue", Err: err}
+			}
+			res.ModifiedValue = &s
+		}
+		res.Cost = spent
+		return res, nil
+	}
+	return Result{Decision: p.def, Cost: spent}, nil
+}
+
+// modifiedText renders a modifiedValue: a string as it is, a map or list as JSON text (tool
+// arguments only).
+func (p *Policy) modifiedText(v ref.Val) (string, error) {
+	if s, ok := v.(types.String); ok {
+		return string(s), nil
+	}
+	if slices.Contains(stringModify, p.hookType) {
+		return "", fmt.Errorf("evaluated to %s; %s takes a string", v.Type().TypeName(), p.hookType)
+	}
+	b, err := marshalJSON(v)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}
+
+// Default is the decision when no rule matches.
+func (p *Policy) Default() string { return p.def }
