@@ -26,6 +26,7 @@ var timers = map[string]string{
 	"agent/loop.go:callModel":            "backs off between retries of a model call",
 	"agent/model/openai.go:newIdleTimer": "ends a model stream that went silent",
 	"agent/model/scripted.go:Stream":     "a scripted step's delay",
+	"api/agui/agui.go:stream":            "SSE heartbeat",
 	"api/platform/platform.go:stream":    "SSE heartbeat",
 	"api/volo/volo.go:stream":            "SSE heartbeat",
 }
