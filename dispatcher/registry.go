@@ -299,8 +299,8 @@ func fromRow(row storage.Hook) (Hook, error) {
 	return join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
 }
 
-// byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
-// deliveries of a hook disabled after they were queued are still delivered.
+// byID returns a registered hook whether enabled or not; nil when it was deleted. The queued
+// deliveries of a disabled hook wait, paused, until it is enabled again.
 func (r *Registry) byID(id int64) *boundHook {
 	return r.snap.Load().all[id]
 }

@@ -265,17 +265,20 @@ func TestAgentGoldens(t *testing.T) {
 
 	// Every decision is in the log, under the harness session's number.
 	session := agents.SessionID(agents.ClaudeCode, ptr(int64(agentUser)), "8f3c2a1e-5b7d-4c9e-a1f2-3d4e5f6a7b8c")
-	var rows []struct {
-		HookType string `json:"hookType"`
-		Outcome  string `json:"outcome"`
+	var page struct {
+		Items []struct {
+			HookType string `json:"hookType"`
+			Outcome  string `json:"outcome"`
+		} `json:"items"`
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		rows = nil
-		d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d", session), "", &rows)
-		if len(rows) >= 2*len(scenarios) || time.Now().After(deadline) {
+		page.Items = nil
+		d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d&limit=500", session), "", &page)
+		if len(page.Items) >= 2*len(scenarios) || time.Now().After(deadline) {
 			break
 		}
 	}
+	rows := page.Items
 	m := scrape(t, d)
 	for kind, event := range map[string]string{agents.ClaudeCode: "Notification", agents.Codex: "PermissionRequest",
 		agents.GeminiCLI: "BeforeModel", agents.Cursor: "afterFileEdit"} {
