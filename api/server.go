@@ -17,6 +17,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/agui"
+	"github.com/hookd/hookd/api/aisdk"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
@@ -102,6 +103,7 @@ func newEngine(d Deps) *gin.Engine {
 		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
 			Heartbeat: d.Heartbeat, Log: d.Log})
 		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
+		aisdk.Register(r, aisdk.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 	}
 
 	r.GET("/api/openapi.json", serveOpenAPI)
@@ -245,6 +247,8 @@ func streamDialect(method, path string) string {
 		return "volo"
 	case method == http.MethodPost && path == "/ag-ui/run":
 		return "agui"
+	case path == "/ai-sdk/chat" || strings.HasPrefix(path, "/ai-sdk/chat/") && strings.HasSuffix(path, "/stream"):
+		return "aisdk"
 	}
 	return ""
 }
