@@ -20,8 +20,8 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
-	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/openapitest"
+	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/storage"
 )
