@@ -256,6 +256,11 @@ var migrations = []migration{
 		`CREATE INDEX deliveries_due_order ON deliveries (status, next_attempt_at, id)`,
 		`DROP INDEX deliveries_due`,
 	}},
+	{15, "ask arguments", []string{
+		// An ask keeps the arguments of the tool call it is about (their hash alone bound the
+		// answer): clients show them without reading the run's events.
+		`ALTER TABLE asks ADD COLUMN arguments TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
