@@ -1,17 +1,17 @@
 package api
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
@@ -122,7 +122,8 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	page, ds := pageOf(ds, limit, func(d storage.Delivery) int64 { return d.ID })
+	page := wire.PageOf(ds, limit, func(d storage.Delivery) string { return wire.IDKey(d.ID) })
+	ds = page.Items
 	ids := make([]int64, len(ds))
 	for i, d := range ds {
 		ids[i] = d.ID
@@ -132,7 +133,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	out := wire.Page[deliveryView]{Items: make([]deliveryView, len(ds)), Next: page}
+	out := wire.Page[deliveryView]{Items: make([]deliveryView, len(ds)), Next: page.Next}
 	for i, d := range ds {
 		out.Items[i] = deliveryView{Delivery: d, Attempts: attempts[d.ID]}
 		if out.Items[i].Attempts == nil {
@@ -273,8 +274,7 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	next, ds := pageOf(ds, limit, func(d storage.Decision) int64 { return d.ID })
-	wire.OK(c, http.StatusOK, wire.Page[storage.Decision]{Items: ds, Next: next})
+	wire.OK(c, http.StatusOK, wire.PageOf(ds, limit, func(d storage.Decision) string { return wire.IDKey(d.ID) }))
 }
 
 // verifyDecisions checks the decision log's hash chain (hookd decisions verify).
@@ -294,28 +294,11 @@ func (a dispatchAPI) verifyDecisions(c *gin.Context) {
 // next page starts below.
 func pageQuery(c *gin.Context) (beforeID int64, limit int, ok bool) {
 	cursor, limit, ok := wire.PageQuery(c)
-	if !ok || cursor == "" {
-		return 0, limit, ok
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(cursor)
-	if err == nil && strings.HasPrefix(string(raw), "id:") {
-		beforeID, err = strconv.ParseInt(string(raw[3:]), 10, 64)
-	}
-	if err != nil || beforeID <= 0 {
-		wire.Fail(c, http.StatusBadRequest, "cursor: not a cursor this list gave")
+	if !ok {
 		return 0, 0, false
 	}
-	return beforeID, limit, true
-}
-
-// pageOf cuts rows, read with limit+1, to one page and gives the cursor of the next ("" on the
-// last page).
-func pageOf[T any](rows []T, limit int, id func(T) int64) (string, []T) {
-	if len(rows) <= limit {
-		return "", rows
-	}
-	rows = rows[:limit]
-	return base64.RawURLEncoding.EncodeToString([]byte("id:" + strconv.FormatInt(id(rows[limit-1]), 10))), rows
+	beforeID, ok = wire.CursorID(c, cursor)
+	return beforeID, limit, ok
 }
 
 // queryTime reads an optional RFC 3339 time query parameter (zero when absent).
@@ -332,11 +315,23 @@ func queryTime(c *gin.Context, name string) (time.Time, bool) {
 	return t, true
 }
 
+// breakers answers one page of the breakers of the receiver URLs hooks use, by URL.
 func (a dispatchAPI) breakers(c *gin.Context) {
-	if !wire.OnlyQuery(c) {
+	if !wire.OnlyQuery(c, "cursor", "limit") {
 		return
 	}
-	wire.OK(c, http.StatusOK, a.d.Breakers())
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
+	}
+	after, good := wire.CursorKey(c, cursor)
+	if !good {
+		return
+	}
+	all := a.d.Breakers()
+	rest := all[sort.Search(len(all), func(i int) bool { return all[i].URL > after }):]
+	rest = rest[:min(len(rest), limit+1)]
+	wire.OK(c, http.StatusOK, wire.PageOf(rest, limit, func(s breaker.Status) string { return s.URL }))
 }
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.

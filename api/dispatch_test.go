@@ -84,7 +84,7 @@ func TestLogLists(t *testing.T) {
 			{"/api/deliveries?stauts=dead", `stauts: unknown query parameter (did you mean "status"?)`},
 			{"/api/deliveries?limit=5000", "limit: must be an integer from 1 to 500"},
 			{"/api/deliveries?status=gone", "status: must be pending, delivering, delivered, failed or dead"},
-			{"/api/deliveries?cursor=nonsense", "cursor: not a cursor this list gave"},
+			{"/api/deliveries?cursor=nonsense", "cursor: is not a cursor a list gave out; pass its next unchanged"},
 			{"/api/deliveries?before=9", "before: unknown query parameter"},
 			{"/api/decisions?tool_name=x", `tool_name: unknown query parameter (did you mean "toolName"?)`},
 			{"/api/decisions?limit=0", "limit: must be an integer from 1 to 500"},
