@@ -89,7 +89,7 @@ func forward(cmd *cobra.Command, f hookFlags, event string) error {
 	return codeError{hookExitBlock, blocked}
 }
 
-// forwardOnce asks the daemon, returning its answer body for a 200.
+// forwardOnce asks the daemon, returning its answer body (empty for a 204).
 func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) {
 	in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20+1))
 	if err != nil {
@@ -133,7 +133,7 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 	if err != nil {
 		return nil, fmt.Errorf("the daemon's answer broke off: %w", err)
 	}
-	if resp.StatusCode != http.StatusOK {
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
 		var w struct{ Message string }
 		_ = json.Unmarshal(body, &w)
 		return nil, fmt.Errorf("the daemon answered HTTP %d: %s", resp.StatusCode, cmp.Or(w.Message, "no message"))
