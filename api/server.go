@@ -107,8 +107,8 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	if !d.ChatDisabled {
 		harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
-		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
-		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
+		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
+		platform.Register(r, platform.Deps{Runtime: d.Runtime, Workspaces: d.Workspaces, Keys: d.Keys,
 			Heartbeat: d.Heartbeat, Log: d.Log})
 		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 		aisdk.Register(r, aisdk.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
