@@ -43,6 +43,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(
 		newDecisionsCmd(),
 		newDeliveriesCmd(),
+		newHookCmd(),
 		newHooksCmd(),
 		newServeCmd(),
 		newVerifyCmd(),
