@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
@@ -43,6 +45,15 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 	if !req.HookType.Valid() {
 		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not one of %v", req.HookType, dispatcher.HookTypes)
 		return
+	}
+	for _, id := range []struct {
+		name string
+		v    *int64
+	}{{"sessionId", req.SessionID}, {"principalId", req.PrincipalID}, {"agentId", req.AgentID}} {
+		if id.v != nil && *id.v <= 0 {
+			wire.Fail(c, http.StatusBadRequest, "%s: must be a positive id, or absent", id.name)
+			return
+		}
 	}
 	ctxValue, err := dispatcher.DecodeContext(req.HookType, req.Context)
 	if err != nil {
@@ -192,11 +203,23 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	wire.OK(c, http.StatusOK, ds)
 }
 
+// breakers answers one page of the breakers of the receiver URLs hooks use, by URL.
 func (a dispatchAPI) breakers(c *gin.Context) {
-	if !wire.OnlyQuery(c) {
+	if !wire.OnlyQuery(c, "cursor", "limit") {
 		return
 	}
-	wire.OK(c, http.StatusOK, a.d.Breakers())
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
+	}
+	after, good := wire.CursorKey(c, cursor)
+	if !good {
+		return
+	}
+	all := a.d.Breakers()
+	rest := all[sort.Search(len(all), func(i int) bool { return all[i].URL > after }):]
+	rest = rest[:min(len(rest), limit+1)]
+	wire.OK(c, http.StatusOK, wire.PageOf(rest, limit, func(s breaker.Status) string { return s.URL }))
 }
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.
