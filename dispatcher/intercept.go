@@ -14,15 +14,18 @@ import (
 	"github.com/hookd/hookd/storage"
 )
 
-// Decision outcomes.
+// Decision outcomes. Ask sends the call to a person: in hookd's own runtime it becomes the
+// dialect's permission ask; through the dispatch API it is returned as it is.
 const (
 	Allow  = "allow"
 	Deny   = "deny"
 	Modify = "modify"
+	Ask    = "ask"
 )
 
 // Decision is the verdict of an interceptive chain. ModifiedValue is set when some hook modified
-// the value (the last modification wins, and each hook saw the one before it).
+// the value (the last modification wins, and each hook saw the one before it); it stays set on
+// ask, for the call the person is asked about.
 type Decision struct {
 	Decision      string  `json:"decision"`
 	Reason        string  `json:"reason,omitempty"`
@@ -48,9 +51,59 @@ type hookAnswer struct {
 	ModifiedValue json.RawMessage `json:"modifiedValue"`
 }
 
+// A decider is one stage of the interceptive chain: it answers for one hook, a webhook by asking
+// its receiver, a policy by evaluating its rules. It decides nothing about the chain: the chain
+// rules live in Intercept alone, and failureMode, the decision log and the metrics in stage.
+type decider interface {
+	decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer
+}
+
+// answer is one hook's decision with what the decision log records of it. A non-nil failure
+// means the hook could not decide: its failureMode does.
+type answer struct {
+	Decision
+	rule    string // the policy rule that decided
+	status  int    // the receiver's HTTP status
+	failure error
+}
+
+var (
+	_ decider = webhookDecider{}
+	_ decider = (*policyDecider)(nil)
+)
+
+// chainEvent is the event as the chain's next stage sees it: the value of the last modify, its
+// context rendered once for the webhooks and decoded once for the policies.
+type chainEvent struct {
+	ev        *Event
+	body      json.RawMessage
+	canonical bool
+	decoded   any // the policies' view of body; nil until a policy needs it
+}
+
+func newChainEvent(ev *Event) (*chainEvent, error) {
+	c := &chainEvent{ev: ev}
+	var err error
+	c.body, c.canonical, err = encodeContext(ev.Context)
+	return c, err
+}
+
+// modified hands a modify on: the next stage sees the new value.
+func (c *chainEvent) modified(v string) error {
+	next, err := withModified(c.ev.Context, v)
+	if err != nil {
+		return err
+	}
+	c.ev.Context, c.decoded = next, nil
+	c.body, c.canonical, err = encodeContext(next)
+	return err
+}
+
 // Intercept runs the matching hooks of an interceptive event in chain order (priority, then id)
-// and returns the verdict: a deny ends the chain; a modify hands the new value to the next hook.
-// No matching hook means allow. Each call is written to the decision log.
+// and returns the verdict. The chain rules, all of them here: a deny ends the chain; a modify
+// hands the new value to the next hook; an ask is remembered and the chain goes on, so a later
+// deny still wins; the verdict is ask when some hook asked and none denied. No matching hook
+// means allow. Each hook's answer is written to the decision log.
 func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) {
 	if !ev.HookType.Interceptive() {
 		return Decision{}, fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
@@ -69,60 +122,70 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if ev.OccurredAt.IsZero() {
 		ev.OccurredAt = now
 	}
-	// The context is rendered once, and again only after a modify changed it.
-	body, canonical, err := encodeContext(ev.Context)
+	c, err := newChainEvent(&ev)
 	if err != nil {
 		return Decision{}, err
 	}
+	var asked *answer
 	for i, h := range hooks {
 		if i > 0 {
 			now = time.Now()
 		}
-		res := d.ask(ctx, h, &ev, body, canonical, verdict.DecisionID, now)
-		switch res.Decision {
+		a := d.stage(ctx, h, c, verdict.DecisionID, now)
+		switch a.Decision.Decision {
 		case Deny:
-			verdict.Decision, verdict.Reason = Deny, res.Reason
-			verdict.ModifiedValue = nil
-			return verdict, nil
+			return Decision{Decision: Deny, Reason: a.Reason, DecisionID: verdict.DecisionID}, nil
+		case Ask:
+			if asked == nil {
+				asked = &a
+			}
 		case Modify:
-			next, err := withModified(ev.Context, *res.ModifiedValue)
-			if err != nil {
+			if c.modified(*a.ModifiedValue) != nil {
 				return Decision{}, &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
 			}
-			ev.Context = next
-			if body, canonical, err = encodeContext(ev.Context); err != nil {
-				return Decision{}, err
-			}
-			verdict.Decision, verdict.ModifiedValue = Modify, res.ModifiedValue
+			verdict.Decision, verdict.ModifiedValue = Modify, a.ModifiedValue
 		}
+	}
+	if asked != nil {
+		verdict.Decision, verdict.Reason = Ask, asked.Reason
 	}
 	return verdict, nil
 }
 
-// ask calls one hook, starting at start, and turns whatever happens into a decision, per the
-// source document's tolerance rules, and logs it.
-func (d *Dispatcher) ask(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, decisionID string, start time.Time) Decision {
+// stage asks one hook's decider, starting at start, resolves a failure by the hook's failureMode,
+// and records the answer: the same decision log row for every kind of decider.
+func (d *Dispatcher) stage(ctx context.Context, h *boundHook, c *chainEvent, decisionID string, start time.Time) answer {
+	ev := c.ev
 	rec := storage.Decision{DecisionID: decisionID, EventID: storage.NewTSIDString(), HookID: h.ID,
 		HookName: h.HookName, HookType: string(h.HookType), SessionID: ev.SessionID, TraceID: strPtr(ev.TraceID),
 		CreatedAt: start}
-	dec, status, failure := d.call(ctx, h, ev, rec.TraceID, body, canonical, rec.EventID, start)
+	a := h.decider.decide(ctx, d, h, c, rec.EventID, start)
 	took := time.Since(start)
 	rec.LatencyMs = took.Milliseconds()
-	rec.StatusCode = status
-	if failure != nil {
-		dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
-		if dec.Decision == Deny {
-			dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
+	rec.StatusCode = a.status
+	rec.RuleName = a.rule
+	if a.failure != nil {
+		a.Decision = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
+		if a.Decision.Decision == Deny {
+			a.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
 		}
 		rec.FromFailureMode = true
-		rec.Error = failure.Error()
+		rec.Error = a.failure.Error()
 		d.log.Warn("interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
-			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", failure)
+			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", a.failure)
 	}
-	rec.Outcome, rec.Reason = dec.Decision, dec.Reason
+	rec.Outcome, rec.Reason = a.Decision.Decision, a.Reason
 	d.logDecision(rec)
-	d.metrics.decided(h.HookType, dec.Decision, rec.FromFailureMode, took)
-	return dec
+	d.metrics.decided(h.HookType, a.Decision.Decision, rec.FromFailureMode, took)
+	return a
+}
+
+// webhookDecider asks the hook's receiver.
+type webhookDecider struct{}
+
+func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
+	dec, status, failure := d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), c.body, c.canonical, eventID, now)
+	return answer{Decision: dec, status: status, failure: failure}
 }
 
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
@@ -175,7 +238,7 @@ var (
 )
 
 // parseAnswer applies the tolerance rules: an empty body, a missing or unknown decision is allow;
-// a body that is not a JSON object is a failure.
+// a body that is not a JSON object is a failure. ask is hookd's extension (docs/receivers.md).
 func parseAnswer(body []byte) (Decision, error) {
 	// The common answer, give or take JSON whitespace around it, is an allow: what decoding it
 	// would decide too.
@@ -193,6 +256,8 @@ func parseAnswer(body []byte) (Decision, error) {
 	switch strings.ToLower(strings.TrimSpace(ans.Decision)) {
 	case Deny:
 		return Decision{Decision: Deny, Reason: ans.Reason}, nil
+	case Ask:
+		return Decision{Decision: Ask, Reason: ans.Reason}, nil
 	case Modify:
 		dec := Decision{Decision: Modify}
 		if len(ans.ModifiedValue) > 0 && string(ans.ModifiedValue) != "null" {

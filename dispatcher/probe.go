@@ -26,6 +26,9 @@ func (d *Dispatcher) Probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	if err != nil {
 		return ProbeResult{}, err
 	}
+	if h.DispatchType == DispatchPolicy {
+		return ProbeResult{}, invalid("id", "hook %d is a policy hook, with no receiver to probe; try it with POST /api/policies/evaluate", hookID)
+	}
 	body, err := marshalContext(SampleContext(h.HookType))
 	if err != nil {
 		return ProbeResult{}, err

@@ -30,11 +30,13 @@ type snapshot struct {
 	all     map[int64]*boundHook      // every hook, enabled or not
 }
 
-// boundHook is a hook with its toolNameMatch compiled and what its requests need prepared.
+// boundHook is a hook with its toolNameMatch compiled and its decider ready: for a webhook, what
+// its requests need prepared; for a policy, the compiled rules.
 type boundHook struct {
 	Hook
-	match hookdtype.NameMatch
-	wire  *hookWire
+	match   hookdtype.NameMatch
+	wire    *hookWire
+	decider decider
 }
 
 // NewRegistry loads the hooks of db.
@@ -86,6 +88,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 		return err
 	}
 	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}, all: map[int64]*boundHook{}}
+	old := r.snap.Load()
 	for _, row := range rows {
 		h, err := fromRow(row)
 		if err != nil {
@@ -96,7 +99,16 @@ func (r *Registry) Reload(ctx context.Context) error {
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
-		b := &boundHook{Hook: h, match: m, wire: newHookWire(&h)}
+		b := &boundHook{Hook: h, match: m}
+		if old != nil {
+			b.decider = reuseDecider(old.all[h.ID], &h)
+		}
+		if b.decider == nil {
+			b.decider = newDecider(&h, r.log)
+		}
+		if _, ok := b.decider.(webhookDecider); ok {
+			b.wire = newHookWire(&h)
+		}
 		s.all[h.ID] = b
 		if *h.Enabled {
 			s.byType[h.HookType] = append(s.byType[h.HookType], b)

@@ -9,12 +9,14 @@ import (
 // Decision is one interceptive hook call: who was asked, what it answered, and whether the answer
 // came from the hook's failureMode instead of the receiver.
 type Decision struct {
-	ID              int64     `json:"id"`
-	DecisionID      string    `json:"decisionId"` // shared by the hooks of one chain
-	EventID         string    `json:"eventId"`
-	HookID          int64     `json:"hookId"`
-	HookName        string    `json:"hookName"`
-	HookType        string    `json:"hookType"`
+	ID         int64  `json:"id"`
+	DecisionID string `json:"decisionId"` // shared by the hooks of one chain
+	EventID    string `json:"eventId"`
+	HookID     int64  `json:"hookId"`
+	HookName   string `json:"hookName"`
+	HookType   string `json:"hookType"`
+	// RuleName is the policy rule that decided; empty for webhooks and a policy's default.
+	RuleName        string    `json:"ruleName,omitempty"`
 	SessionID       *int64    `json:"sessionId"`
 	TraceID         *string   `json:"traceId"`
 	Outcome         string    `json:"outcome"`
@@ -33,6 +35,7 @@ type decisionRow struct {
 	HookID          int64
 	HookName        string
 	HookType        string
+	RuleName        string
 	SessionID       *int64
 	TraceID         *string
 	Outcome         string
@@ -59,12 +62,12 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 		return fmt.Errorf("storage: insert %d decisions: %w", len(ds), err)
 	}
 	defer tx.Rollback() // a no-op after Commit
-	const cols, chunk = 14, 200
+	const cols, chunk = 15, 200
 	for i := 0; i < len(ds); i += chunk {
 		part := ds[i:min(i+chunk, len(ds))]
 		q := append(make([]byte, 0, 256+len(part)*cols*5), `INSERT INTO decisions (decision_id, event_id, hook_id, hook_name,
 			hook_type, session_id, trace_id, outcome, reason, from_failure_mode, status_code, error, latency_ms,
-			created_at) VALUES `...)
+			created_at, rule_name) VALUES `...)
 		args := make([]any, 0, len(part)*cols)
 		for j, d := range part {
 			if j > 0 {
@@ -72,7 +75,7 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 			}
 			q = append(db.appendParams(append(q, '('), len(args)+1, cols), ')')
 			args = append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookType, d.SessionID, d.TraceID,
-				d.Outcome, d.Reason, d.FromFailureMode, d.StatusCode, d.Error, d.LatencyMs, ms(d.CreatedAt))
+				d.Outcome, d.Reason, d.FromFailureMode, d.StatusCode, d.Error, d.LatencyMs, ms(d.CreatedAt), d.RuleName)
 		}
 		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
 			return fmt.Errorf("storage: insert %d decisions: %w", len(ds), err)
@@ -115,7 +118,7 @@ func (db *DB) ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, 
 	out := make([]Decision, len(rows))
 	for i, r := range rows {
 		out[i] = Decision{ID: r.ID, DecisionID: r.DecisionID, EventID: r.EventID, HookID: r.HookID, HookName: r.HookName,
-			HookType: r.HookType, SessionID: r.SessionID, TraceID: r.TraceID, Outcome: r.Outcome, Reason: r.Reason,
+			HookType: r.HookType, RuleName: r.RuleName, SessionID: r.SessionID, TraceID: r.TraceID, Outcome: r.Outcome, Reason: r.Reason,
 			FromFailureMode: r.FromFailureMode, StatusCode: r.StatusCode, Error: r.Error, LatencyMs: r.LatencyMs,
 			CreatedAt: fromMs(r.CreatedAt)}
 	}

@@ -255,6 +255,10 @@ var migrations = []migration{
 		`CREATE INDEX deliveries_due_order ON deliveries (status, next_attempt_at, id)`,
 		`DROP INDEX deliveries_due`,
 	}},
+	{17, "decision rule names", []string{
+		// The policy rule that decided, beside the hook that holds it.
+		`ALTER TABLE decisions ADD COLUMN rule_name TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
