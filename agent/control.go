@@ -33,6 +33,8 @@ type Answer struct {
 	Rules     []RuleSpec
 	// RuleScope is session (default), user or global.
 	RuleScope string
+	// AnsweredBy is who answered when it is not the run's user (a reviewer), for the record.
+	AnsweredBy string `json:",omitempty"`
 }
 
 // RunOfAsk returns the request id of the run an ask belongs to, if the ask is userID's.

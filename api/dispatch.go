@@ -33,7 +33,7 @@ type dispatchRequest struct {
 // with the chain's decision, observational ones once the events are durably queued.
 func (a dispatchAPI) dispatch(c *gin.Context) {
 	var req dispatchRequest
-	if !wire.BindJSON(c, &req) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &req) {
 		return
 	}
 	if req.HookType == "" {
@@ -192,7 +192,12 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	wire.OK(c, http.StatusOK, ds)
 }
 
-func (a dispatchAPI) breakers(c *gin.Context) { wire.OK(c, http.StatusOK, a.d.Breakers()) }
+func (a dispatchAPI) breakers(c *gin.Context) {
+	if !wire.OnlyQuery(c) {
+		return
+	}
+	wire.OK(c, http.StatusOK, a.d.Breakers())
+}
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.
 func queryInt(c *gin.Context, name string) (int64, bool) {

@@ -14,7 +14,7 @@ type hooksAPI struct{ reg *dispatcher.Registry }
 
 func (a hooksAPI) create(c *gin.Context) {
 	var h dispatcher.Hook
-	if !wire.BindJSON(c, &h) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &h) {
 		return
 	}
 	h.ID = 0
@@ -27,6 +27,9 @@ func (a hooksAPI) create(c *gin.Context) {
 }
 
 func (a hooksAPI) list(c *gin.Context) {
+	if !wire.OnlyQuery(c, "hookType", "agentId") {
+		return
+	}
 	t := dispatcher.HookType(c.Query("hookType"))
 	if t != "" && !t.Valid() {
 		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not a hook type", t)
@@ -55,7 +58,7 @@ func (a hooksAPI) list(c *gin.Context) {
 
 func (a hooksAPI) get(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	h, err := a.reg.Get(c.Request.Context(), id)
@@ -72,7 +75,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
-	if !wire.BindJSON(c, &h) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &h) {
 		return
 	}
 	out, err := a.reg.Replace(c.Request.Context(), id, h)
@@ -85,7 +88,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 
 func (a hooksAPI) delete(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	if err := a.reg.Delete(c.Request.Context(), id); err != nil {

@@ -26,6 +26,9 @@ type ruleRequest struct {
 }
 
 func (a rulesAPI) list(c *gin.Context) {
+	if !wire.OnlyQuery(c, "scope", "scopeKey") {
+		return
+	}
 	rules, err := a.db.ListRules(c.Request.Context(), c.Query("scope"), c.Query("scopeKey"))
 	if err != nil {
 		wire.FailErr(c, err)
@@ -36,7 +39,7 @@ func (a rulesAPI) list(c *gin.Context) {
 
 func (a rulesAPI) add(c *gin.Context) {
 	var req ruleRequest
-	if !wire.BindJSON(c, &req) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &req) {
 		return
 	}
 	if req.Scope == "" {
@@ -88,7 +91,7 @@ func (a rulesAPI) add(c *gin.Context) {
 
 func (a rulesAPI) revoke(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	if err := a.db.DeleteRule(c.Request.Context(), id); err != nil {

@@ -35,14 +35,20 @@ type Deps struct {
 	Dispatcher  *dispatcher.Dispatcher
 	Scheduler   *scheduler.Scheduler // nil: /api/tasks answers 503
 	AdminTokens []string
-	// LoopbackOnly is true when the daemon listens on loopback; only then may the admin API go
-	// without tokens.
+	// LoopbackOnly is true when the daemon listens on loopback. Only there, and only with no admin
+	// token and no API key (development mode), is the admin API open and do chat callers name
+	// themselves.
 	LoopbackOnly bool
 	Log          *slog.Logger
 
 	// The chat dialects.
-	Runtime    *agent.Runtime
-	Keys       *wire.Keys
+	Runtime *agent.Runtime
+	// Keys identifies chat callers; nil is development mode, which holds only as said above:
+	// elsewhere every chat route requires one of the keys.
+	Keys *wire.Keys
+	// ChatDisabled serves no chat route at all (auth.chat: disabled).
+	ChatDisabled bool
+
 	Workspaces *tools.Workspaces
 	Heartbeat  time.Duration
 
@@ -60,6 +66,10 @@ func newEngine(d Deps) *gin.Engine {
 	r.ContextWithFallback = true
 	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
+		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
+			wire.Fail(c, http.StatusNotFound, "the chat APIs are off on this daemon (auth.chat: disabled)")
+			return
+		}
 		wire.Fail(c, http.StatusNotFound, "no route %s %s", c.Request.Method, c.Request.URL.Path)
 	})
 	r.NoMethod(func(c *gin.Context) {
@@ -81,13 +91,19 @@ func newEngine(d Deps) *gin.Engine {
 	if d.Keys == nil {
 		d.Keys = wire.NewKeys(nil)
 	}
-	harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
-	volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
-	platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
-		Heartbeat: d.Heartbeat, Log: d.Log})
+	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
+	if !dev {
+		d.Keys = d.Keys.Required()
+	}
+	if !d.ChatDisabled {
+		harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
+		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
+		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
+			Heartbeat: d.Heartbeat, Log: d.Log})
+	}
 
 	r.GET("/api/openapi.json", serveOpenAPI)
-	admin := r.Group("/api", adminAuth(d.AdminTokens, d.LoopbackOnly))
+	admin := r.Group("/api", adminAuth(d.AdminTokens, dev))
 	h := hooksAPI{reg: d.Hooks}
 	admin.POST("/hooks", h.create)
 	admin.GET("/hooks", h.list)
@@ -103,7 +119,7 @@ func newEngine(d Deps) *gin.Engine {
 	admin.GET("/breakers", da.breakers)
 	if d.Metrics != nil {
 		metrics := promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})
-		r.GET("/metrics", adminAuth(d.AdminTokens, d.LoopbackOnly), gin.WrapH(metrics))
+		r.GET("/metrics", adminAuth(d.AdminTokens, dev), gin.WrapH(metrics))
 	}
 	ra := rulesAPI{db: d.DB}
 	admin.GET("/rules", ra.list)
@@ -121,15 +137,15 @@ func newEngine(d Deps) *gin.Engine {
 }
 
 // adminAuth requires one of the admin tokens as a bearer token. With none configured the admin
-// API is open only while the daemon listens on loopback; otherwise it is closed.
-func adminAuth(tokens []string, loopbackOnly bool) gin.HandlerFunc {
+// API is open only in development mode; otherwise it is closed. API keys never open it.
+func adminAuth(tokens []string, dev bool) gin.HandlerFunc {
 	want := make([][]byte, len(tokens))
 	for i, t := range tokens {
 		want[i] = []byte(t)
 	}
 	return func(c *gin.Context) {
 		if len(want) == 0 {
-			if loopbackOnly {
+			if dev {
 				return
 			}
 			wire.Fail(c, http.StatusUnauthorized, "admin API disabled: no adminTokens configured")

@@ -28,7 +28,7 @@ func (a tasksAPI) ready(c *gin.Context) bool {
 
 func (a tasksAPI) create(c *gin.Context) {
 	var t scheduler.Task
-	if !a.ready(c) || !wire.BindJSON(c, &t) {
+	if !a.ready(c) || !wire.OnlyQuery(c) || !wire.BindStrict(c, &t) {
 		return
 	}
 	out, err := a.s.Create(c.Request.Context(), t)
@@ -40,7 +40,7 @@ func (a tasksAPI) create(c *gin.Context) {
 }
 
 func (a tasksAPI) list(c *gin.Context) {
-	if !a.ready(c) {
+	if !a.ready(c) || !wire.OnlyQuery(c) {
 		return
 	}
 	tasks, err := a.s.List(c.Request.Context())
@@ -53,7 +53,7 @@ func (a tasksAPI) list(c *gin.Context) {
 
 func (a tasksAPI) get(c *gin.Context) {
 	id, good := pathID(c)
-	if !good || !a.ready(c) {
+	if !good || !a.ready(c) || !wire.OnlyQuery(c) {
 		return
 	}
 	t, err := a.s.Get(c.Request.Context(), id)
@@ -70,7 +70,7 @@ func (a tasksAPI) replace(c *gin.Context) {
 		return
 	}
 	var t scheduler.Task
-	if !wire.BindJSON(c, &t) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &t) {
 		return
 	}
 	out, err := a.s.Replace(c.Request.Context(), id, t)
@@ -83,7 +83,7 @@ func (a tasksAPI) replace(c *gin.Context) {
 
 func (a tasksAPI) delete(c *gin.Context) {
 	id, good := pathID(c)
-	if !good || !a.ready(c) {
+	if !good || !a.ready(c) || !wire.OnlyQuery(c) {
 		return
 	}
 	if err := a.s.Delete(c.Request.Context(), id); err != nil {
@@ -97,7 +97,7 @@ func (a tasksAPI) delete(c *gin.Context) {
 // stream), or 409 when the task is still running.
 func (a tasksAPI) run(c *gin.Context) {
 	id, good := pathID(c)
-	if !good || !a.ready(c) {
+	if !good || !a.ready(c) || !wire.OnlyQuery(c) {
 		return
 	}
 	run, err := a.s.RunNow(c.Request.Context(), id)
@@ -116,7 +116,7 @@ func (a tasksAPI) run(c *gin.Context) {
 // runs lists the task's firings, newest first: ?status= filters, ?limit= caps (default 100).
 func (a tasksAPI) runs(c *gin.Context) {
 	id, good := pathID(c)
-	if !good || !a.ready(c) {
+	if !good || !a.ready(c) || !wire.OnlyQuery(c, "status", "limit") {
 		return
 	}
 	limit := 0

@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,8 +55,12 @@ auth:
   adminTokens: []                     # bearer tokens for the admin API
   apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
                                       #   - {key: "key-...", userId: "user-10001", principalId: 1001}
-  # With no tokens and no keys the daemon only listens on loopback and says so in its log;
-  # listening elsewhere without them is refused at start.
+                                      # a reviewer key also answers the permission asks of the users it lists:
+                                      #   - {key: "key-...", userId: "rev-1", principalId: 9001, role: reviewer, reviews: [user-10001]}
+  chat: enabled                       # enabled | disabled: disabled serves no chat API at all
+  # With no tokens and no keys (development mode) the daemon only listens on loopback, and chat
+  # callers name themselves (body userId or X-User-Id). Any other setup needs an API key on every
+  # chat route; listening beyond loopback without apiKeys is refused at start unless chat: disabled.
 
 webhooks:
   allowPrivateNetworks: false         # loopback / RFC1918 / link-local / metadata targets refused unless true
@@ -120,6 +125,9 @@ type Config struct {
 type Auth struct {
 	AdminTokens []string `yaml:"adminTokens"`
 	APIKeys     []APIKey `yaml:"apiKeys"`
+	// Chat is "enabled" or "disabled"; disabled serves no chat route, which lets a daemon beyond
+	// loopback run the admin API alone without API keys.
+	Chat string `yaml:"chat"`
 }
 
 // APIKey is a chat-API bearer token bound to one principal.
@@ -127,7 +135,14 @@ type APIKey struct {
 	Key         string `yaml:"key" json:"key"`
 	UserID      string `yaml:"userId" json:"userId"`
 	PrincipalID int64  `yaml:"principalId" json:"principalId"`
+	// Role is "user" (the default) or "reviewer": a reviewer key also answers the permission asks
+	// of the users in Reviews.
+	Role    string   `yaml:"role,omitempty" json:"role,omitempty"`
+	Reviews []string `yaml:"reviews,omitempty" json:"reviews,omitempty"`
 }
+
+// ChatDisabled tells whether auth.chat turns the chat APIs off.
+func (a Auth) ChatDisabled() bool { return a.Chat == "disabled" }
 
 // Webhooks configures outbound webhook calls.
 type Webhooks struct {
@@ -270,7 +285,7 @@ func Default() Config {
 		Listen:          "127.0.0.1:8080",
 		Database:        "sqlite:./data/hookd.db",
 		ShutdownTimeout: Duration(10 * time.Second),
-		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}},
+		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
 		Webhooks: Webhooks{
 			AllowCIDRs: []string{},
 			Retry: Retry{
@@ -814,6 +829,29 @@ func (c Config) Validate() error {
 		if k.PrincipalID <= 0 {
 			bad(p+".principalId", "must be greater than 0")
 		}
+		if slices.Contains(c.Auth.AdminTokens, k.Key) && k.Key != "" {
+			bad(p+".key", "same as an admin token; admin tokens and API keys never stand in for each other")
+		}
+		switch k.Role {
+		case "", "user":
+			if len(k.Reviews) > 0 {
+				bad(p+".reviews", "only a key with role: reviewer reviews other users")
+			}
+		case "reviewer":
+			if len(k.Reviews) == 0 {
+				bad(p+".reviews", "a reviewer key must list the users whose asks it answers")
+			}
+			for j, u := range k.Reviews {
+				if strings.TrimSpace(u) == "" {
+					bad(fmt.Sprintf("%s.reviews[%d]", p, j), "must not be empty")
+				}
+			}
+		default:
+			bad(p+".role", "%q is not one of user, reviewer", k.Role)
+		}
+	}
+	if c.Auth.Chat != "enabled" && c.Auth.Chat != "disabled" {
+		bad("auth.chat", "%q is not one of enabled, disabled", c.Auth.Chat)
 	}
 
 	for i, s := range c.Webhooks.AllowCIDRs {
@@ -903,9 +941,16 @@ func (c Config) Validate() error {
 		bad("log.format", "%q is not one of auto, json, text", c.Log.Format)
 	}
 
-	if listenOK && !c.LoopbackOnly() && len(c.Auth.AdminTokens) == 0 && len(c.Auth.APIKeys) == 0 {
-		errs = append(errs, &fieldError{key: "listen", crossKey: true, msg: c.Listen +
-			" is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1"})
+	if listenOK && !c.LoopbackOnly() {
+		switch {
+		case len(c.Auth.AdminTokens) == 0 && len(c.Auth.APIKeys) == 0:
+			errs = append(errs, &fieldError{key: "listen", crossKey: true, msg: c.Listen +
+				" is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1"})
+		case len(c.Auth.APIKeys) == 0 && !c.Auth.ChatDisabled():
+			errs = append(errs, &fieldError{key: "listen", crossKey: true, msg: c.Listen +
+				" is not loopback and auth has no apiKeys, so nobody could be told from anybody else on the chat APIs;" +
+				" add auth.apiKeys, or set auth.chat: disabled to serve the admin API alone"})
+		}
 	}
 
 	switch len(errs) {
@@ -945,6 +990,13 @@ func (c Config) LoopbackOnly() bool {
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.Unmap().IsLoopback()
+}
+
+// DevelopmentMode reports whether the daemon runs without any credential: it listens on loopback
+// and has neither admin tokens nor API keys. Only then are the admin API open and chat callers
+// trusted to name themselves.
+func (c Config) DevelopmentMode() bool {
+	return c.LoopbackOnly() && len(c.Auth.AdminTokens) == 0 && len(c.Auth.APIKeys) == 0
 }
 
 // ResolvedDataDir is DataDir, or when empty the directory of the sqlite database file, or ./data

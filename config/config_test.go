@@ -152,6 +152,7 @@ func TestFullFile(t *testing.T) {
 				{Key: "key-a", UserID: "user-10001", PrincipalID: 1001},
 				{Key: "key-b", UserID: "user-10002", PrincipalID: 1002},
 			},
+			Chat: "enabled",
 		},
 		Webhooks: Webhooks{
 			AllowPrivateNetworks: true,
@@ -299,6 +300,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AGENT_WORKSPACES",
 		"HOOKD_AUTH_ADMIN_TOKENS",
 		"HOOKD_AUTH_API_KEYS",
+		"HOOKD_AUTH_CHAT",
 		"HOOKD_DATABASE",
 		"HOOKD_DATA_DIR",
 		"HOOKD_LISTEN",
@@ -388,6 +390,19 @@ func TestValidate(t *testing.T) {
 			`config: listen: 0.0.0.0:8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
 		{"all interfaces", func(c *Config) { c.Listen = ":8080" },
 			`config: listen: :8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
+		{"public admin tokens without chat keys", func(c *Config) { c.Listen, c.Auth.AdminTokens = "0.0.0.0:8080", []string{"t"} },
+			`config: listen: 0.0.0.0:8080 is not loopback and auth has no apiKeys, so nobody could be told from anybody else on the chat APIs; add auth.apiKeys, or set auth.chat: disabled to serve the admin API alone`},
+		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
+		{"apiKey is an admin token", func(c *Config) {
+			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}
+		}, `config: auth.apiKeys[0].key: same as an admin token; admin tokens and API keys never stand in for each other`},
+		{"apiKey role", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1, Role: "admin"}} },
+			`config: auth.apiKeys[0].role: "admin" is not one of user, reviewer`},
+		{"reviewer without users", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1, Role: "reviewer"}} },
+			`config: auth.apiKeys[0].reviews: a reviewer key must list the users whose asks it answers`},
+		{"user key reviews", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1, Reviews: []string{"v"}}}
+		}, `config: auth.apiKeys[0].reviews: only a key with role: reviewer reviews other users`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -418,7 +433,12 @@ func TestValidateAccepts(t *testing.T) {
 		{"sqlite absolute", func(c *Config) { c.Database = "sqlite:/var/lib/hookd/hookd.db" }},
 		{"master key", func(c *Config) { c.MasterKey = validKey }},
 		{"ephemeral port", func(c *Config) { c.Listen = "127.0.0.1:0" }},
-		{"public with admin token", func(c *Config) { c.Listen, c.Auth.AdminTokens = "0.0.0.0:8080", []string{"t"} }},
+		{"public admin API alone", func(c *Config) {
+			c.Listen, c.Auth.AdminTokens, c.Auth.Chat = "0.0.0.0:8080", []string{"t"}, "disabled"
+		}},
+		{"reviewer key", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "rev", PrincipalID: 1, Role: "reviewer", Reviews: []string{"u1"}}}
+		}},
 		{"public with api key", func(c *Config) {
 			c.Listen, c.Auth.APIKeys = ":8080", []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}}
 		}},
@@ -463,7 +483,7 @@ func TestFileErrors(t *testing.T) {
 		{"unknown top-level key", "listen: 127.0.0.1:1\nlistn: x\n", `config: listn: unknown key (did you mean "listen"?)`},
 		{"unknown nested key", "webhooks:\n  retry:\n    jiter: 0.1\n", `config: webhooks.retry.jiter: unknown key (did you mean "jitter"?)`},
 		{"unknown key no suggestion", "webhooks:\n  breaker:\n    somethingElse: 1\n", `config: webhooks.breaker.somethingElse: unknown key`},
-		{"unknown key in list item", "auth:\n  apiKeys:\n    - {key: k, userId: u, principalId: 1, role: admin}\n", `config: auth.apiKeys[0].role: unknown key`},
+		{"unknown key in list item", "auth:\n  apiKeys:\n    - {key: k, userId: u, principalId: 1, rank: admin}\n", `config: auth.apiKeys[0].rank: unknown key`},
 		{"bad duration", "webhooks:\n  breaker:\n    openFor: abc\n", `config: webhooks.breaker.openFor: "abc" is not a duration`},
 		{"bare number duration", "sse:\n  heartbeat: 15\n", `config: sse.heartbeat: "15" is not a duration (add a unit: 15s)`},
 		{"bad duration in list", "webhooks:\n  retry:\n    fast: [1s, soon]\n", `config: webhooks.retry.fast[1]: "soon" is not a duration`},

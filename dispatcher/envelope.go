@@ -3,7 +3,10 @@ package dispatcher
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"time"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // SchemaVersion of the envelope.
@@ -227,20 +230,62 @@ func newContext(t HookType) any {
 	return nil
 }
 
-// DecodeContext reads a context in the JSON shape of hook type t, as agents outside hookd send it.
+// DecodeContext reads a context in the JSON shape of hook type t, as agents outside hookd send it:
+// strictly (an unknown field is an error naming `context.<field>`), and only with its subject —
+// the field that says what a decision is about (checkSubject).
 func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 	c := newContext(t)
 	if c == nil {
 		return nil, invalid("hookType", "%q is not a hook type", t)
 	}
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 		return nil, invalid("context", "is required for %s", t)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(c); err != nil {
-		return nil, invalid("context", "does not fit %s: %v", t, err)
+	if err := hookdtype.DecodeStrict(raw, c, "context"); err != nil {
+		return nil, err
+	}
+	if err := checkSubject(t, c); err != nil {
+		return nil, err
 	}
 	return c, nil
+}
+
+// checkSubject refuses a context without the fields that identify its subject: the tool of the
+// tool points, the input of user_message, the task of the scheduled points. A decision about
+// nothing in particular would match no tool-scoped hook and be an allow nobody was asked for.
+func checkSubject(t HookType, c any) error {
+	switch c := c.(type) {
+	case *PreToolUseContext:
+		return requireName("context.toolName", c.ToolName, t, "the tool the event is about")
+	case *PostToolUseContext:
+		return requireName("context.toolName", c.ToolName, t, "the tool the event is about")
+	case *UserMessageContext:
+		if c.UserInput == "" {
+			return invalid("context.userInput", "is required for %s: it is the input the decision is about", t)
+		}
+	case *PreScheduledTaskContext:
+		return requireTask(c.TaskID, c.TaskName, t)
+	case *PostScheduledTaskContext:
+		return requireTask(c.TaskID, c.TaskName, t)
+	}
+	return nil
+}
+
+func requireName(field, v string, t HookType, what string) error {
+	if strings.TrimSpace(v) == "" {
+		return invalid(field, "is required for %s: it names %s", t, what)
+	}
+	return nil
+}
+
+func requireTask(id int64, name string, t HookType) error {
+	switch {
+	case id < 0:
+		return invalid("context.taskId", "must be a positive task id")
+	case id == 0 && strings.TrimSpace(name) == "":
+		return invalid("context.taskId", "taskId or taskName is required for %s: it names the task the event is about", t)
+	}
+	return nil
 }
 
 // marshalContext renders the event's context once; every hook's envelope embeds the same bytes.

@@ -3,6 +3,7 @@ package storage
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -273,13 +274,18 @@ func (db *DB) migrate(ctx context.Context) error {
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`).Error; err != nil {
 			return fmt.Errorf("storage: migrations table: %w", err)
 		}
-		var current int
-		if err := tx.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current).Error; err != nil {
+		var applied []int
+		if err := tx.Raw(`SELECT version FROM schema_migrations ORDER BY version`).Scan(&applied).Error; err != nil {
 			return fmt.Errorf("storage: read schema version: %w", err)
+		}
+		if err := checkSchema(applied); err != nil {
+			return err
 		}
 		words := dialectWords[db.dialect]
 		for _, m := range migrations {
-			if m.version <= current {
+			// Every migration not yet applied runs, also one whose version is below the newest
+			// applied: versions are reserved ahead, so they need not reach a database in order.
+			if slices.Contains(applied, m.version) {
 				continue
 			}
 			for _, stmt := range m.stmts {
@@ -301,4 +307,35 @@ func (db *DB) SchemaVersion(ctx context.Context) (int, error) {
 	var v int
 	err := db.r.WithContext(ctx).Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v).Error
 	return v, err
+}
+
+// SchemaTooNewError is returned by Open when the database was migrated by a newer hookd: its
+// schema holds a migration this binary does not know, so this binary could misread its rows or
+// write rows the newer one misreads.
+type SchemaTooNewError struct {
+	Database int // the newest migration applied to the database
+	Binary   int // the newest migration this binary knows
+	Unknown  int // the first applied migration this binary does not know
+}
+
+func (e *SchemaTooNewError) Error() string {
+	if e.Database > e.Binary {
+		return fmt.Sprintf("storage: the database schema is at version %d, newer than this binary's version %d; "+
+			"run a hookd at least as new as the one that migrated it", e.Database, e.Binary)
+	}
+	return fmt.Sprintf("storage: the database schema (version %d) has migration %d, which this binary (version %d) "+
+		"does not know; run a hookd at least as new as the one that migrated it", e.Database, e.Unknown, e.Binary)
+}
+
+// KnownSchemaVersion is the newest migration this binary knows.
+func KnownSchemaVersion() int { return migrations[len(migrations)-1].version }
+
+// checkSchema refuses a database that has a migration applied which this binary does not know.
+func checkSchema(applied []int) error {
+	for _, v := range applied {
+		if !slices.ContainsFunc(migrations, func(m migration) bool { return m.version == v }) {
+			return &SchemaTooNewError{Database: slices.Max(applied), Binary: KnownSchemaVersion(), Unknown: v}
+		}
+	}
+	return nil
 }

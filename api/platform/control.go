@@ -45,15 +45,19 @@ func (a *api) reply(c *gin.Context) {
 		return
 	}
 	askID := strings.TrimSpace(*body.AskID)
-	requestID, err := a.Runtime.RunOfAsk(ctx, caller.UserID, askID)
+	owner := a.askOwner(ctx, caller, askID)
+	requestID, err := a.Runtime.RunOfAsk(ctx, owner, askID)
 	if err != nil {
 		a.fail(c, "askId", err)
 		return
 	}
 	ans := agent.Answer{AskID: askID, Approved: *body.Approved, Reason: body.Reason}
+	if owner != caller.UserID {
+		ans.AnsweredBy = caller.UserID
+	}
 	remembered := false
 	if ans.Approved {
-		call, err := a.askCall(ctx, caller.UserID, requestID, askID)
+		call, err := a.askCall(ctx, owner, requestID, askID)
 		if err != nil {
 			a.fail(c, "askId", err)
 			return
@@ -62,6 +66,10 @@ func (a *api) reply(c *gin.Context) {
 		// agent.Answer stores an absent Input as JSON null, which the resumed run would take for
 		// edited arguments "null".
 		ans.Arguments, ans.Input = json.RawMessage(call.Arguments), json.RawMessage(call.Arguments)
+		if body.Remember && owner != caller.UserID {
+			wire.Fail(c, http.StatusForbidden, "remember: a reviewer answers this ask only; rules for the session are its user's")
+			return
+		}
 		if body.Remember {
 			spec, ok := a.toolSpec(call.Name)
 			if !ok {
@@ -73,11 +81,23 @@ func (a *api) reply(c *gin.Context) {
 			ans.RuleScope, remembered = "session", true
 		}
 	}
-	if err := a.Runtime.Answer(ctx, caller.UserID, requestID, []agent.Answer{ans}); err != nil {
+	if err := a.Runtime.Answer(ctx, owner, requestID, []agent.Answer{ans}); err != nil {
 		a.fail(c, "askId", err)
 		return
 	}
 	wire.OK(c, http.StatusOK, gin.H{"askId": askID, "requestId": requestID, "approved": ans.Approved, "remembered": remembered})
+}
+
+// askOwner is the user whose ask askID is, when caller may answer it as a reviewer; else the
+// caller itself, so another user's ask stays not found.
+func (a *api) askOwner(ctx context.Context, caller wire.Caller, askID string) string {
+	if caller.Role != wire.RoleReviewer {
+		return caller.UserID
+	}
+	if ask, err := a.DB.GetAsk(ctx, askID); err == nil && caller.MayAnswerFor(ask.UserID) {
+		return ask.UserID
+	}
+	return caller.UserID
 }
 
 // askCall is the call an ask is about, as the run's ask event announced it.

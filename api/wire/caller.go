@@ -4,48 +4,97 @@ import (
 	"crypto/subtle"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 )
 
-// APIKey binds a chat API bearer key to one principal.
+// APIKey binds a chat API bearer key to one principal. It is a struct so that a key can carry
+// more than who it is (its role, the users it reviews, …) without changing its callers.
 type APIKey struct {
 	Key         string
 	UserID      string
 	PrincipalID int64
+	// Role is RoleUser ("" means the same) or RoleReviewer.
+	Role Role
+	// Reviews lists the users whose permission asks a reviewer key may answer.
+	Reviews []string
 }
+
+// Role is what an API key may do beyond acting as its own user.
+type Role string
+
+const (
+	// RoleUser acts as its own user only.
+	RoleUser Role = "user"
+	// RoleReviewer also answers the permission asks of the users listed in APIKey.Reviews (a
+	// compliance reviewer, or a console signed in with such a key).
+	RoleReviewer Role = "reviewer"
+)
 
 // Caller is who a chat request comes from.
 type Caller struct {
 	UserID      string
-	PrincipalID *int64
+	PrincipalID *int64 // nil in development mode
+	Role        Role
+	Reviews     []string
 }
 
-// Keys identifies the callers of the chat APIs.
-type Keys struct{ keys []APIKey }
+// MayAnswerFor reports whether c may answer a permission ask of user: its own, or, for a
+// reviewer key, one of the users it reviews. Nobody else answers another user's ask.
+func (c Caller) MayAnswerFor(user string) bool {
+	if user == c.UserID {
+		return true
+	}
+	return c.Role == RoleReviewer && slices.Contains(c.Reviews, user)
+}
 
-// NewKeys takes the configured API keys; with none, the chat APIs run in the loopback-only
-// development mode.
-func NewKeys(keys []APIKey) *Keys { return &Keys{keys: keys} }
+// Keys identifies the callers of the chat APIs. In development mode (no key at all, on a daemon
+// that listens on loopback with no admin tokens) the caller names itself; otherwise every chat
+// request needs one of the keys.
+type Keys struct {
+	keys []APIKey
+	dev  bool
+}
+
+// NewKeys takes the configured API keys; with none, the chat APIs run in development mode, where
+// the caller names itself. Only a daemon on loopback without any credential may run so: the
+// api package turns these Keys into RequireKeys otherwise.
+func NewKeys(keys []APIKey) *Keys { return &Keys{keys: keys, dev: len(keys) == 0} }
+
+// RequireKeys takes the configured API keys and requires one on every request, even when there
+// are none (then every chat request is refused).
+func RequireKeys(keys []APIKey) *Keys { return &Keys{keys: keys} }
+
+// Development reports whether callers name themselves (no keys).
+func (k *Keys) Development() bool { return k.dev }
+
+// Required returns k requiring a key on every request.
+func (k *Keys) Required() *Keys { return RequireKeys(k.keys) }
 
 // Errors of Identify; Status gives their HTTP status.
 var (
 	ErrUnauthenticated = errors.New("a valid API key is required: Authorization: Bearer <key>")
+	ErrNoKeys          = errors.New("a valid API key is required, and none is configured: add auth.apiKeys")
 	ErrUserMismatch    = errors.New("userId does not match the API key's user")
 )
 
-// Identify returns the caller of r. With keys configured, r needs `Authorization: Bearer <key>`,
-// and a bodyUserID that differs from the key's user is refused. Without keys the caller is
-// bodyUserID, else the X-User-Id header, else "local".
+// Identify returns the caller of r. Outside development mode r needs `Authorization: Bearer
+// <key>`, and a bodyUserID or X-User-Id header that differs from the key's user is refused. In
+// development mode the caller is bodyUserID, else the X-User-Id header, else "local".
 func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
-	if len(k.keys) == 0 {
+	header := r.Header.Get("X-User-Id")
+	if k.dev {
 		u := bodyUserID
 		if u == "" {
-			u = r.Header.Get("X-User-Id")
+			u = header
 		}
 		if u == "" {
 			u = "local"
 		}
-		return Caller{UserID: u}, nil
+		return Caller{UserID: u, Role: RoleUser}, nil
+	}
+	if len(k.keys) == 0 {
+		return Caller{}, ErrNoKeys
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
@@ -60,11 +109,15 @@ func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
 	if match == nil {
 		return Caller{}, ErrUnauthenticated
 	}
-	if bodyUserID != "" && bodyUserID != match.UserID {
+	if (bodyUserID != "" && bodyUserID != match.UserID) || (header != "" && header != match.UserID) {
 		return Caller{}, ErrUserMismatch
 	}
 	p := match.PrincipalID
-	return Caller{UserID: match.UserID, PrincipalID: &p}, nil
+	role := match.Role
+	if role == "" {
+		role = RoleUser
+	}
+	return Caller{UserID: match.UserID, PrincipalID: &p, Role: role, Reviews: match.Reviews}, nil
 }
 
 // Status is the HTTP status of an Identify error.

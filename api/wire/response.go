@@ -83,6 +83,28 @@ func BindJSON(c *gin.Context, v any) bool {
 	return false
 }
 
+// BindStrict decodes the body into v as the admin, dispatch and task APIs do: strictly
+// (hookdtype.DecodeStrict). A field v does not have, at any depth, is a 400 naming its JSON path
+// with a "did you mean" when a known field is close; a body over the limit is 413. It reports
+// whether decoding succeeded.
+func BindStrict(c *gin.Context, v any) bool {
+	data, err := io.ReadAll(c.Request.Body)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
+		return false
+	case err != nil:
+		Fail(c, http.StatusBadRequest, "body: %v", err)
+		return false
+	}
+	if err := hookdtype.DecodeStrict(data, v, ""); err != nil {
+		FailErr(c, err)
+		return false
+	}
+	return true
+}
+
 func jsonKind(goKind string) string {
 	switch {
 	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):

@@ -59,7 +59,7 @@ func crashTest(t *testing.T, dir, database string) {
 	// rows soon after the restart.
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
-auth: {adminTokens: [adm-test]}
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks:
   allowPrivateNetworks: true
   claimLease: 3s

@@ -104,6 +104,17 @@ func (d *daemon) kill() {
 	}
 }
 
+// bearer authenticates req as the test configurations' chat user (key-test) on a chat route and
+// as their admin (adm-test) elsewhere: neither credential stands in for the other.
+func bearer(req *http.Request) *http.Request {
+	tok := "adm-test"
+	if p := req.URL.Path; strings.HasPrefix(p, "/harness/") || strings.HasPrefix(p, "/api/agent/") {
+		tok = "key-test"
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	return req
+}
+
 func (d *daemon) url(path string) string { return "http://" + d.addr + path }
 
 // call sends a JSON request and decodes the wrapper's data into out (if not nil).
@@ -111,7 +122,7 @@ func (d *daemon) call(method, path, body string, out any) int {
 	d.t.Helper()
 	req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer adm-test")
+	bearer(req)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
@@ -210,7 +221,7 @@ func TestServeHealthAndGracefulStop(t *testing.T) {
 
 func TestOperatorCLI(t *testing.T) {
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm-test]}\nwebhooks: {allowPrivateNetworks: true}\n")
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\nwebhooks: {allowPrivateNetworks: true}\n")
 	d := startDaemon(t, cfg)
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"decision":"deny","reason":"no"}`)

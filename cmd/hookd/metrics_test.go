@@ -68,7 +68,7 @@ func TestMetricsMove(t *testing.T) {
 	defer recv.Close()
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: sqlite:%s
-auth: {adminTokens: [adm-test]}
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks: {allowPrivateNetworks: true}
 agent: {toolDefault: allow}
 `, filepath.Join(dir, "hookd.db")))
@@ -83,7 +83,8 @@ agent: {toolDefault: allow}
 
 	// Hold a stream open and see the gauge; then let it finish.
 	req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"userInput":"整理任务 tasks"}`))
-	resp, err := http.DefaultClient.Do(req)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(bearer(req))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("run: %v %v", err, resp)
 	}

@@ -81,7 +81,7 @@ func TestPendingConfirmationSurvivesSIGKILL(t *testing.T) {
 		{"text":"saved report.md"}]}]}`), 0o600)
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: sqlite:%s
-auth: {adminTokens: [adm-test]}
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 model: {provider: scripted, script: %s}
 agent: {toolDefault: ask}
 `, filepath.Join(dir, "hookd.db"), script))
@@ -89,7 +89,7 @@ agent: {toolDefault: ask}
 
 	req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"sessionId":"s-1","userInput":"write the Q3 report"}`))
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(bearer(req))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("run: %v %v", err, resp)
 	}
@@ -119,7 +119,7 @@ agent: {toolDefault: ask}
 	get := func(after string) []frame {
 		r, _ := http.NewRequest("GET", d2.url("/api/agent/run/stream?requestId="+requestID+"&lastEventId="+after), nil)
 		c := &http.Client{Timeout: 20 * time.Second}
-		resp, err := c.Do(r)
+		resp, err := c.Do(bearer(r))
 		if err != nil || resp.StatusCode != 200 {
 			t.Fatalf("resume stream: %v %v", err, resp)
 		}

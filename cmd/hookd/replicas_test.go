@@ -68,7 +68,7 @@ func (c *cluster) start() *daemon {
 database: %s
 dataDir: %s
 masterKey: %s
-auth: {adminTokens: [adm-test]}
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks:
   allowPrivateNetworks: true
   claimLease: 3s
@@ -114,7 +114,7 @@ func openStream(t *testing.T, d *daemon, method, query, body string) (*http.Resp
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := streamClient.Do(req)
+	resp, err := streamClient.Do(bearer(req))
 	if err != nil || resp.StatusCode != 200 {
 		if resp != nil {
 			raw, _ := io.ReadAll(resp.Body)
@@ -573,7 +573,7 @@ func waitFrames(t *testing.T, d *daemon, requestID string, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.url("/api/agent/run/stream?requestId="+requestID+"&lastEventId=0"), nil)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(bearer(req))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("follow %s on %s: %v %v", requestID, d.addr, err, resp)
 	}

@@ -144,8 +144,14 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer sched.Stop()
 
 	loopback := cfg.LoopbackOnly()
-	if len(cfg.Auth.AdminTokens) == 0 && len(cfg.Auth.APIKeys) == 0 {
-		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only", "listen", cfg.Listen)
+	switch {
+	case cfg.Auth.ChatDisabled():
+		log.Info("chat APIs off (auth.chat: disabled)")
+	case cfg.DevelopmentMode():
+		log.Warn("no adminTokens or apiKeys configured: development mode, listening on loopback only;"+
+			" chat callers name themselves (userId, X-User-Id)", "listen", cfg.Listen)
+	case len(cfg.Auth.APIKeys) == 0:
+		log.Warn("no apiKeys configured: every chat request is refused until auth.apiKeys is set")
 	}
 	// Request contexts derive from baseCtx, so ending it ends the streams still open at shutdown.
 	baseCtx, endStreams := context.WithCancel(context.Background())
@@ -153,7 +159,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	srv := &http.Server{
 		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
 			LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
-			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics}),
+			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled()}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
@@ -234,7 +240,8 @@ func modelName(c config.Model) string {
 func apiKeys(keys []config.APIKey) []wire.APIKey {
 	out := make([]wire.APIKey, len(keys))
 	for i, k := range keys {
-		out[i] = wire.APIKey{Key: k.Key, UserID: k.UserID, PrincipalID: k.PrincipalID}
+		out[i] = wire.APIKey{Key: k.Key, UserID: k.UserID, PrincipalID: k.PrincipalID, Role: wire.Role(k.Role),
+			Reviews: k.Reviews}
 	}
 	return out
 }

@@ -1,0 +1,316 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// fullHooks are hook bodies that use every field of the hook model, each auth type once.
+var fullHooks = []string{
+	`{"id": 1, "hookName": "gate", "hookType": "pre_tool_use", "agentId": 5001, "toolNameMatch": "transferFunds",
+	  "priority": 1, "enabled": true, "dispatchType": "webhook", "createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z",
+	  "dispatchConfig": {"url": "https://r.example/h", "timeoutMs": 3000, "maxRetries": 3, "signingSecret": "s",
+	    "failureMode": "DENY", "signatureScheme": "hookd", "auth": {"type": "BEARER", "credential": "tok", "prefix": "Bearer"}}}`,
+	`{"hookName": "k", "hookType": "user_message", "dispatchConfig": {"url": "https://r.example/h",
+	    "auth": {"type": "API_KEY", "header": "X-API-Key", "credential": "k"}}}`,
+	`{"hookName": "b", "hookType": "post_tool_use", "dispatchConfig": {"url": "https://r.example/h",
+	    "auth": {"type": "BASIC", "username": "u", "password": "p"}}}`,
+	`{"hookName": "c", "hookType": "session_start", "dispatchConfig": {"url": "https://r.example/h",
+	    "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "7"}}}}`,
+	`{"hookName": "t", "hookType": "agent_completion", "dispatchConfig": {"url": "https://r.example/h",
+	    "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/token", "method": "POST",
+	      "headers": {"X-Client": "c"}, "body": "{}", "tokenPath": "data.token", "expiresInPath": "data.expiresIn",
+	      "header": "Authorization", "prefix": "Bearer"}}}}`,
+}
+
+// fullContexts are dispatch bodies with every context field of each hookType (the source
+// document's examples).
+var fullContexts = map[string]string{
+	"pre_tool_use":        `{"toolName": "transferFunds", "toolCallId": "call_1", "arguments": {"amount": 5, "target_account": "A"}}`,
+	"post_tool_use":       `{"toolName": "queryOrder", "toolCallId": "call_1", "arguments": {"orderId": "O"}, "output": {"order_status": "ok"}, "succeeded": true, "errorMessage": null, "durationMs": 320}`,
+	"user_message":        `{"userInput": "hi", "chatMode": "single_chat", "triggerSource": {"sourceType": "human_message", "channelType": "im", "channelProvider": "dingtalk"}, "bizKey": "k", "userNickname": "n"}`,
+	"session_start":       `{"newSession": true}`,
+	"agent_completion":    `{"succeeded": true, "errorMessage": null, "errorCode": null, "model": "m", "durationMs": 1, "totalTokens": 2, "stepCount": 3, "triggerSourceType": "human_message", "requestId": "r", "assistantMessageId": 4, "userMessageId": 5, "newSession": true, "agentName": "a", "channelProvider": "dingtalk"}`,
+	"post_llm_call":       `{"model": "m", "step": 2, "durationMs": 1, "promptTokens": 1, "completionTokens": 1, "totalTokens": 2, "cachedTokens": 0, "reasoningTokens": 0}`,
+	"pre_scheduled_task":  `{"taskId": 9001, "taskName": "daily"}`,
+	"post_scheduled_task": `{"taskId": 9001, "taskName": "daily", "succeeded": true, "errorMessage": null, "errorCode": null, "durationMs": 60000, "requestId": "r"}`,
+}
+
+// freeForm are the paths whose keys are data, not fields: header names, tool arguments and output.
+var freeForm = []string{"dispatchConfig.auth.headers", "dispatchConfig.auth.tokenFetchConfig.headers",
+	"context.arguments", "context.output"}
+
+// strictCase is one body with one field misspelt or added, and the 400 it must get.
+type strictCase struct {
+	name, body, want string
+}
+
+// strictCases derives, from a valid body, a body per camelCase field with its snake_case twin
+// instead, and a body per object (top level and nested) with an unknown field added.
+func strictCases(t *testing.T, valid string) []strictCase {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(valid), &doc); err != nil {
+		t.Fatalf("%v: %s", err, valid)
+	}
+	var out []strictCase
+	var walk func(obj map[string]any, path string)
+	walk = func(obj map[string]any, path string) {
+		if slices.Contains(freeForm, path) {
+			return
+		}
+		at := func(k string) string {
+			if path == "" {
+				return k
+			}
+			return path + "." + k
+		}
+		obj["zzUnknown"] = 1
+		out = append(out, strictCase{"unknown " + at("zzUnknown"), marshal(t, doc), at("zzUnknown") + ": unknown field"})
+		delete(obj, "zzUnknown")
+		keys := make([]string, 0, len(obj))
+		for k := range obj {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			v := obj[k]
+			if snake := snakeCase(k); snake != k {
+				delete(obj, k)
+				obj[snake] = v
+				out = append(out, strictCase{"snake " + at(snake), marshal(t, doc),
+					fmt.Sprintf("%s: unknown field (did you mean %q?)", at(snake), k)})
+				delete(obj, snake)
+				obj[k] = v
+			}
+			if inner, ok := v.(map[string]any); ok {
+				walk(inner, at(k))
+			}
+		}
+	}
+	walk(doc, "")
+	return out
+}
+
+func snakeCase(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsUpper(r) {
+			b.WriteByte('_')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func marshal(t *testing.T, v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkStrict sends every strict case of valid to method path and wants 400 naming the field;
+// valid itself must be accepted with wantOK.
+func checkStrict(t *testing.T, c client, method, path, valid string, wantOK int) {
+	t.Helper()
+	cases := strictCases(t, valid)
+	if len(cases) < 2 {
+		t.Fatalf("no cases from %s", valid)
+	}
+	for _, tc := range cases {
+		status, w := c.do(method, path, tc.body)
+		if status != http.StatusBadRequest || w.Message != tc.want {
+			t.Errorf("%s %s, %s:\n  got %d %q\n  want 400 %q", method, path, tc.name, status, w.Message, tc.want)
+		}
+	}
+	if status, w := c.do(method, path, valid); status != wantOK {
+		t.Errorf("%s %s with the valid body: %d %s", method, path, status, w.Message)
+	}
+}
+
+func TestStrictHookBodies(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	for _, body := range fullHooks {
+		checkStrict(t, c, "POST", "/api/hooks", body, http.StatusCreated)
+		checkStrict(t, c, "PUT", "/api/hooks/1", body, http.StatusOK)
+	}
+}
+
+func TestStrictRuleBody(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	checkStrict(t, c, "POST", "/api/rules", `{"toolName": "shell_execute", "ruleContent": "/^rm /", "behavior": "deny",
+		"source": "admin", "scope": "user", "scopeKey": "alice", "expiresAt": "2999-01-01T00:00:00Z"}`, http.StatusCreated)
+}
+
+func TestStrictTaskBodies(t *testing.T) {
+	c := newTaskServer(t, storagetest.SQLite(t))
+	body := `{"id": 1, "taskName": "daily", "cron": "0 9 * * 1-5", "input": "report", "agentId": 5001, "principalId": 1001,
+		"reuseSession": false, "enabled": true, "catchUp": true, "sessionId": null, "nextRunAt": null, "lastRunAt": null,
+		"createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"}`
+	checkStrict(t, c, "POST", "/api/tasks", body, http.StatusCreated)
+	checkStrict(t, c, "PUT", "/api/tasks/1", body, http.StatusOK)
+}
+
+func TestStrictDispatchBodies(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	for typ, ctx := range fullContexts {
+		body := `{"hookType": "` + typ + `", "sessionId": 1, "principalId": 2, "agentId": 3, "traceId": "t", "context": ` + ctx + `}`
+		want := http.StatusOK
+		if !dispatcher.HookType(typ).Interceptive() {
+			want = http.StatusAccepted
+		}
+		checkStrict(t, c, "POST", "/api/hooks/dispatch", body, want)
+	}
+}
+
+// Unknown query parameters are refused on every admin route of hooks, rules and tasks.
+func TestStrictQuery(t *testing.T) {
+	c := newTaskServer(t, storagetest.SQLite(t))
+	if status, w := c.do("POST", "/api/hooks", fullHooks[0]); status != 201 {
+		t.Fatal(w.Message)
+	}
+	if status, w := c.do("POST", "/api/tasks", `{"taskName": "daily", "cron": "@daily", "input": "x"}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	for _, tc := range []struct{ method, path, want string }{
+		{"GET", "/api/hooks?hook_type=pre_tool_use", `hook_type: unknown query parameter (did you mean "hookType"?)`},
+		{"GET", "/api/hooks/1?verbose=1", "verbose: unknown query parameter"},
+		{"PUT", "/api/hooks/1?dryRun=1", "dryRun: unknown query parameter"},
+		{"DELETE", "/api/hooks/1?force=1", "force: unknown query parameter"},
+		{"POST", "/api/hooks?x=1", "x: unknown query parameter"},
+		{"POST", "/api/hooks/dispatch?async=1", "async: unknown query parameter"},
+		{"GET", "/api/breakers?state=open", "state: unknown query parameter"},
+		{"GET", "/api/rules?scope_key=a", `scope_key: unknown query parameter (did you mean "scopeKey"?)`},
+		{"POST", "/api/rules?x=1", "x: unknown query parameter"},
+		{"DELETE", "/api/rules/1?x=1", "x: unknown query parameter"},
+		{"GET", "/api/tasks?x=1", "x: unknown query parameter"},
+		{"POST", "/api/tasks?x=1", "x: unknown query parameter"},
+		{"GET", "/api/tasks/1?x=1", "x: unknown query parameter"},
+		{"PUT", "/api/tasks/1?x=1", "x: unknown query parameter"},
+		{"DELETE", "/api/tasks/1?x=1", "x: unknown query parameter"},
+		{"POST", "/api/tasks/1/run?x=1", "x: unknown query parameter"},
+		{"GET", "/api/tasks/1/runs?stauts=failed", `stauts: unknown query parameter (did you mean "status"?)`},
+	} {
+		if status, w := c.do(tc.method, tc.path, fullHooks[0]); status != 400 || w.Message != tc.want {
+			t.Errorf("%s %s: %d %q, want 400 %q", tc.method, tc.path, status, w.Message, tc.want)
+		}
+	}
+}
+
+// receiver is a real webhook receiver that answers every call with answer and counts them.
+type receiver struct {
+	*httptest.Server
+	calls   atomic.Int64
+	headers chan http.Header
+}
+
+func newReceiver(t *testing.T, answer string) *receiver {
+	r := &receiver{headers: make(chan http.Header, 64)}
+	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		r.calls.Add(1)
+		io.Copy(io.Discard, req.Body)
+		select {
+		case r.headers <- req.Header.Clone():
+		default:
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(r.Close)
+	return r
+}
+
+// newDispatchServer serves the admin API with a running dispatcher.
+func newDispatchServer(t *testing.T, db *storage.DB) (client, *dispatcher.Registry) {
+	t.Helper()
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := dispatcher.NewRegistry(ctx, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp := dispatcher.New(db, reg, log, dispatcher.Settings{Version: "test"})
+	if err := disp.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp, AdminTokens: []string{adminToken}, Log: log}))
+	t.Cleanup(func() {
+		srv.Close()
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		disp.Stop(c)
+	})
+	return client{t: t, base: srv.URL, tok: adminToken}, reg
+}
+
+// A dispatch names its subject: without toolName the fail-closed approval hook is never asked
+// and nothing is decided; with it, the receiver decides.
+func TestDispatchNeedsItsSubject(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{"decision": "deny", "reason": "needs approval"}`)
+		if status, w := c.do("POST", "/api/hooks", `{"hookName": "approval", "hookType": "pre_tool_use",
+			"toolNameMatch": "transferFunds", "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY"}}`); status != 201 {
+			t.Fatal(w.Message)
+		}
+		for _, tc := range []struct{ typ, ctx, want string }{
+			{"pre_tool_use", `{}`, "context.toolName: is required for pre_tool_use: it names the tool the event is about"},
+			{"pre_tool_use", `{"toolName": ""}`, "context.toolName: is required for pre_tool_use: it names the tool the event is about"},
+			{"pre_tool_use", `{"tool_name": "transferFunds"}`, `context.tool_name: unknown field (did you mean "toolName"?)`},
+			{"pre_tool_use", `{"toolName": 7}`, "context.toolName: must be a string, not number"},
+			{"pre_tool_use", `"transferFunds"`, "context: must be an object, not string"},
+			{"pre_tool_use", `null`, "context: is required for pre_tool_use"},
+			{"post_tool_use", `{"toolCallId": "c"}`, "context.toolName: is required for post_tool_use: it names the tool the event is about"},
+			{"user_message", `{"chatMode": "single_chat"}`, "context.userInput: is required for user_message: it is the input the decision is about"},
+			{"user_message", `{"userInput": ["a"]}`, "context.userInput: must be a string, not array"},
+			{"pre_scheduled_task", `{}`, "context.taskId: taskId or taskName is required for pre_scheduled_task: it names the task the event is about"},
+			{"pre_scheduled_task", `{"taskId": "9001"}`, "context.taskId: must be an integer, not string"},
+			{"post_scheduled_task", `{"succeeded": true}`, "context.taskId: taskId or taskName is required for post_scheduled_task: it names the task the event is about"},
+		} {
+			status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
+			if status != 400 || w.Message != tc.want {
+				t.Errorf("%s %s: %d %q, want 400 %q", tc.typ, tc.ctx, status, w.Message, tc.want)
+			}
+		}
+		if n := recv.calls.Load(); n != 0 {
+			t.Fatalf("the receiver was called %d times for dispatches without a subject", n)
+		}
+		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "transferFunds", "toolCallId": "c1", "arguments": {"amount": 5}}}`)
+		var dec struct {
+			Decision   string  `json:"decision"`
+			Reason     *string `json:"reason"`
+			DecisionID *string `json:"decisionId"`
+		}
+		json.Unmarshal(w.Data, &dec)
+		if status != 200 || dec.Decision != "deny" || dec.Reason == nil || *dec.Reason != "needs approval" || dec.DecisionID == nil {
+			t.Fatalf("with its subject: %d %s", status, w.Data)
+		}
+		if n := recv.calls.Load(); n != 1 {
+			t.Fatalf("receiver calls = %d, want 1", n)
+		}
+		for _, ctx := range []string{`{"taskId": 9001}`, `{"taskName": "daily"}`} {
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_scheduled_task", "context": `+ctx+`}`); status != 200 {
+				t.Errorf("pre_scheduled_task %s: %d %s", ctx, status, w.Message)
+			}
+		}
+	})
+}

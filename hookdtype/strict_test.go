@@ -1,0 +1,68 @@
+package hookdtype
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+type strictInner struct {
+	FailureMode string            `json:"failureMode"`
+	Headers     map[string]string `json:"headers"`
+	Rules       []struct {
+		When string `json:"when"`
+	} `json:"rules"`
+}
+
+type strictEmbedded struct {
+	CreatedAt *time.Time `json:"createdAt"`
+}
+
+type strictOuter struct {
+	strictEmbedded
+	HookName string          `json:"hookName"`
+	Timeout  int             `json:"timeoutMs"`
+	Config   strictInner     `json:"dispatchConfig"`
+	Ptr      *strictInner    `json:"ptr"`
+	Raw      json.RawMessage `json:"context"`
+	Any      any             `json:"any"`
+	skipped  int
+	Ignored  int `json:"-"`
+}
+
+func TestDecodeStrict(t *testing.T) {
+	cases := []struct {
+		body, at, field, msg string
+	}{
+		{`{"hook_name":"x"}`, "", "hook_name", `unknown field (did you mean "hookName"?)`},
+		{`{"HookName":"x"}`, "", "HookName", `unknown field (did you mean "hookName"?)`},
+		{`{"dispatchConfig":{"failure_mode":"DENY"}}`, "", "dispatchConfig.failure_mode", `unknown field (did you mean "failureMode"?)`},
+		{`{"ptr":{"zzz":1}}`, "", "ptr.zzz", "unknown field"},
+		{`{"dispatchConfig":{"rules":[{"when":"a"},{"wehn":"b"}]}}`, "", "dispatchConfig.rules[1].wehn", `unknown field (did you mean "when"?)`},
+		{`{"Ignored":1}`, "", "Ignored", "unknown field"},
+		{`{"skipped":1}`, "", "skipped", "unknown field"},
+		{`{"timeoutMs":"3000"}`, "", "timeoutMs", "must be an integer, not string"},
+		{`{"dispatchConfig":{"failureMode":1}}`, "", "dispatchConfig.failureMode", "must be a string, not number"},
+		{`{"zzz":1}`, "context", "context.zzz", "unknown field"},
+		{`[]`, "", "body", "must be an object, not array"},
+		{`[]`, "context", "context", "must be an object, not array"},
+		{``, "", "body", "is empty; a JSON object is required"},
+		{`{"hookName":"a"} {}`, "", "body", "trailing data after the JSON value"},
+		{`{"hookName":`, "", "body", "malformed JSON: unexpected EOF"},
+	}
+	for _, c := range cases {
+		var v strictOuter
+		err := DecodeStrict([]byte(c.body), &v, c.at)
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != c.field || ve.Msg != c.msg {
+			t.Errorf("%s at %q: %v, want %s: %s", c.body, c.at, err, c.field, c.msg)
+		}
+	}
+	var v strictOuter
+	ok := `{"hookName":"a","createdAt":"2026-01-01T00:00:00Z","context":{"anything":1},"any":{"x":[1]},
+		"dispatchConfig":{"headers":{"X-Any":"1"},"rules":[{"when":"a"}]}}`
+	if err := DecodeStrict([]byte(ok), &v, ""); err != nil || v.HookName != "a" || v.CreatedAt == nil || v.Config.Headers["X-Any"] != "1" {
+		t.Fatalf("valid body: %v %+v", err, v)
+	}
+}
