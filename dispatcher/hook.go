@@ -81,8 +81,8 @@ type Hook struct {
 	DispatchConfig DispatchConfig `json:"dispatchConfig"`
 	// PolicyConfig holds the rules of a dispatchType "policy" hook (docs/policies.md).
 	PolicyConfig *policy.Config `json:"policyConfig,omitempty"`
-	CreatedAt      *time.Time     `json:"createdAt,omitempty"`
-	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
+	CreatedAt    *time.Time     `json:"createdAt,omitempty"`
+	UpdatedAt    *time.Time     `json:"updatedAt,omitempty"`
 }
 
 // DispatchConfig says where and how a hook's events are sent.
