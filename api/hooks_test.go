@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
@@ -62,7 +63,7 @@ func newServer(t *testing.T, db *storage.DB, tokens []string, loopback bool) cli
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, AdminTokens: tokens, LoopbackOnly: loopback, Log: log}))
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, AdminTokens: tokens, LoopbackOnly: loopback, Log: log})))
 	t.Cleanup(srv.Close)
 	return client{t: t, base: srv.URL, tok: adminToken}
 }

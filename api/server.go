@@ -6,7 +6,12 @@ import (
 	"context"
 	"crypto/subtle"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +21,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/agui"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
@@ -48,6 +54,8 @@ type Deps struct {
 	Keys *wire.Keys
 	// ChatDisabled serves no chat route at all (auth.chat: disabled).
 	ChatDisabled bool
+	// AllowedOrigins may call a development-mode daemon from a browser besides its own origin.
+	AllowedOrigins []string
 
 	Workspaces *tools.Workspaces
 	Heartbeat  time.Duration
@@ -64,7 +72,11 @@ func newEngine(d Deps) *gin.Engine {
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	r.ContextWithFallback = true
-	r.Use(recoverer(d.Log), limitBody, logErrors(d.Log), countStreams(d.Metrics))
+	if d.Keys == nil {
+		d.Keys = wire.NewKeys(nil)
+	}
+	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
+	r.Use(recoverer(d.Log), browserSafe(dev, d.AllowedOrigins), limitBody, logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
 			wire.Fail(c, http.StatusNotFound, "the chat APIs are off on this daemon (auth.chat: disabled)")
@@ -88,10 +100,6 @@ func newEngine(d Deps) *gin.Engine {
 		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
 
-	if d.Keys == nil {
-		d.Keys = wire.NewKeys(nil)
-	}
-	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
 	if !dev {
 		d.Keys = d.Keys.Required()
 	}
@@ -100,6 +108,7 @@ func newEngine(d Deps) *gin.Engine {
 		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
 		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
 			Heartbeat: d.Heartbeat, Log: d.Log})
+		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 	}
 
 	r.GET("/api/openapi.json", serveOpenAPI)
@@ -158,6 +167,58 @@ func adminAuth(tokens []string, dev bool) gin.HandlerFunc {
 			return
 		}
 	}
+}
+
+// browserSafe refuses what a web page could make a browser send, wherever no bearer token
+// protects the route (development mode) or a cookie authenticates: a write whose body is not
+// declared JSON (415; the form and text/plain types need no CORS preflight), a Host that is not a
+// loopback name in development mode (421; DNS rebinding), and an Origin other than the daemon's
+// own or one of allowed (403; SSE GETs included). A request with a bearer token cannot be forged by
+// a page (setting Authorization cross-origin needs a preflight hookd never grants), so it keeps
+// any Content-Type: coding agents' hooks may not send one.
+func browserSafe(dev bool, allowed []string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		r := c.Request
+		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || (!dev && r.Header.Get("Cookie") == "") {
+			return
+		}
+		if dev && !loopbackHost(r.Host) {
+			wire.Fail(c, http.StatusMisdirectedRequest, "Host %q is not this daemon: in development mode it answers loopback names only", r.Host)
+			return
+		}
+		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) && !slices.Contains(allowed, o) {
+			wire.Fail(c, http.StatusForbidden, "cross-origin request from %q refused; list it in http.allowedOrigins to allow it", o)
+			return
+		}
+		switch r.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+			return
+		}
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			wire.Fail(c, http.StatusUnsupportedMediaType, "Content-Type: application/json is required on every write")
+			return
+		}
+	}
+}
+
+// loopbackHost reports whether a Host header names this machine: localhost (or a name under it)
+// or a loopback address, with any port.
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(host, "."), "["), "]")
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.Unmap().IsLoopback()
+}
+
+// sameOrigin reports whether origin is the daemon's own, as the request reached it.
+func sameOrigin(origin, host string) bool {
+	u, err := url.Parse(origin)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && strings.EqualFold(u.Host, host)
 }
 
 // tokenIn compares got with every token in constant time, so neither a match's position nor a
@@ -241,6 +302,8 @@ func streamDialect(method, path string) string {
 		return "platform"
 	case strings.HasPrefix(path, "/api/agent/chat/volo-ai/") && (strings.HasSuffix(path, "/intent") || strings.HasSuffix(path, "/resume")):
 		return "volo"
+	case method == http.MethodPost && path == "/ag-ui/run":
+		return "agui"
 	}
 	return ""
 }

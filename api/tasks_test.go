@@ -15,6 +15,7 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
@@ -56,8 +57,8 @@ func newTaskServer(t *testing.T, db *storage.DB) client {
 	if err := sched.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp, Scheduler: sched,
-		AdminTokens: []string{adminToken}, Log: log}))
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp, Scheduler: sched,
+		AdminTokens: []string{adminToken}, Log: log})))
 	t.Cleanup(func() {
 		srv.Close()
 		sched.Stop()

@@ -98,6 +98,10 @@ agent:
   askTimeout: 10m                     # an unanswered confirmation counts as denied after this
   runLease: 15s                       # PostgreSQL replicas: a running run whose owner is silent this long is suspended by another
 
+http:
+  allowedOrigins: []                  # development mode: web origins (scheme://host[:port]) besides the daemon's own
+                                      # that may call it from a browser
+
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
 
@@ -117,6 +121,7 @@ type Config struct {
 	Webhooks        Webhooks `yaml:"webhooks"`
 	Model           Model    `yaml:"model"`
 	Agent           Agent    `yaml:"agent"`
+	HTTP            HTTP     `yaml:"http"`
 	SSE             SSE      `yaml:"sse"`
 	Log             Log      `yaml:"log"`
 }
@@ -222,6 +227,13 @@ type Shell struct {
 	MaxOutput int      `yaml:"maxOutput"`
 }
 
+// HTTP configures the HTTP server.
+type HTTP struct {
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that may call a daemon in
+	// development mode besides its own; every other Origin is refused there.
+	AllowedOrigins []string `yaml:"allowedOrigins"`
+}
+
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -303,8 +315,9 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
-		SSE: SSE{Heartbeat: Duration(15 * time.Second)},
-		Log: Log{Level: "info", Format: "auto"},
+		HTTP: HTTP{AllowedOrigins: []string{}},
+		SSE:  SSE{Heartbeat: Duration(15 * time.Second)},
+		Log:  Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -926,6 +939,12 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.TokenBudget < 0 {
 		bad("agent.tokenBudget", "must be 0 (no budget) or more")
+	}
+	for i, o := range c.HTTP.AllowedOrigins {
+		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||
+			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			bad(fmt.Sprintf("http.allowedOrigins[%d]", i), "%q is not an origin like https://console.example:8443", o)
+		}
 	}
 	if c.SSE.Heartbeat < Duration(time.Second) {
 		bad("sse.heartbeat", "must be at least 1s")

@@ -167,8 +167,9 @@ func TestFullFile(t *testing.T) {
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
-		SSE: SSE{Heartbeat: sec(5)},
-		Log: Log{Level: "debug", Format: "json"},
+		HTTP: HTTP{AllowedOrigins: []string{}},
+		SSE:  SSE{Heartbeat: sec(5)},
+		Log:  Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -303,6 +304,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AUTH_CHAT",
 		"HOOKD_DATABASE",
 		"HOOKD_DATA_DIR",
+		"HOOKD_HTTP_ALLOWED_ORIGINS",
 		"HOOKD_LISTEN",
 		"HOOKD_LOG_FORMAT",
 		"HOOKD_LOG_LEVEL",
@@ -392,6 +394,8 @@ func TestValidate(t *testing.T) {
 			`config: listen: :8080 is not loopback and auth has no adminTokens or apiKeys; add tokens or listen on 127.0.0.1`},
 		{"public admin tokens without chat keys", func(c *Config) { c.Listen, c.Auth.AdminTokens = "0.0.0.0:8080", []string{"t"} },
 			`config: listen: 0.0.0.0:8080 is not loopback and auth has no apiKeys, so nobody could be told from anybody else on the chat APIs; add auth.apiKeys, or set auth.chat: disabled to serve the admin API alone`},
+		{"allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"https://ok.example", "https://x.example/path"} },
+			`config: http.allowedOrigins[1]: "https://x.example/path" is not an origin like https://console.example:8443`},
 		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
 		{"apiKey is an admin token", func(c *Config) {
 			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}

@@ -36,7 +36,7 @@ type Delivery struct {
 	Context        []byte    `json:"-"`
 	Status         string    `json:"status"`
 	Attempts       int       `json:"attempts"`
-	NextAttemptAt  time.Time `json:"nextAttemptAt"`
+	NextAttemptAt  time.Time `json:"nextAttemptAt,omitzero"` // zero (absent): no attempt is planned
 	LastStatusCode int       `json:"lastStatusCode"`
 	LastError      string    `json:"lastError"`
 	CreatedAt      time.Time `json:"createdAt"`

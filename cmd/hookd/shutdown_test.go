@@ -55,6 +55,7 @@ webhooks: {allowPrivateNetworks: true, retry: {fast: [100ms], ladder: [200ms], j
 	}
 
 	req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"sessionId":"s","userInput":"go"}`))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("run: %v %v", err, resp)

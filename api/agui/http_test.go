@@ -1,0 +1,96 @@
+package agui_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// With API keys, every run needs one; a thread is the key's user's own, and another user's
+// answer to its interrupt finds nothing to answer.
+func TestAPIKeysAndIsolation(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk},
+		wire.APIKey{Key: "key-alice", UserID: "alice", PrincipalID: 1}, wire.APIKey{Key: "key-bob", UserID: "bob", PrincipalID: 2})
+	msgs := []any{user("m1", "confirm the write")}
+	if r := e.do(input("t-1", "run-1", msgs), nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("no key: %d %s", r.Status, r.Body)
+	}
+	if r := e.do(input("t-1", "run-1", msgs), []string{"Authorization", "Bearer nope"}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("wrong key: %d %s", r.Status, r.Body)
+	}
+	p1 := e.do(input("t-1", "run-1", msgs), []string{"Authorization", "Bearer key-alice"})
+	it := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	resume := []any{map[string]any{"interruptId": it["id"], "status": "resolved", "payload": map[string]any{"approved": true}}}
+	r := e.do(input("t-1", "run-2", msgs, "resume", resume), []string{"Authorization", "Bearer key-bob"})
+	if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "nothing in thread") {
+		t.Fatalf("bob answered alice's interrupt: %d %s", r.Status, r.Body)
+	}
+	if _, err := e.ae.Runtime.Session(t.Context(), "bob", "t-1"); err == nil {
+		t.Fatal("bob's request made a session")
+	}
+	p2 := e.do(input("t-1", "run-2", msgs, "resume", resume), []string{"Authorization", "Bearer key-alice"})
+	if last(p2.Events)["type"] != "RUN_FINISHED" || last(p2.Events)["outcome"].(map[string]any)["type"] != "success" {
+		t.Fatalf("alice's resume: %s", types(p2.Events))
+	}
+}
+
+// A run's stream carries SSE comments while nothing happens.
+func TestHeartbeats(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{})
+	r := e.stream(input("t-hb", "run-1", []any{user("m1", "slow work")}))
+	if r.Comments == 0 || last(r.Events)["type"] != "RUN_FINISHED" {
+		t.Fatalf("%d comments; %s", r.Comments, types(r.Events))
+	}
+}
+
+func TestBadInputNamesTheField(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	for _, c := range []struct {
+		in   map[string]any
+		want string
+	}{
+		{input("", "r", []any{user("m1", "hi")}), "threadId: is required"},
+		{input("t", "", []any{user("m1", "hi")}), "runId: is required"},
+		{input("t", "r", []any{user("m1", "hi")}, "bogus", 1), `body: unknown field`},
+		{input("t", "r", []any{user("m1", "hi")}, "state", []any{1}), "state: must be an object"},
+		{input("t", "r", []any{user("m1", "hi")}, "forwardedProps", map[string]any{"modle": "x"}), "forwardedProps:"},
+		{input("t", "r", []any{map[string]any{"id": "m1", "role": "robot", "content": "x"}}), "messages[0].role"},
+		{input("t", "r", []any{map[string]any{"id": "m1", "role": "assistant", "content": "x"}}), "the last message must be the user's"},
+		{input("t", "r", []any{user("m1", "hi")}, "resume", []any{map[string]any{"interruptId": "x", "status": "maybe"}}), "resume[0].status"},
+		{input("t", "r", []any{user("m1", "hi")}, "resume", []any{map[string]any{"interruptId": "x", "status": "resolved"}}), "resume: nothing in thread"},
+	} {
+		r := e.stream(c.in)
+		if r.Status < 400 || !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("%v: %d %s (want %q)", c.in, r.Status, r.Body, c.want)
+		}
+	}
+	p1 := e.stream(input("t-ask", "run-1", []any{user("m1", "confirm the write")}))
+	if last(p1.Events)["outcome"].(map[string]any)["type"] != "interrupt" {
+		t.Fatal(types(p1.Events))
+	}
+	for _, c := range []struct {
+		resume []any
+		want   string
+	}{
+		{nil, "waits for answers to its interrupts"},
+		{[]any{map[string]any{"interruptId": "ask_unknown", "status": "resolved"}}, "not an open interrupt"},
+	} {
+		in := input("t-ask", "run-2", []any{user("m1", "confirm the write")})
+		if c.resume != nil {
+			in["resume"] = c.resume
+		}
+		if r := e.stream(in); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("%v: %d %s", c.resume, r.Status, r.Body)
+		}
+	}
+	it := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
+	in := input("t-ask", "run-2", []any{user("m1", "confirm the write")}, "resume",
+		[]any{map[string]any{"interruptId": it["id"], "status": "resolved", "payload": map[string]any{"ok": true}}})
+	if r := e.stream(in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "resume[0].payload") {
+		t.Errorf("bad payload: %d %s", r.Status, r.Body)
+	}
+}
