@@ -7,7 +7,8 @@
 // ALLOW_CIDRS: a run of capitals is one word). Lists are comma-separated; auth.apiKeys is a JSON
 // array. A HOOKD_ variable that names no key is an error, except HOOKD_TEST_* (reserved for
 // tests), HOOKD_CLI_* (the operator CLI's address and token) and HOOKD_CONFIG (the command
-// line's config path).
+// line's config path), and the service-link variables Kubernetes injects for a Service named hookd
+// (HOOKD_PORT=tcp://…, HOOKD_SERVICE_HOST, …; see ServiceLinks).
 //
 // Error messages name the key as written in YAML, dotted ("webhooks.retry.jitter"), and the
 // variable too when the value came from the environment. They never echo a secret.
@@ -26,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -616,6 +618,9 @@ func applyEnv(c *Config, env []string) (map[string]string, error) {
 			continue
 		}
 		k, ok := envKeys[name]
+		if !ok && serviceLink(name, val) {
+			continue // a Kubernetes service-link variable; ServiceLinks lists them for the log
+		}
 		if !ok {
 			msg := "no such setting"
 			if s, ok := envSections[name]; ok {
@@ -633,6 +638,62 @@ func applyEnv(c *Config, env []string) (map[string]string, error) {
 		set[k.path] = name
 	}
 	return set, errors.Join(errs...)
+}
+
+// serviceLinkForms are the variables Kubernetes injects for a Service named hookd (or
+// hookd-<anything>) when enableServiceLinks is on, each with the form of its value:
+// HOOKD_SERVICE_HOST, HOOKD_SERVICE_PORT, HOOKD_SERVICE_PORT_<NAME>, HOOKD_PORT,
+// HOOKD_PORT_<n>_<PROTO> and its _PROTO, _PORT and _ADDR.
+var serviceLinkForms = func() []struct {
+	name  *regexp.Regexp
+	value func(string) bool
+} {
+	isIP := func(s string) bool { _, err := netip.ParseAddr(s); return err == nil }
+	isPort := func(s string) bool { n, err := strconv.Atoi(s); return err == nil && n > 0 && n < 65536 }
+	isProto := func(s string) bool { return s == "tcp" || s == "udp" || s == "sctp" }
+	isURL := func(s string) bool { // proto://ip:port
+		proto, hostport, ok := strings.Cut(s, "://")
+		host, port, err := net.SplitHostPort(hostport)
+		return ok && isProto(proto) && err == nil && isIP(host) && isPort(port)
+	}
+	const svc = `^HOOKD_(?:[A-Z0-9_]+_)?`
+	const port = svc + `PORT_[0-9]+_(?:TCP|UDP|SCTP)`
+	return []struct {
+		name  *regexp.Regexp
+		value func(string) bool
+	}{
+		{regexp.MustCompile(svc + `SERVICE_HOST$`), isIP},
+		{regexp.MustCompile(svc + `SERVICE_PORT(?:_[A-Z0-9_]+)?$`), isPort},
+		{regexp.MustCompile(svc + `PORT$`), isURL},
+		{regexp.MustCompile(port + `$`), isURL},
+		{regexp.MustCompile(port + `_PROTO$`), isProto},
+		{regexp.MustCompile(port + `_PORT$`), isPort},
+		{regexp.MustCompile(port + `_ADDR$`), isIP},
+	}
+}()
+
+// serviceLink reports whether name=val is a Kubernetes service-link variable: the name has the
+// shape and the value the form Kubernetes writes, so a typo of a real setting is not taken for one.
+func serviceLink(name, val string) bool {
+	for _, f := range serviceLinkForms {
+		if f.name.MatchString(name) && f.value(val) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServiceLinks returns the names of the Kubernetes service-link variables in env, which Load
+// ignores; the daemon logs them at debug level.
+func ServiceLinks(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		if _, real := envKeys[name]; !real && serviceLink(name, val) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func setEnv(f reflect.Value, k envKey, val string) error {

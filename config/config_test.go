@@ -751,3 +751,43 @@ func TestDurationString(t *testing.T) {
 		}
 	}
 }
+
+// kubernetesEnv is what Kubernetes injects into a pod for a Service named hookd with a named
+// port, and for a second Service named hookd-metrics.
+var kubernetesEnv = []string{
+	"HOOKD_SERVICE_HOST=10.96.14.2",
+	"HOOKD_SERVICE_PORT=8080",
+	"HOOKD_SERVICE_PORT_HTTP=8080",
+	"HOOKD_PORT=tcp://10.96.14.2:8080",
+	"HOOKD_PORT_8080_TCP=tcp://10.96.14.2:8080",
+	"HOOKD_PORT_8080_TCP_PROTO=tcp",
+	"HOOKD_PORT_8080_TCP_PORT=8080",
+	"HOOKD_PORT_8080_TCP_ADDR=10.96.14.2",
+	"HOOKD_PORT_9090_UDP=udp://[fd00::7]:9090",
+	"HOOKD_METRICS_SERVICE_HOST=10.96.14.3",
+	"HOOKD_METRICS_PORT_9100_TCP_PORT=9100",
+}
+
+func TestKubernetesServiceLinksIgnored(t *testing.T) {
+	c, err := Load("", append([]string{"HOOKD_LISTEN=127.0.0.1:9999"}, kubernetesEnv...))
+	if err != nil {
+		t.Fatalf("Load with service links: %v", err)
+	}
+	if c.Listen != "127.0.0.1:9999" {
+		t.Errorf("listen = %q", c.Listen)
+	}
+	if got := ServiceLinks(append([]string{"HOOKD_LISTEN=127.0.0.1:9999", "PATH=/bin"}, kubernetesEnv...)); len(got) != len(kubernetesEnv) {
+		t.Errorf("ServiceLinks = %v", got)
+	}
+	// A typo of a real setting, or a link-shaped name with a value Kubernetes never writes, still stops it.
+	for _, kv := range []string{"HOOKD_LISTN=0.0.0.0:80", "HOOKD_PORT=8080", "HOOKD_SERVICE_HOST=db.internal", "HOOKD_PORT_80_TCP_PROTO=http"} {
+		_, err := Load("", append([]string{kv}, kubernetesEnv...))
+		name, _, _ := strings.Cut(kv, "=")
+		if err == nil || !strings.Contains(err.Error(), "config: "+name+": no such setting") {
+			t.Errorf("%s: err = %v", kv, err)
+		}
+	}
+	if _, err := Load("", []string{"HOOKD_LISTN=0.0.0.0:80"}); err == nil || !strings.Contains(err.Error(), "did you mean HOOKD_LISTEN?") {
+		t.Errorf("typo: %v", err)
+	}
+}

@@ -288,3 +288,23 @@ func TestOperatorCLI(t *testing.T) {
 		t.Fatalf("verify without --signature: %d %s", code, out)
 	}
 }
+
+// TestStartsWithKubernetesServiceLinks: a pod behind a Service named hookd gets HOOKD_PORT and
+// its kin from Kubernetes; the daemon starts and says at debug level what it ignored.
+func TestStartsWithKubernetesServiceLinks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nlog: {level: debug, format: json}\n")
+	links := []string{"HOOKD_SERVICE_HOST=10.96.14.2", "HOOKD_SERVICE_PORT=8080", "HOOKD_SERVICE_PORT_HTTP=8080",
+		"HOOKD_PORT=tcp://10.96.14.2:8080", "HOOKD_PORT_8080_TCP=tcp://10.96.14.2:8080", "HOOKD_PORT_8080_TCP_PROTO=tcp",
+		"HOOKD_PORT_8080_TCP_PORT=8080", "HOOKD_PORT_8080_TCP_ADDR=10.96.14.2"}
+	d := startDaemon(t, cfg, links...)
+	if st := d.call("GET", "/healthz", "", nil); st != 200 {
+		t.Fatalf("healthz: %d", st)
+	}
+	for _, kv := range links {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.Contains(d.log(), `"msg":"ignoring a Kubernetes service-link variable","name":"`+name+`"`) {
+			t.Errorf("no debug line for %s:\n%s", name, d.log())
+		}
+	}
+}

@@ -47,7 +47,11 @@ func newServeCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, newLogger(cfg.Log, cmd.ErrOrStderr()))
+			log := newLogger(cfg.Log, cmd.ErrOrStderr())
+			for _, name := range config.ServiceLinks(os.Environ()) {
+				log.Debug("ignoring a Kubernetes service-link variable", "name", name)
+			}
+			return serve(ctx, cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
