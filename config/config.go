@@ -104,6 +104,17 @@ http:
   allowedOrigins: []                  # development mode: web origins (scheme://host[:port]) besides the daemon's own
                                       # that may call it from a browser
 
+decisions:
+  durability: sync                    # sync: a decision is committed before it is returned (a crash never
+                                      # loses one that was acted on); batched: written within ~10ms after
+  recordArguments: false              # keep tool arguments / user input in the log, not only their SHA-256
+
+retention:
+  deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
+                                      # removed, with their attempts; 0 keeps them
+  decisions: 8760h                    # decision log rows older than this are removed (the chain still
+                                      # verifies from the oldest kept row); 0 keeps them
+
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
 
@@ -114,18 +125,20 @@ log:
 
 // Config is hookd's whole configuration.
 type Config struct {
-	Listen          string   `yaml:"listen"`
-	Database        string   `yaml:"database"`
-	MasterKey       string   `yaml:"masterKey"`
-	DataDir         string   `yaml:"dataDir"`
-	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
-	Auth            Auth     `yaml:"auth"`
-	Webhooks        Webhooks `yaml:"webhooks"`
-	Model           Model    `yaml:"model"`
-	Agent           Agent    `yaml:"agent"`
-	HTTP            HTTP     `yaml:"http"`
-	SSE             SSE      `yaml:"sse"`
-	Log             Log      `yaml:"log"`
+	Listen          string    `yaml:"listen"`
+	Database        string    `yaml:"database"`
+	MasterKey       string    `yaml:"masterKey"`
+	DataDir         string    `yaml:"dataDir"`
+	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
+	Auth            Auth      `yaml:"auth"`
+	Webhooks        Webhooks  `yaml:"webhooks"`
+	Model           Model     `yaml:"model"`
+	Agent           Agent     `yaml:"agent"`
+	HTTP            HTTP      `yaml:"http"`
+	Decisions       Decisions `yaml:"decisions"`
+	Retention       Retention `yaml:"retention"`
+	SSE             SSE       `yaml:"sse"`
+	Log             Log       `yaml:"log"`
 }
 
 // Auth holds the bearer credentials the daemon accepts.
@@ -236,6 +249,21 @@ type HTTP struct {
 	AllowedOrigins []string `yaml:"allowedOrigins"`
 }
 
+// Decisions configures the decision log.
+type Decisions struct {
+	// Durability is sync (committed before the decision is returned) or batched (written just
+	// after; a crash loses the last few milliseconds of decisions).
+	Durability string `yaml:"durability"`
+	// RecordArguments keeps a decision's tool arguments or user input, not only their hash.
+	RecordArguments bool `yaml:"recordArguments"`
+}
+
+// Retention is how long finished rows are kept; 0 keeps them for ever.
+type Retention struct {
+	Deliveries Duration `yaml:"deliveries"`
+	Decisions  Duration `yaml:"decisions"`
+}
+
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -317,9 +345,11 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
-		HTTP: HTTP{AllowedOrigins: []string{}},
-		SSE:  SSE{Heartbeat: Duration(15 * time.Second)},
-		Log:  Log{Level: "info", Format: "auto"},
+		HTTP:      HTTP{AllowedOrigins: []string{}},
+		Decisions: Decisions{Durability: "sync"},
+		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
+		SSE:       SSE{Heartbeat: Duration(15 * time.Second)},
+		Log:       Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -1006,6 +1036,15 @@ func (c Config) Validate() error {
 			u.Path != "" || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
 			bad(fmt.Sprintf("http.allowedOrigins[%d]", i), "%q is not an origin like https://console.example:8443", o)
 		}
+	}
+	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
+		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
+	}
+	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
+		bad("retention.deliveries", "must be 0 (keep) or at least 1h")
+	}
+	if r := c.Retention.Decisions; r != 0 && r < Duration(time.Hour) {
+		bad("retention.decisions", "must be 0 (keep) or at least 1h")
 	}
 	if c.SSE.Heartbeat < Duration(time.Second) {
 		bad("sse.heartbeat", "must be at least 1s")

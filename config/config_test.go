@@ -131,6 +131,8 @@ model:
   apiKey: sk-model
   name: llama3
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
+decisions: {durability: batched, recordArguments: true}
+retention: {deliveries: 48h, decisions: 0s}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
 `
@@ -167,9 +169,11 @@ func TestFullFile(t *testing.T) {
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
-		HTTP: HTTP{AllowedOrigins: []string{}},
-		SSE:  SSE{Heartbeat: sec(5)},
-		Log:  Log{Level: "debug", Format: "json"},
+		HTTP:      HTTP{AllowedOrigins: []string{}},
+		Decisions: Decisions{Durability: "batched", RecordArguments: true},
+		Retention: Retention{Deliveries: sec(48 * 3600)},
+		SSE:       SSE{Heartbeat: sec(5)},
+		Log:       Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -304,6 +308,8 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AUTH_CHAT",
 		"HOOKD_DATABASE",
 		"HOOKD_DATA_DIR",
+		"HOOKD_DECISIONS_DURABILITY",
+		"HOOKD_DECISIONS_RECORD_ARGUMENTS",
 		"HOOKD_HTTP_ALLOWED_ORIGINS",
 		"HOOKD_LISTEN",
 		"HOOKD_LOG_FORMAT",
@@ -314,6 +320,8 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_MODEL_NAME",
 		"HOOKD_MODEL_PROVIDER",
 		"HOOKD_MODEL_SCRIPT",
+		"HOOKD_RETENTION_DECISIONS",
+		"HOOKD_RETENTION_DELIVERIES",
 		"HOOKD_SHUTDOWN_TIMEOUT",
 		"HOOKD_SSE_HEARTBEAT",
 		"HOOKD_WEBHOOKS_ALLOW_CIDRS",
@@ -567,6 +575,8 @@ func TestEnvErrors(t *testing.T) {
 			`config: HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: webhooks.allowPrivateNetworks: "" is not a boolean (true or false)`},
 		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
+		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
+		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
 		{"bad json", []string{"HOOKD_AUTH_API_KEYS=key-secret"},

@@ -53,7 +53,7 @@ type hookAnswer struct {
 
 // A decider is one stage of the interceptive chain: it answers for one hook, a webhook by asking
 // its receiver, a policy by evaluating its rules. It decides nothing about the chain: the chain
-// rules live in Intercept alone, and failureMode, the decision log and the metrics in stage.
+// rules live in Intercept alone; failureMode and the modify check in evaluate, for every kind.
 type decider interface {
 	decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer
 }
@@ -61,15 +61,18 @@ type decider interface {
 // answer is one hook's decision with what the decision log records of it. A non-nil failure
 // means the hook could not decide: its failureMode does.
 type answer struct {
-	Decision
+	dec     Decision
 	rule    string // the policy rule that decided
 	status  int    // the receiver's HTTP status
+	breaker string // the receiver URL's breaker state when it was asked
+	cost    uint64 // the CEL cost a policy spent
 	failure error
 }
 
 var (
 	_ decider = webhookDecider{}
 	_ decider = (*policyDecider)(nil)
+	_ decider = brokenDecider{}
 )
 
 // chainEvent is the event as the chain's next stage sees it: the value of the last modify, its
@@ -88,22 +91,22 @@ func newChainEvent(ev *Event) (*chainEvent, error) {
 	return c, err
 }
 
-// modified hands a modify on: the next stage sees the new value.
-func (c *chainEvent) modified(v string) error {
-	next, err := withModified(c.ev.Context, v)
-	if err != nil {
-		return err
-	}
+// handOn makes a modify's context the one the next stage sees.
+func (c *chainEvent) handOn(next any) error {
 	c.ev.Context, c.decoded = next, nil
+	var err error
 	c.body, c.canonical, err = encodeContext(next)
 	return err
 }
 
 // Intercept runs the matching hooks of an interceptive event in chain order (priority, then id)
-// and returns the verdict. The chain rules, all of them here: a deny ends the chain; a modify
-// hands the new value to the next hook; an ask is remembered and the chain goes on, so a later
-// deny still wins; the verdict is ask when some hook asked and none denied. No matching hook
-// means allow. Each hook's answer is written to the decision log.
+// and returns the verdict. The chain rules, all of them here, whatever kind each stage is: a deny
+// ends the chain; a modify hands the new value to the next hook; an ask is remembered and the
+// chain goes on, so a later deny still wins; the verdict is ask when some hook asked and none
+// denied. No matching hook means allow. Every hook asked adds a row to the decision log holding
+// what it was asked about and what was enforced; with decisions.durability sync the rows are
+// committed before Intercept returns, and a decision that cannot be recorded is an error, not a
+// verdict.
 func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) {
 	if !ev.HookType.Interceptive() {
 		return Decision{}, fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
@@ -122,86 +125,133 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if ev.OccurredAt.IsZero() {
 		ev.OccurredAt = now
 	}
+	// The context is rendered once, and again only after a modify changed it.
 	c, err := newChainEvent(&ev)
 	if err != nil {
 		return Decision{}, err
 	}
-	var asked *answer
-	for i, h := range hooks {
-		if i > 0 {
-			now = time.Now()
-		}
-		a := d.stage(ctx, h, c, verdict.DecisionID, now)
-		switch a.Decision.Decision {
-		case Deny:
-			return Decision{Decision: Deny, Reason: a.Reason, DecisionID: verdict.DecisionID}, nil
-		case Ask:
-			if asked == nil {
-				asked = &a
+	subj := subjectOf(ev.Context, d.set.RecordArguments)
+	recs := make([]storage.Decision, 0, len(hooks))
+	verdict, err = func() (Decision, error) {
+		var askReason *string
+		for i, h := range hooks {
+			if i > 0 {
+				now = time.Now()
 			}
-		case Modify:
-			if c.modified(*a.ModifiedValue) != nil {
-				return Decision{}, &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
+			res := d.evaluate(ctx, h, c, now)
+			recs = append(recs, d.decisionRow(h, &ev, subj, verdict.DecisionID, now, res))
+			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
+			if res.invalid != nil {
+				return Decision{}, res.invalid
 			}
-			verdict.Decision, verdict.ModifiedValue = Modify, a.ModifiedValue
+			switch res.dec.Decision {
+			case Deny:
+				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID}, nil
+			case Ask:
+				if askReason == nil {
+					askReason = &res.dec.Reason
+				}
+			case Modify:
+				if err := c.handOn(res.next); err != nil {
+					return Decision{}, err
+				}
+				subj = subjectOf(ev.Context, d.set.RecordArguments)
+				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
+			}
 		}
+		if askReason != nil {
+			verdict.Decision, verdict.Reason = Ask, *askReason
+		}
+		return verdict, nil
+	}()
+	if rerr := d.recordDecisions(ctx, recs); rerr != nil {
+		return Decision{}, rerr
 	}
-	if asked != nil {
-		verdict.Decision, verdict.Reason = Ask, asked.Reason
-	}
-	return verdict, nil
+	return verdict, err
 }
 
-// stage asks one hook's decider, starting at start, resolves a failure by the hook's failureMode,
-// and records the answer: the same decision log row for every kind of decider.
-func (d *Dispatcher) stage(ctx context.Context, h *boundHook, c *chainEvent, decisionID string, start time.Time) answer {
-	ev := c.ev
-	rec := storage.Decision{DecisionID: decisionID, EventID: storage.NewTSIDString(), HookID: h.ID,
-		HookName: h.HookName, HookType: string(h.HookType), SessionID: ev.SessionID, TraceID: strPtr(ev.TraceID),
-		CreatedAt: start}
-	a := h.decider.decide(ctx, d, h, c, rec.EventID, start)
-	took := time.Since(start)
-	rec.LatencyMs = took.Milliseconds()
-	rec.StatusCode = a.status
-	rec.RuleName = a.rule
-	if a.failure != nil {
-		a.Decision = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
-		if a.Decision.Decision == Deny {
-			a.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
+// hookResult is what asking one hook came to, as a dispatch enforces it.
+type hookResult struct {
+	answer
+	eventID string
+	invalid error // non-nil: a modify that cannot be applied; the chain ends in this error
+	next    any   // the context the next hook sees after a modify
+	took    time.Duration
+}
+
+// evaluate asks one hook's decider, starting at start, and turns whatever happens into what a
+// dispatch enforces, per the source document's tolerance rules: the answer, the failureMode when
+// the hook could not decide, or an error when a modify cannot be applied. The hook test endpoint
+// goes through here too, so it answers what a dispatch would decide.
+func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, start time.Time) hookResult {
+	res := hookResult{eventID: storage.NewTSIDString()}
+	res.answer = h.decider.decide(ctx, d, h, c, res.eventID, start)
+	res.took = time.Since(start)
+	if res.failure != nil {
+		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
+		if res.dec.Decision == Deny {
+			res.dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
 		}
-		rec.FromFailureMode = true
-		rec.Error = a.failure.Error()
 		d.log.Warn("interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
-			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", a.failure)
+			"traceId", c.ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
+		return res
 	}
-	rec.Outcome, rec.Reason = a.Decision.Decision, a.Reason
-	d.logDecision(rec)
-	d.metrics.decided(h.HookType, a.Decision.Decision, rec.FromFailureMode, took)
-	return a
+	if res.dec.Decision == Modify {
+		next, err := withModified(c.ev.Context, *res.dec.ModifiedValue)
+		if err != nil {
+			res.invalid = &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
+			return res
+		}
+		res.next = next
+	}
+	return res
 }
 
 // webhookDecider asks the hook's receiver.
 type webhookDecider struct{}
 
 func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
-	dec, status, failure := d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), c.body, c.canonical, eventID, now)
-	return answer{Decision: dec, status: status, failure: failure}
+	var a answer
+	a.dec, a.status, a.breaker, a.failure = d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), c.body, c.canonical, eventID, now)
+	return a
+}
+
+// decisionRow is the decision log row of one hook's result: what was enforced, which for an
+// invalid modify is the error the caller got.
+func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decisionID string, start time.Time, res hookResult) storage.Decision {
+	rec := storage.Decision{DecisionID: decisionID, EventID: res.eventID, HookID: h.ID, HookName: h.HookName,
+		HookPriority: h.Priority, HookType: string(h.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID,
+		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
+		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, RuleName: res.rule, Outcome: res.dec.Decision,
+		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
+		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start}
+	if res.dec.ModifiedValue != nil {
+		rec.ModifiedHash = sha256Hex([]byte(*res.dec.ModifiedValue))
+	}
+	switch {
+	case res.failure != nil:
+		rec.Error = res.failure.Error()
+	case res.invalid != nil:
+		rec.Outcome, rec.Error = storage.OutcomeError, res.invalid.Error()+"; the call was refused"
+	}
+	return rec
 }
 
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
-// failureMode decides.
-func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (Decision, int, error) {
+// failureMode decides. breakerState is the URL's breaker as the call found it.
+func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (dec Decision, status int, breakerState string, failure error) {
 	if d.interceptInFlight.Add(1) > int64(d.set.InterceptiveConcurrency) {
 		d.interceptInFlight.Add(-1)
 		d.bulkheadRejected.Add(1)
 		d.metrics.bulkheadRejected(true)
-		return Decision{}, 0, errors.New("interceptive bulkhead full")
+		return Decision{}, 0, d.breakers.State(h.DispatchConfig.URL), errors.New("interceptive bulkhead full")
 	}
 	defer d.interceptInFlight.Add(-1)
 	done, err := d.breakers.Acquire(h.DispatchConfig.URL)
 	if err != nil {
-		return Decision{}, 0, err
+		return Decision{}, 0, breaker.StateOpen, err
 	}
+	breakerState = d.breakers.State(h.DispatchConfig.URL)
 	cctx := d.deadlines.start(ctx, &h.Hook, now)
 	defer d.deadlines.end(cctx)
 	ctx = cctx
@@ -212,22 +262,22 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 	done(breakerOutcome(a))
 	if a.err != nil {
 		if cause := context.Cause(ctx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
-			return Decision{}, a.status, cause
+			return Decision{}, a.status, breakerState, cause
 		}
-		return Decision{}, a.status, a.err
+		return Decision{}, a.status, breakerState, a.err
 	}
 	if a.status/100 != 2 {
-		return Decision{}, a.status, fmt.Errorf("receiver answered HTTP %d", a.status)
+		return Decision{}, a.status, breakerState, fmt.Errorf("receiver answered HTTP %d", a.status)
 	}
-	dec, err := parseAnswer(a.respBody)
+	dec, err = parseAnswer(a.respBody)
 	if err != nil {
-		return Decision{}, a.status, err
+		return Decision{}, a.status, breakerState, err
 	}
 	if dec.Decision == Modify && dec.ModifiedValue == nil {
 		d.log.Warn("hook answered modify without modifiedValue; treated as allow", "hookId", h.ID, "hookName", h.HookName, "traceId", ev.TraceID)
 		dec.Decision = Allow
 	}
-	return dec, a.status, nil
+	return dec, a.status, breakerState, nil
 }
 
 // The answers most receivers give, which parseAnswer recognises without decoding.
@@ -324,77 +374,4 @@ func breakerOutcome(a attempt) error {
 		return nil
 	}
 	return a.err
-}
-
-// decisionLinger is how long the decision log writer waits for more entries after the first one
-// of a batch. The log is written asynchronously anyway; without the wait, a steady trickle of
-// decisions costs one transaction and one fsync each, which on SQLite took a fifth of the CPU
-// from the calls being decided.
-const decisionLinger = 10 * time.Millisecond
-
-// decisionBatch is the most entries one decision log write takes.
-const decisionBatch = 256
-
-// logDecision hands rec to the decision log writer. The writer does not wait on the channel while
-// it lingers, so most hand-overs wake nobody: it wakes for the first entry after a write, and when
-// a whole batch is waiting.
-func (d *Dispatcher) logDecision(rec storage.Decision) {
-	d.decisions <- rec
-	if len(d.decisions) >= decisionBatch {
-		select {
-		case d.decisionsFull <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (d *Dispatcher) decisionLoop() {
-	defer d.writers.Done()
-	batch := make([]storage.Decision, 0, decisionBatch)
-	write := func() {
-		if err := d.db.InsertDecisions(context.Background(), batch); err != nil {
-			d.log.Error("decision log write failed", "entries", len(batch), "err", err)
-		}
-		batch = batch[:0]
-	}
-	// writeQueued writes what is queued now, a batch at a time; only this goroutine receives, so
-	// the entries counted are there to take.
-	writeQueued := func() {
-		for n := len(d.decisions); ; {
-			for ; n > 0 && len(batch) < cap(batch); n-- {
-				batch = append(batch, <-d.decisions)
-			}
-			if len(batch) > 0 {
-				write()
-			}
-			if n == 0 {
-				return
-			}
-		}
-	}
-	linger := time.NewTimer(decisionLinger)
-	linger.Stop()
-	for {
-		select {
-		case rec := <-d.decisions:
-			batch = append(batch, rec)
-			if len(d.decisions) < decisionBatch-1 {
-				select { // a stale signal from the previous turn
-				case <-d.decisionsFull:
-				default:
-				}
-				linger.Reset(decisionLinger)
-				select {
-				case <-linger.C:
-				case <-d.decisionsFull:
-				case <-d.closeWrit: // write what is there; the next turn drains the rest
-				}
-				linger.Stop()
-			}
-			writeQueued()
-		case <-d.closeWrit:
-			writeQueued()
-			return
-		}
-	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/hookd/hookd/policy"
@@ -25,13 +24,15 @@ func (pd *policyDecider) decide(_ context.Context, _ *Dispatcher, h *boundHook, 
 	}
 	res, err := pd.p.Eval(in)
 	if err != nil {
+		a := answer{cost: res.Cost, failure: err}
 		var ee *policy.EvalError
 		if errors.As(err, &ee) {
-			return answer{rule: ee.Rule, failure: err}
+			a.rule = ee.Rule
 		}
-		return answer{failure: err}
+		return a
 	}
-	return answer{Decision: Decision{Decision: res.Decision, Reason: res.Reason, ModifiedValue: res.ModifiedValue}, rule: res.Rule}
+	return answer{dec: Decision{Decision: res.Decision, Reason: res.Reason, ModifiedValue: res.ModifiedValue},
+		rule: res.Rule, cost: res.Cost}
 }
 
 // brokenDecider stands for a stored policy that no longer compiles (it was checked when it was
@@ -102,23 +103,28 @@ func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) (*
 
 // Evaluation is what a trial evaluation of a policy decided, recording nothing.
 type Evaluation struct {
-	policy.Result
-	// Error is set when the policy could not decide: the decision is then the failureMode's.
-	Error           string `json:"error,omitempty"`
+	Decision      string  `json:"decision"`
+	Rule          string  `json:"rule,omitempty"` // the rule that decided, or failed; empty for the default
+	Reason        string  `json:"reason,omitempty"`
+	ModifiedValue *string `json:"modifiedValue,omitempty"`
+	Cost          uint64  `json:"cost"` // CEL cost units spent
+	// FromFailureMode says the policy could not decide (Error says why) and failureMode did.
 	FromFailureMode bool   `json:"fromFailureMode"`
+	Error           string `json:"error,omitempty"`
 }
 
-// EvaluatePolicy evaluates a policy against ev as a hook of ev's type would, without recording a
-// decision: the "try before you trust" of POST /api/policies/evaluate. h is the hook (stored or
-// not; its PolicyConfig is compiled here); failureMode decides an evaluation error as in a chain.
-func (d *Dispatcher) EvaluatePolicy(h Hook, ev Event) (Evaluation, error) {
-	if h.PolicyConfig == nil {
-		return Evaluation{}, invalid("policyConfig", "is required")
-	}
+// EvaluatePolicy decides about ev as the policy hook h (stored or not) would in a chain —
+// failureMode and the modify check included — and records nothing: the "try before you trust" of
+// POST /api/policies/evaluate. A modify that cannot be applied is decision "error".
+func (d *Dispatcher) EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
 	if !ev.HookType.Interceptive() {
 		return Evaluation{}, invalid("event.hookType", "%q is not an interceptive hook type", ev.HookType)
 	}
-	p, err := policy.Compile(*h.PolicyConfig, string(ev.HookType))
+	h.HookType, h.DispatchType = ev.HookType, DispatchPolicy
+	if err := h.Normalize(); err != nil {
+		return Evaluation{}, err
+	}
+	p, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
 	if err != nil {
 		return Evaluation{}, err
 	}
@@ -133,22 +139,14 @@ func (d *Dispatcher) EvaluatePolicy(h Hook, ev Event) (Evaluation, error) {
 	if err != nil {
 		return Evaluation{}, err
 	}
-	h.HookType = ev.HookType
-	in, err := c.policyInput(&boundHook{Hook: h}, storage.NewTSIDString(), now)
-	if err != nil {
-		return Evaluation{}, err
-	}
-	res, err := p.Eval(in)
-	if err == nil {
-		return Evaluation{Result: res}, nil
-	}
-	var ee *policy.EvalError
-	if !errors.As(err, &ee) {
-		return Evaluation{}, err
-	}
-	out := Evaluation{Result: policy.Result{Decision: Allow, Rule: ee.Rule, Cost: res.Cost}, Error: err.Error(), FromFailureMode: true}
-	if strings.EqualFold(h.DispatchConfig.FailureMode, FailClosed) {
-		out.Decision, out.Reason = Deny, "hook "+h.HookName+" unavailable (failureMode DENY)"
+	r := d.evaluate(ctx, &boundHook{Hook: h, decider: &policyDecider{p: p}}, c, now)
+	out := Evaluation{Decision: r.dec.Decision, Rule: r.rule, Reason: r.dec.Reason, ModifiedValue: r.dec.ModifiedValue,
+		Cost: r.cost, FromFailureMode: r.failure != nil}
+	switch {
+	case r.failure != nil:
+		out.Error = r.failure.Error()
+	case r.invalid != nil:
+		out.Decision, out.ModifiedValue, out.Error = storage.OutcomeError, nil, r.invalid.Error()
 	}
 	return out, nil
 }

@@ -95,6 +95,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Transport:               guard.Transport(),
 		Version:                 version,
 		Lease:                   cfg.Webhooks.ClaimLease.Std(),
+		DecisionDurability:      cfg.Decisions.Durability,
+		RecordArguments:         cfg.Decisions.RecordArguments,
 	})
 	if err := disp.Start(ctx); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)
