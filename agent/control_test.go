@@ -373,3 +373,26 @@ func TestResumeRightAfterSuspend(t *testing.T) {
 		}
 	}
 }
+
+// An ask keeps the call it is about: a client shows its tool and arguments from the ask alone.
+func TestAskKeepsItsCall(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e, info, evs := pausedRun(t, db)
+		call := find(evs, KindAsk).Ask.Calls[0]
+		asks, err := e.rt.Asks(context.Background(), "alice", info.RequestID, AskPending)
+		if err != nil || len(asks) != 1 {
+			t.Fatalf("asks %+v, %v", asks, err)
+		}
+		a := asks[0]
+		if a.AskID != call.AskID || a.ToolName != "workspace_write_file" || a.Arguments != call.Arguments ||
+			a.ArgsHash != argsHash(call.Arguments) || a.RequestID != info.RequestID || a.Kind != AskConfirm {
+			t.Fatalf("ask %+v, want the call %+v", a, call)
+		}
+		if got, err := e.rt.Ask(context.Background(), call.AskID); err != nil || got != a {
+			t.Fatalf("Ask = %+v, %v", got, err)
+		}
+		if _, err := e.rt.Asks(context.Background(), "bob", info.RequestID, ""); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("another user's asks: %v", err)
+		}
+	})
+}

@@ -42,7 +42,7 @@ func (r *run) consumeInputs() {
 // AppendInput queues supplementary input for a live (running or suspended) run; it becomes a
 // user message at the next step boundary.
 func (rt *Runtime) AppendInput(ctx context.Context, userID, requestID, content string) (string, error) {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return "", err
 	}

@@ -327,20 +327,8 @@ func (rt *Runtime) Cancel(requestID string) bool {
 // ErrNotFound is returned for runs and sessions that do not exist or belong to another user.
 var ErrNotFound = storage.ErrNotFound
 
-// RunByReply returns the run of a reply (turn) id if it belongs to userID.
-func (rt *Runtime) RunByReply(ctx context.Context, userID, replyID string) (storage.Run, error) {
-	r, err := rt.db.RunByReply(ctx, replyID)
-	if err != nil {
-		return storage.Run{}, err
-	}
-	if r.UserID != userID {
-		return storage.Run{}, ErrNotFound
-	}
-	return r, nil
-}
-
-// Run returns the stored run if it belongs to userID.
-func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.Run, error) {
+// ownRun returns the stored run if it belongs to userID.
+func (rt *Runtime) ownRun(ctx context.Context, userID, requestID string) (storage.Run, error) {
 	r, err := rt.db.GetRun(ctx, requestID)
 	if err != nil {
 		return storage.Run{}, err
@@ -353,16 +341,6 @@ func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.R
 
 func isFinal(status string) bool {
 	return status == storage.RunCompleted || status == storage.RunFailed || status == storage.RunInterrupted
-}
-
-// Session returns the session (userID, key); ErrNotFound if the user has none by that key.
-func (rt *Runtime) Session(ctx context.Context, userID, key string) (storage.Session, error) {
-	return rt.db.FindSession(ctx, userID, key)
-}
-
-// LiveRun returns the session's running or suspended run.
-func (rt *Runtime) LiveRun(ctx context.Context, sessionID int64) (storage.Run, error) {
-	return rt.db.LiveRun(ctx, sessionID)
 }
 
 // Workspace returns the directory of a session's workspace.

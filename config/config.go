@@ -1173,26 +1173,12 @@ func (c Config) redacted() Config {
 	return r
 }
 
+// redactURL hides the passwords of a database URL; a sqlite path without one stays as written.
 func redactURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	if len(hookdtype.DSNSecrets(raw)) == 0 && !strings.Contains(raw, "@") {
 		return raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	// url.URL would escape "***"; mark the spots with a placeholder and swap it in after.
-	const placeholder = "hookd-redacted-7f3c"
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), placeholder)
-		}
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", placeholder)
-		u.RawQuery = q.Encode()
-	}
-	return strings.ReplaceAll(u.String(), placeholder, mask)
+	return hookdtype.RedactDSN(raw)
 }
 
 // String is c as YAML for logs, with masterKey, auth.adminTokens, auth.apiKeys[].key,

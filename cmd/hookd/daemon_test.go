@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/signing"
 )
 
@@ -47,13 +48,15 @@ type daemon struct {
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan struct{}
+	// http checks every answer against the OpenAPI document.
+	http *http.Client
 }
 
 // startDaemon runs `hookd serve` with the config file and extra environment, and waits until it
 // listens.
 func startDaemon(t *testing.T, cfgPath string, env ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, done: make(chan struct{})}
+	d := &daemon{t: t, done: make(chan struct{}), http: &http.Client{Transport: openapitest.Transport(t, nil)}}
 	d.cmd = exec.Command(binary, "serve", "--config", cfgPath)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Dir = filepath.Dir(cfgPath)
@@ -123,7 +126,7 @@ func (d *daemon) call(method, path, body string, out any) int {
 	req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	bearer(req)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.http.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
 	}
