@@ -87,7 +87,7 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 		if a.Approved {
 			status = storage.AskApproved
 		}
-		body, _ := json.Marshal(a)
+		body := mustJSON(a)
 		if err := rt.db.AnswerAsk(ctx, ask.AskID, status, body); err != nil {
 			return err
 		}
@@ -125,7 +125,7 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 			res.State = ToolSuccess
 		}
 		res.Name = ask.ToolName
-		body, _ := json.Marshal(res)
+		body := mustJSON(res)
 		if err := rt.db.AnswerAsk(ctx, ask.AskID, storage.AskApproved, body); err != nil {
 			return err
 		}

@@ -396,3 +396,28 @@ func TestAskKeepsItsCall(t *testing.T) {
 		}
 	})
 }
+
+// A run whose saved state cannot be read is refused loudly, naming it, rather than resumed from
+// a zero state.
+func TestUnreadableStateFailsLoudly(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info := e.start("u", "s", "steps")
+	e.until(info.RequestID, 0, KindModelStarted)
+	if err := e.rt.Suspend(context.Background(), "u", info.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	e.until(info.RequestID, 0, KindSuspended)
+	rec, err := e.rt.ownRun(context.Background(), "u", info.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State = []byte(`{"step":"not a number"`)
+	if err := e.db.UpdateRun(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	err = e.rt.Resume(context.Background(), "u", info.RequestID)
+	if !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), info.RequestID) {
+		t.Fatalf("resume of an unreadable run: %v; want ErrBadState naming %s", err, info.RequestID)
+	}
+	isStatus(t, e.rt, "u", info.RequestID, storage.RunSuspended)
+}

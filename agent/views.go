@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -40,9 +42,9 @@ type RunView struct {
 func (v RunView) Live() bool { return v.Status == StatusRunning || v.Status == StatusSuspended }
 
 func viewRun(rec storage.Run) (RunView, error) {
-	spec, _, err := decodeRun(rec)
-	if err != nil {
-		return RunView{}, err
+	var spec runSpec
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		return RunView{}, fmt.Errorf("%w: run %s: spec: %v", ErrBadState, rec.RequestID, err)
 	}
 	return RunView{RequestID: rec.RequestID, ReplyID: rec.ReplyID, SessionID: rec.SessionID, UserID: rec.UserID,
 		Status: rec.Status, Request: spec.StartRequest, ErrorCode: rec.ErrorCode, ErrorMessage: rec.ErrorMessage,
