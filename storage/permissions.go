@@ -82,14 +82,27 @@ func (db *DB) RulesFor(ctx context.Context, sessionID int64, userID string, now 
 	return out, nil
 }
 
-// ListRules lists rules, optionally of one scope.
-func (db *DB) ListRules(ctx context.Context, scope, scopeKey string) ([]PermissionRule, error) {
+// RuleFilter narrows ListRules; zero values do not filter.
+type RuleFilter struct {
+	Scope, ScopeKey string
+	AfterID         int64 // pages forwards: only rules with a larger id
+	Limit           int   // 0: all
+}
+
+// ListRules lists the rules of f, by id.
+func (db *DB) ListRules(ctx context.Context, f RuleFilter) ([]PermissionRule, error) {
 	q := db.r.WithContext(ctx).Order("id")
-	if scope != "" {
-		q = q.Where("scope = ?", scope)
+	if f.Scope != "" {
+		q = q.Where("scope = ?", f.Scope)
 	}
-	if scopeKey != "" {
-		q = q.Where("scope_key = ?", scopeKey)
+	if f.ScopeKey != "" {
+		q = q.Where("scope_key = ?", f.ScopeKey)
+	}
+	if f.AfterID != 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
 	}
 	var rows []ruleRow
 	if err := q.Find(&rows).Error; err != nil {
