@@ -41,6 +41,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newDeliveriesCmd(),
+		newHookCmd(),
 		newHooksCmd(),
 		newServeCmd(),
 		newVerifyCmd(),
