@@ -212,7 +212,7 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 // name when any of its addresses is blocked). A name that does not resolve now is accepted with a
 // warning, since it may by the first call; the guard checks again at every dial either way.
 func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
-	if r.guard == nil || h.DispatchType != "webhook" {
+	if r.guard == nil || h.DispatchType != DispatchWebhook {
 		return nil
 	}
 	targets := [][2]string{{"dispatchConfig.url", h.DispatchConfig.URL}}
@@ -318,8 +318,8 @@ func fromRow(row storage.Hook) (Hook, error) {
 // usesURL reports whether a registered hook, enabled or not, sends to url.
 func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }
 
-// byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
-// deliveries of a hook disabled after they were queued are still delivered.
+// byID returns a registered hook whether enabled or not; nil when it was deleted. The queued
+// deliveries of a disabled hook wait, paused, until it is enabled again.
 func (r *Registry) byID(id int64) *boundHook {
 	return r.snap.Load().all[id]
 }
