@@ -336,7 +336,7 @@ func TestAgentRouteRefusals(t *testing.T) {
 func decisionLog(t *testing.T, d *daemon, session int64, out any) {
 	t.Helper()
 	var data json.RawMessage
-	if s := d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d", session), "", &data); s != http.StatusOK {
+	if s := d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d&limit=500", session), "", &data); s != http.StatusOK {
 		t.Fatalf("decisions: %d", s)
 	}
 	var page struct{ Items json.RawMessage }
