@@ -31,6 +31,7 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // MaxBodyBytes caps every request body; larger ones get 413.
@@ -78,7 +79,7 @@ func newEngine(d Deps) *gin.Engine {
 		d.Keys = wire.NewKeys(nil)
 	}
 	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
-	r.Use(recoverer(d.Log), browserSafe(dev, d.AllowedOrigins), limitBody, logErrors(d.Log), countStreams(d.Metrics))
+	r.Use(recoverer(d.Log), tracing.Middleware(), browserSafe(dev, d.AllowedOrigins), limitBody, logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
 			wire.Fail(c, http.StatusNotFound, "the chat APIs are off on this daemon (auth.chat: disabled)")

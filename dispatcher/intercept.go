@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Decision outcomes.
@@ -129,6 +130,10 @@ type hookResult struct {
 // through here too, so it answers what a dispatch would decide.
 func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, start time.Time) hookResult {
 	res := hookResult{eventID: storage.NewTSIDString()}
+	ctx, endSpan := tracing.StartHookCall(ctx, h.ID, h.HookName, string(h.HookType))
+	defer func() {
+		endSpan(tracing.HookResult{Decision: res.dec.Decision, Latency: res.took, FromFailureMode: res.failure != nil, Status: res.status, Err: res.failure})
+	}()
 	res.dec, res.status, res.breaker, res.failure = d.call(ctx, h, ev, strPtr(ev.TraceID), body, canonical, res.eventID, start)
 	res.took = time.Since(start)
 	if res.failure != nil {

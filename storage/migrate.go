@@ -294,6 +294,10 @@ var migrations = []migration{
 		// answer): clients show them without reading the run's events.
 		`ALTER TABLE asks ADD COLUMN arguments TEXT NOT NULL DEFAULT ''`,
 	}},
+	{23, "delivery trace parent", []string{
+		// The span that queued a delivery (W3C traceparent): its attempts continue that trace.
+		`ALTER TABLE deliveries ADD COLUMN trace_parent TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
