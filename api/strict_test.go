@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
@@ -37,6 +38,9 @@ var fullHooks = []string{
 	    "auth": {"type": "BASIC", "username": "u", "password": "p"}}}`,
 	`{"hookName": "c", "hookType": "session_start", "dispatchConfig": {"url": "https://r.example/h",
 	    "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "7"}}}}`,
+	`{"hookName": "p", "hookType": "pre_tool_use", "dispatchType": "policy", "dispatchConfig": {"failureMode": "DENY"},
+	  "policyConfig": {"rules": [{"name": "over", "when": "args.amount > 10000", "decision": "deny", "reason": "'too much'"},
+	    {"name": "mask", "when": "has(args.cardNo)", "decision": "modify", "modifiedValue": "args"}], "default": "allow", "costLimit": 100000}}`,
 	`{"hookName": "t", "hookType": "agent_completion", "dispatchConfig": {"url": "https://r.example/h",
 	    "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/token", "method": "POST",
 	      "headers": {"X-Client": "c"}, "body": "{}", "tokenPath": "data.token", "expiresInPath": "data.expiresIn",
@@ -103,8 +107,15 @@ func strictCases(t *testing.T, valid string) []strictCase {
 				delete(obj, snake)
 				obj[k] = v
 			}
-			if inner, ok := v.(map[string]any); ok {
+			switch inner := v.(type) {
+			case map[string]any:
 				walk(inner, at(k))
+			case []any:
+				for i, el := range inner {
+					if obj, ok := el.(map[string]any); ok {
+						walk(obj, fmt.Sprintf("%s[%d]", at(k), i))
+					}
+				}
 			}
 		}
 	}
@@ -258,7 +269,8 @@ func newDispatchServer(t *testing.T, db *storage.DB) (client, *prometheus.Regist
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp, AdminTokens: []string{adminToken}, Log: log}))
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp,
+		AdminTokens: []string{adminToken}, Log: log})))
 	t.Cleanup(func() {
 		srv.Close()
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -238,4 +238,6 @@ func TestLogsCarryTheTrace(t *testing.T) {
 	}
 }
 
-func slogJSON(w io.Writer) *slog.Logger { return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, nil))) }
+func slogJSON(w io.Writer) *slog.Logger {
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, nil)))
+}
