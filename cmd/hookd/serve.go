@@ -272,7 +272,7 @@ func apiKeys(keys []config.APIKey) []wire.APIKey {
 	out := make([]wire.APIKey, len(keys))
 	for i, k := range keys {
 		out[i] = wire.APIKey{Key: k.Key, UserID: k.UserID, PrincipalID: k.PrincipalID, Role: wire.Role(k.Role),
-			Reviews: k.Reviews}
+			Reviews: k.Reviews, AgentID: k.AgentID}
 	}
 	return out
 }
