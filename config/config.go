@@ -57,6 +57,7 @@ auth:
   adminTokens: []                     # bearer tokens for the admin API
   apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
                                       #   - {key: "key-...", userId: "user-10001", principalId: 1001}
+                                      #   (agentId: 5001 selects that agent's hooks for a coding agent's key)
                                       # a reviewer key also answers the permission asks of the users it lists:
                                       #   - {key: "key-...", userId: "rev-1", principalId: 9001, role: reviewer, reviews: [user-10001]}
   chat: enabled                       # enabled | disabled: disabled serves no chat API at all
@@ -126,6 +127,9 @@ sse:
 log:
   level: info                         # debug | info | warn | error
   format: auto                        # json | text | auto (text on a terminal, json otherwise)
+
+otel:
+  endpoint: ""                        # OTLP/HTTP URL for traces (http://collector:4318); "" = OTEL_EXPORTER_OTLP_ENDPOINT, unset = off
 `
 
 // Config is hookd's whole configuration.
@@ -144,6 +148,7 @@ type Config struct {
 	Retention       Retention `yaml:"retention"`
 	SSE             SSE       `yaml:"sse"`
 	Log             Log       `yaml:"log"`
+	OTel            OTel      `yaml:"otel"`
 }
 
 // Auth holds the bearer credentials the daemon accepts.
@@ -164,6 +169,9 @@ type APIKey struct {
 	// of the users in Reviews.
 	Role    string   `yaml:"role,omitempty" json:"role,omitempty"`
 	Reviews []string `yaml:"reviews,omitempty" json:"reviews,omitempty"`
+	// AgentID, when set, is the agentId of the events a coding agent sends with this key
+	// (/v1/agents/{kind}/hooks): it selects that agent's hooks.
+	AgentID int64 `yaml:"agentId,omitempty" json:"agentId,omitempty"`
 }
 
 // ChatDisabled tells whether auth.chat turns the chat APIs off.
@@ -287,6 +295,12 @@ type SSE struct {
 type Log struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+}
+
+// OTel configures tracing: spans go to Endpoint over OTLP/HTTP. Empty, the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT decides, and with that unset too tracing exports nothing.
+type OTel struct {
+	Endpoint string `yaml:"endpoint"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("1.5s", "30m") in YAML and in the
@@ -948,6 +962,9 @@ func (c Config) Validate() error {
 		if k.PrincipalID <= 0 {
 			bad(p+".principalId", "must be greater than 0")
 		}
+		if k.AgentID < 0 {
+			bad(p+".agentId", "must be greater than 0")
+		}
 		if slices.Contains(c.Auth.AdminTokens, k.Key) && k.Key != "" {
 			bad(p+".key", "same as an admin token; admin tokens and API keys never stand in for each other")
 		}
@@ -1088,6 +1105,11 @@ func (c Config) Validate() error {
 	case "auto", "json", "text":
 	default:
 		bad("log.format", "%q is not one of auto, json, text", c.Log.Format)
+	}
+	if e := c.OTel.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("otel.endpoint", "%q is not an http(s) URL", e)
+		}
 	}
 
 	if listenOK && !c.LoopbackOnly() {
