@@ -289,6 +289,12 @@ var migrations = []migration{
 		// Retention finds old rows by it; it is written once, at insert.
 		`CREATE INDEX deliveries_created ON deliveries (created_at)`,
 	}},
+	{13, "readiness probe row", []string{
+		// /readyz commits a write here: a database that answers but refuses writes (disk full,
+		// read-only) is not ready.
+		`CREATE TABLE readiness (id INTEGER PRIMARY KEY, checked_at BIGINT NOT NULL)`,
+		`INSERT INTO readiness (id, checked_at) VALUES (1, 0)`,
+	}},
 	{15, "ask arguments", []string{
 		// An ask keeps the arguments of the tool call it is about (their hash alone bound the
 		// answer): clients show them without reading the run's events.
@@ -302,11 +308,9 @@ var migrations = []migration{
 		// The coding agent (claude-code, codex, …) whose own hook a decision answered.
 		`ALTER TABLE decisions ADD COLUMN agent_kind TEXT NOT NULL DEFAULT ''`,
 	}},
-	{13, "readiness probe row", []string{
-		// /readyz commits a write here: a database that answers but refuses writes (disk full,
-		// read-only) is not ready.
-		`CREATE TABLE readiness (id INTEGER PRIMARY KEY, checked_at BIGINT NOT NULL)`,
-		`INSERT INTO readiness (id, checked_at) VALUES (1, 0)`,
+	{23, "delivery trace parent", []string{
+		// The span that queued a delivery (W3C traceparent): its attempts continue that trace.
+		`ALTER TABLE deliveries ADD COLUMN trace_parent TEXT NOT NULL DEFAULT ''`,
 	}},
 }
 
