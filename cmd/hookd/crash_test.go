@@ -81,7 +81,7 @@ webhooks:
 			defer wg.Done()
 			for i := w; i < events; i += 8 {
 				var out struct{ EventIDs []string }
-				body := fmt.Sprintf(`{"hookType":"post_tool_use","sessionId":%d,"context":{"toolName":"t","toolCallId":"c%d","arguments":{},"output":"ok","succeeded":true,"durationMs":1}}`, i, i)
+				body := fmt.Sprintf(`{"hookType":"post_tool_use","sessionId":%d,"context":{"toolName":"t","toolCallId":"c%d","arguments":{},"output":"ok","succeeded":true,"durationMs":1}}`, i+1, i)
 				if st := d.call("POST", "/api/hooks/dispatch", body, &out); st != 202 || len(out.EventIDs) != 1 {
 					t.Errorf("dispatch %d: %d %v", i, st, out.EventIDs)
 					return
