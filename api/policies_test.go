@@ -92,7 +92,7 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 			} {
 				code, w := c.do("POST", "/api/hooks/dispatch", transferEvent(c2.args))
 				var dec struct {
-					Decision, DecisionID string
+					Decision, DecisionID  string
 					Reason, ModifiedValue *string
 				}
 				json.Unmarshal(w.Data, &dec)
