@@ -133,7 +133,10 @@ func newEngine(d Deps) *gin.Engine {
 	admin.POST("/policies/evaluate", policiesAPI{d: d.Dispatcher, reg: d.Hooks}.evaluate)
 	admin.GET("/deliveries", da.deliveries)
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
+	admin.DELETE("/deliveries/:id", da.deleteDelivery)
+	admin.DELETE("/deliveries", da.purgeDeliveries)
 	admin.GET("/decisions", da.decisions)
+	admin.GET("/decisions/verify", da.verifyDecisions)
 	admin.GET("/breakers", da.breakers)
 	if d.Metrics != nil {
 		metrics := promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})

@@ -318,8 +318,8 @@ func fromRow(row storage.Hook) (Hook, error) {
 // usesURL reports whether a registered hook, enabled or not, sends to url.
 func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }
 
-// byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
-// deliveries of a hook disabled after they were queued are still delivered.
+// byID returns a registered hook whether enabled or not; nil when it was deleted. The queued
+// deliveries of a disabled hook wait, paused, until it is enabled again.
 func (r *Registry) byID(id int64) *boundHook {
 	return r.snap.Load().all[id]
 }
