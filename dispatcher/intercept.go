@@ -224,7 +224,7 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decision
 		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
 		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, RuleName: res.rule, Outcome: res.dec.Decision,
 		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
-		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start}
+		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start, AgentKind: codingAgentKind(ev.Context)}
 	if res.dec.ModifiedValue != nil {
 		rec.ModifiedHash = sha256Hex([]byte(*res.dec.ModifiedValue))
 	}

@@ -298,6 +298,10 @@ var migrations = []migration{
 		// The policy rule that decided, beside the hook that holds it.
 		`ALTER TABLE decisions ADD COLUMN rule_name TEXT NOT NULL DEFAULT ''`,
 	}},
+	{19, "decision agent kind", []string{
+		// The coding agent (claude-code, codex, …) whose own hook a decision answered.
+		`ALTER TABLE decisions ADD COLUMN agent_kind TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
