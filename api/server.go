@@ -324,5 +324,6 @@ func streamDialect(method, path string) string {
 
 // isChatRoute tells the chat dialects' routes from the admin API's.
 func isChatRoute(path string) bool {
-	return strings.HasPrefix(path, "/harness/") || strings.HasPrefix(path, "/api/agent/")
+	return strings.HasPrefix(path, "/harness/") || strings.HasPrefix(path, "/api/agent/") ||
+		strings.HasPrefix(path, "/ag-ui/") || strings.HasPrefix(path, "/ai-sdk/")
 }
