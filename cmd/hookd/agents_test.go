@@ -117,6 +117,9 @@ var scenarios = []struct {
 	{"deny", func(dispatcher.Envelope) (int, string) {
 		return 200, `{"decision":"deny","reason":"transfers over 10000 need the finance team's approval"}`
 	}},
+	{"ask", func(dispatcher.Envelope) (int, string) {
+		return 200, `{"decision":"ask","reason":"a person from finance must approve this"}`
+	}},
 	{"modify", func(env dispatcher.Envelope) (int, string) {
 		if env.HookType == dispatcher.UserMessage {
 			return 200, `{"decision":"modify","modifiedValue":"Transfer 25000 to account ****2222"}`
