@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // run is one executing run. Its goroutine owns state; emit may be called from tool goroutines.
@@ -295,7 +297,9 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 		r.emit(Event{Kind: KindModelStarted})
 		s := &streamer{r: r}
 		start := time.Now()
-		resp, err := r.rt.model.Stream(r.ctx, req, s.chunk)
+		mctx, endSpan := tracing.StartModelCall(r.ctx, cmp.Or(req.Model, r.rt.cfg.ModelName), attempt)
+		resp, err := r.rt.model.Stream(mctx, req, s.chunk)
+		endSpan(err)
 		s.closeBlock()
 		if err == nil {
 			if resp.Usage.Duration == 0 {

@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Decision outcomes. Ask sends the call to a person: in hookd's own runtime it becomes the
@@ -185,6 +186,10 @@ type hookResult struct {
 // goes through here too, so it answers what a dispatch would decide.
 func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, start time.Time) hookResult {
 	res := hookResult{eventID: storage.NewTSIDString()}
+	ctx, endSpan := tracing.StartHookCall(ctx, h.ID, h.HookName, string(h.HookType))
+	defer func() {
+		endSpan(tracing.HookResult{Decision: res.dec.Decision, Latency: res.took, FromFailureMode: res.failure != nil, Status: res.status, Err: res.failure})
+	}()
 	res.answer = h.decider.decide(ctx, d, h, c, res.eventID, start)
 	res.took = time.Since(start)
 	if res.failure != nil {

@@ -302,6 +302,10 @@ var migrations = []migration{
 		// The coding agent (claude-code, codex, …) whose own hook a decision answered.
 		`ALTER TABLE decisions ADD COLUMN agent_kind TEXT NOT NULL DEFAULT ''`,
 	}},
+	{23, "delivery trace parent", []string{
+		// The span that queued a delivery (W3C traceparent): its attempts continue that trace.
+		`ALTER TABLE deliveries ADD COLUMN trace_parent TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
