@@ -56,9 +56,14 @@ func newServeCmd() *cobra.Command {
 			return serve(ctx, cfg, log)
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
-	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	configFlag(cmd, &path)
 	return cmd
+}
+
+// configFlag gives cmd the --config flag of the commands that read the daemon's config.
+func configFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 }
 
 // serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
