@@ -256,6 +256,17 @@ var migrations = []migration{
 		`CREATE INDEX deliveries_due_order ON deliveries (status, next_attempt_at, id)`,
 		`DROP INDEX deliveries_due`,
 	}},
+	{25, "console sessions", []string{
+		`CREATE TABLE console_sessions (
+			token_hash {{blob}} PRIMARY KEY,
+			role TEXT NOT NULL,
+			subject TEXT NOT NULL,
+			reviews TEXT NOT NULL,
+			expires_at BIGINT NOT NULL,
+			created_at BIGINT NOT NULL
+		)`,
+		`CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
