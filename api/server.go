@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/agents"
 	"github.com/hookd/hookd/api/agui"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
@@ -110,6 +111,7 @@ func newEngine(d Deps) *gin.Engine {
 			Heartbeat: d.Heartbeat, Log: d.Log})
 		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 	}
+	agents.Register(r, agents.Deps{Dispatcher: d.Dispatcher, Keys: d.Keys, Log: d.Log, Metrics: d.Metrics})
 
 	r.GET("/api/openapi.json", serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, dev))

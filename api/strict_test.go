@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -311,6 +313,211 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_scheduled_task", "context": `+ctx+`}`); status != 200 {
 				t.Errorf("pre_scheduled_task %s: %d %s", ctx, status, w.Message)
 			}
+		}
+	})
+}
+
+// newGuardedServer serves the admin API with registration checked by the SSRF guard of p, as
+// the daemon does.
+func newGuardedServer(t *testing.T, p netguard.Policy) client {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db := storagetest.SQLite(t)
+	reg, err := dispatcher.NewRegistry(context.Background(), db, log, dispatcher.WithGuard(netguard.New(p)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, AdminTokens: []string{adminToken}, Log: log}))
+	t.Cleanup(srv.Close)
+	return client{t: t, base: srv.URL, tok: adminToken}
+}
+
+// Receivers that can never be reached are refused at registration with the default config,
+// saying why and which setting allows them.
+func TestUnreachableReceiversRefused(t *testing.T) {
+	c := newGuardedServer(t, netguard.Policy{})
+	const private = "set webhooks.allowPrivateNetworks: true, or list the address in webhooks.allowCIDRs, to allow it"
+	cases := []struct{ url, want string }{
+		{"http://127.0.0.1:9000/h", "127.0.0.1 is loopback (127.0.0.0/8), which the SSRF guard refuses at every call; " + private},
+		{"http://127.8.9.10/h", "127.8.9.10 is loopback (127.0.0.0/8)"},
+		{"http://localhost:9000/h", "localhost resolves to 127.0.0.1 is loopback (127.0.0.0/8)"},
+		{"http://10.1.2.3/h", "10.1.2.3 is private (RFC1918)"},
+		{"https://172.16.0.9/h", "172.16.0.9 is private (RFC1918)"},
+		{"https://192.168.1.20:8443/h", "192.168.1.20 is private (RFC1918)"},
+		{"http://100.64.0.1/h", "100.64.0.1 is shared address space / CGNAT (100.64.0.0/10)"},
+		{"http://169.254.10.1/h", "169.254.10.1 is link-local (169.254.0.0/16)"},
+		{"http://169.254.169.254/latest/meta-data", "169.254.169.254 is a cloud metadata endpoint, which the SSRF guard refuses at every call; only an entry in webhooks.allowCIDRs allows it (webhooks.allowPrivateNetworks does not)"},
+		{"http://[::1]:9000/h", "::1 is loopback (::1)"},
+		{"http://[fd12:3456::1]/h", "fd12:3456::1 is unique local (fc00::/7)"},
+		{"http://[fe80::1]/h", "fe80::1 is link-local (fe80::/10)"},
+		{"http://[::ffff:10.0.0.1]/h", "::ffff:10.0.0.1 (the IPv4-mapped form of 10.0.0.1) is private (RFC1918)"},
+		{"http://[64:ff9b::a00:1]/h", "64:ff9b::a00:1 (the NAT64 form of 10.0.0.1) is private (RFC1918)"},
+		{"http://[2002:c0a8:101::1]/h", "2002:c0a8:101::1 (the 6to4 form of 192.168.1.1) is private (RFC1918)"},
+		{"http://0.0.0.0:8080/h", "0.0.0.0 is unspecified (0.0.0.0/8), which the SSRF guard refuses at every call; no setting allows it"},
+	}
+	for _, tc := range cases {
+		body := `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + tc.url + `"}}`
+		status, w := c.do("POST", "/api/hooks", body)
+		if status != 400 || !strings.HasPrefix(w.Message, "dispatchConfig.url: "+tc.want) {
+			t.Errorf("%s: %d %q\n  want 400 starting %q", tc.url, status, w.Message, "dispatchConfig.url: "+tc.want)
+		}
+	}
+	// The token endpoint of CUSTOM_HTTP_TOKEN is dialed through the same guard.
+	status, w := c.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://93.184.216.34/h",
+		"auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "http://10.0.0.7/token", "tokenPath": "t"}}}}`)
+	if status != 400 || !strings.HasPrefix(w.Message, "dispatchConfig.auth.tokenFetchConfig.url: 10.0.0.7 is private") {
+		t.Errorf("private token endpoint: %d %q", status, w.Message)
+	}
+	// A public literal, and a name that does not resolve now, are accepted: the guard checks each dial.
+	for _, u := range []string{"https://93.184.216.34/h", "https://receiver.invalid/h"} {
+		if status, w := c.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != 201 {
+			t.Errorf("%s: %d %s", u, status, w.Message)
+		}
+	}
+	// allowPrivateNetworks allows loopback, not the metadata endpoint; allowCIDRs allows exactly its ranges.
+	open := newGuardedServer(t, netguard.Policy{AllowPrivateNetworks: true})
+	for u, want := range map[string]int{"http://127.0.0.1:9/h": 201, "http://localhost:9/h": 201, "http://169.254.169.254/": 400, "http://0.0.0.0/": 400} {
+		if status, w := open.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != want {
+			t.Errorf("allowPrivateNetworks, %s: %d %s", u, status, w.Message)
+		}
+	}
+	cidr := newGuardedServer(t, netguard.Policy{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16")}})
+	for u, want := range map[string]int{"http://10.20.1.1/h": 201, "http://10.21.1.1/h": 400} {
+		if status, w := cidr.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != want {
+			t.Errorf("allowCIDRs, %s: %d %s", u, status, w.Message)
+		}
+	}
+}
+
+// Header names and values, standard secrets and URL lengths are refused at registration when no
+// request could ever carry them.
+func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	hook := func(dc string) string {
+		return `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://r.example/h"` + dc + `}}`
+	}
+	long := "https://r.example/" + strings.Repeat("a", 2048)
+	cases := []struct{ body, want string }{
+		{hook(`, "auth": {"type": "BEARER", "credential": "tok\r\nX-Admin: 1"}`), "dispatchConfig.auth.credential: must not contain control characters"},
+		{hook(`, "auth": {"type": "BEARER", "credential": "tok", "prefix": "Bearer\n"}`), "dispatchConfig.auth.prefix: must not contain control characters"},
+		{hook(`, "auth": {"type": "API_KEY", "header": "X API Key", "credential": "k"}`), `dispatchConfig.auth.header: "X API Key" is not a header name`},
+		{hook(`, "auth": {"type": "API_KEY", "header": "X-Key:", "credential": "k"}`), `dispatchConfig.auth.header: "X-Key:" is not a header name`},
+		{hook(`, "auth": {"type": "API_KEY", "credential": "k\u0000"}`), "dispatchConfig.auth.credential: must not contain control characters"},
+		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant\r\n": "1"}}`), "dispatchConfig.auth.headers.X-Tenant\r\n: "},
+		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "1\r\n2"}}`), "dispatchConfig.auth.headers.X-Tenant: must not contain control characters"},
+		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant": ""}}`), "dispatchConfig.auth.headers.X-Tenant: needs a value"},
+		{hook(`, "auth": {"type": "BASIC", "username": "a:b", "password": "p"}`), "dispatchConfig.auth.username: must not contain \":\""},
+		{hook(`, "auth": {"type": "BASIC", "credential": "dTpw", "username": "u"}`), "dispatchConfig.auth.credential: BASIC takes either credential"},
+		{hook(`, "auth": {"type": "BEARER", "credential": "t", "header": "X-Token"}`), "dispatchConfig.auth.header: has no effect for BEARER, which uses credential, prefix"},
+		{hook(`, "auth": {"type": "NONE", "credential": "t"}`), "dispatchConfig.auth.credential: has no effect for NONE, which sends no credential"},
+		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "tokenPath": "t", "header": "Auth orization"}}`), `dispatchConfig.auth.tokenFetchConfig.header: "Auth orization" is not a header name`},
+		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "tokenPath": "t", "headers": {"X-A": "1\n"}}}`), "dispatchConfig.auth.tokenFetchConfig.headers.X-A: must not contain control characters"},
+		{hook(`, "signatureScheme": "standard", "signingSecret": "whsec_!!!"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; the part after whsec_ is not base64"},
+		{hook(`, "signatureScheme": "standard", "signingSecret": "whsec_"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; the key is empty"},
+		{hook(`, "signatureScheme": "standard", "signingSecret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; this secret does not start with whsec_"},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + long + `"}}`, "dispatchConfig.url: is 2066 bytes long; at most 2048 are accepted"},
+		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "` + long + `", "tokenPath": "t"}}`), "dispatchConfig.auth.tokenFetchConfig.url: is 2066 bytes long"},
+	}
+	for _, tc := range cases {
+		status, w := c.do("POST", "/api/hooks", tc.body)
+		if status != 400 || !strings.HasPrefix(w.Message, tc.want) {
+			t.Errorf("%s\n  got %d %q\n  want 400 starting %q", tc.body, status, w.Message, tc.want)
+		}
+	}
+	if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+long[:2048]+`"}}`); status != 201 {
+		t.Errorf("a 2048-byte URL: %d %s", status, w.Message)
+	}
+}
+
+// The one rule of secrets and credentials, seen where it matters: the headers a real receiver gets.
+// auth absent or sent back as GET shows it keeps the credential, a new value replaces it, NONE
+// clears it; signingSecret follows the same rule.
+func TestAuthUpdateRuleAtTheReceiver(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{"decision": "allow"}`)
+		head := `"hookName": "gate", "hookType": "pre_tool_use", "toolNameMatch": "transferFunds"`
+		status, w := c.do("POST", "/api/hooks", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY",
+			"signingSecret": "sec-1", "auth": {"type": "BEARER", "credential": "tok-1"}}}`)
+		if status != 201 {
+			t.Fatal(w.Message)
+		}
+		var created dispatcher.Hook
+		json.Unmarshal(w.Data, &created)
+		path := "/api/hooks/" + itoa(created.ID)
+		// seen dispatches once and returns the headers the receiver got.
+		seen := func(step string) http.Header {
+			t.Helper()
+			for len(recv.headers) > 0 {
+				<-recv.headers
+			}
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "transferFunds", "toolCallId": "c", "arguments": {}}}`); status != 200 {
+				t.Fatalf("%s: dispatch %d %s", step, status, w.Message)
+			}
+			select {
+			case h := <-recv.headers:
+				return h
+			default:
+				t.Fatalf("%s: the receiver got nothing", step)
+				return nil
+			}
+		}
+		put := func(step, body string) {
+			t.Helper()
+			if status, w := c.do("PUT", path, body); status != 200 {
+				t.Fatalf("%s: PUT %d %s", step, status, w.Message)
+			}
+		}
+		want := func(step string, h http.Header, auth string, signed bool) {
+			t.Helper()
+			if got := h.Get("Authorization"); got != auth {
+				t.Errorf("%s: Authorization %q, want %q", step, got, auth)
+			}
+			if got := h.Get("X-Webhook-Signature") != ""; got != signed {
+				t.Errorf("%s: signed %v, want %v", step, got, signed)
+			}
+		}
+		want("created", seen("created"), "Bearer tok-1", true)
+
+		put("auth absent", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY"}}`)
+		want("auth absent", seen("auth absent"), "Bearer tok-1", true)
+
+		_, w = c.do("GET", path, "")
+		if !strings.Contains(string(w.Data), `"credential":"***"`) || strings.Contains(string(w.Data), "tok-1") {
+			t.Fatalf("GET does not mask the credential: %s", w.Data)
+		}
+		put("GET sent back", string(w.Data))
+		want("GET sent back", seen("GET sent back"), "Bearer tok-1", true)
+
+		put("new value", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY", "auth": {"type": "BEARER", "credential": "tok-2"}}}`)
+		want("new value", seen("new value"), "Bearer tok-2", true)
+
+		put("other type", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY", "auth": {"type": "CUSTOM", "headers": {"Authorization": "Token t-3", "X-Tenant": "7"}}}}`)
+		h := seen("other type")
+		want("other type", h, "Token t-3", true)
+		_, w = c.do("GET", path, "")
+		put("CUSTOM sent back", string(w.Data))
+		h = seen("CUSTOM sent back")
+		want("CUSTOM sent back", h, "Token t-3", true)
+		if h.Get("X-Tenant") != "7" {
+			t.Errorf("CUSTOM sent back: X-Tenant %q", h.Get("X-Tenant"))
+		}
+
+		put("NONE", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY", "auth": {"type": "NONE"}}}`)
+		h = seen("NONE")
+		want("NONE", h, "", true)
+		if h.Get("X-Tenant") != "" {
+			t.Errorf("NONE kept a CUSTOM header: %q", h.Get("X-Tenant"))
+		}
+		put("absent after NONE", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY"}}`)
+		want("absent after NONE", seen("absent after NONE"), "", true)
+
+		put("secret cleared", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY", "signingSecret": ""}}`)
+		want("secret cleared", seen("secret cleared"), "", false)
+
+		if status, w := c.do("PUT", path, `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "auth": {"type": "API_KEY", "credential": "***"}}}`); status != 400 ||
+			w.Message != `dispatchConfig.auth.credential: "***" is the mask, not a credential` {
+			t.Errorf("a mask for a credential never stored: %d %q", status, w.Message)
 		}
 	})
 }

@@ -67,7 +67,7 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 	case json.RawMessage:
 		return c, false, nil
 	case *PreToolUseContext:
-		if c == nil {
+		if c == nil || c.CodingAgent != nil {
 			break
 		}
 		b = make([]byte, 0, 48+len(c.ToolName)+len(c.ToolCallID)+len(c.Arguments))
@@ -81,7 +81,7 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		}
 		return append(b, '}'), true, nil
 	case *UserMessageContext:
-		if c == nil {
+		if c == nil || c.CodingAgent != nil {
 			break
 		}
 		b = make([]byte, 0, 160+len(c.UserInput)+len(c.ChatMode)+len(c.TriggerSource.SourceType))

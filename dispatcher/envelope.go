@@ -116,6 +116,17 @@ type PreToolUseContext struct {
 	ToolName   string `json:"toolName"`
 	ToolCallID string `json:"toolCallId"`
 	Arguments  Value  `json:"arguments"`
+	*CodingAgent
+}
+
+// CodingAgent says which coding agent's own hook an event came from (Claude Code, Codex, … through
+// /v1/agents/{kind}/hooks). Its fields sit beside the source document's in the context, so that
+// webhooks and policies can tell them apart; events of hookd's own runtime carry none of them.
+type CodingAgent struct {
+	AgentKind         string `json:"agentKind"`
+	ExternalSessionID string `json:"externalSessionId"`
+	Cwd               string `json:"cwd,omitempty"`
+	PermissionMode    string `json:"permissionMode,omitempty"`
 }
 
 // PostToolUseContext is the context of post_tool_use.
@@ -127,6 +138,7 @@ type PostToolUseContext struct {
 	Succeeded    bool    `json:"succeeded"`
 	ErrorMessage *string `json:"errorMessage"`
 	DurationMs   int64   `json:"durationMs"`
+	*CodingAgent
 }
 
 // TriggerSource says where a run came from; channel fields are null for non-channel messages.
@@ -151,11 +163,13 @@ type UserMessageContext struct {
 	TriggerSource TriggerSource `json:"triggerSource"`
 	BizKey        *string       `json:"bizKey"`
 	UserNickname  *string       `json:"userNickname"`
+	*CodingAgent
 }
 
 // SessionStartContext is the context of session_start.
 type SessionStartContext struct {
 	NewSession bool `json:"newSession"`
+	*CodingAgent
 }
 
 // AgentCompletionContext is the context of agent_completion.
@@ -174,6 +188,7 @@ type AgentCompletionContext struct {
 	NewSession         bool    `json:"newSession"`
 	AgentName          string  `json:"agentName"`
 	ChannelProvider    *string `json:"channelProvider"`
+	*CodingAgent
 }
 
 // PostLLMCallContext is the context of post_llm_call.

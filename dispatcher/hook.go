@@ -1,9 +1,11 @@
 package dispatcher
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -131,6 +133,8 @@ const (
 	DefaultInterceptiveTimeout  = 3000
 	DefaultObservationalTimeout = 5000
 	MaxFastRetries              = 3
+	// MaxURLBytes bounds a receiver's URL (and a token endpoint's).
+	MaxURLBytes = 2048
 )
 
 // Normalize validates h and fills in defaults. It is used on create and on replace (after the
@@ -174,13 +178,13 @@ func (h *Hook) Normalize() error {
 }
 
 func (c *DispatchConfig) normalize(t HookType) error {
-	u, err := url.Parse(c.URL)
-	switch {
-	case c.URL == "":
+	if c.URL == "" {
 		return invalid("dispatchConfig.url", "is required")
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "":
-		return invalid("dispatchConfig.url", "must be an http:// or https:// URL with a host")
-	case u.User != nil:
+	}
+	if err := checkURL("dispatchConfig.url", c.URL); err != nil {
+		return err
+	}
+	if u, _ := url.Parse(c.URL); u.User != nil {
 		return invalid("dispatchConfig.url", "must not carry credentials; use dispatchConfig.auth")
 	}
 	if c.TimeoutMs == 0 {
@@ -209,20 +213,27 @@ func (c *DispatchConfig) normalize(t HookType) error {
 	if c.SignatureScheme == "" {
 		c.SignatureScheme = SchemeHookd
 	}
+	if c.SigningSecret != nil && *c.SigningSecret == Masked {
+		return invalid("dispatchConfig.signingSecret", "\"***\" is the mask, not a secret")
+	}
 	switch c.SignatureScheme {
 	case SchemeHookd:
 	case SchemeStandard:
-		if c.SigningSecret != nil && *c.SigningSecret != "" && !strings.HasPrefix(*c.SigningSecret, "whsec_") {
-			return invalid("dispatchConfig.signingSecret", "the standard scheme needs a whsec_<base64> secret")
+		if c.SigningSecret != nil && *c.SigningSecret != "" {
+			if err := checkStandardSecret(*c.SigningSecret); err != nil {
+				return err
+			}
 		}
 	default:
 		return invalid("dispatchConfig.signatureScheme", "must be hookd or standard")
 	}
-	if c.SigningSecret != nil && *c.SigningSecret == Masked {
-		return invalid("dispatchConfig.signingSecret", "\"***\" is the mask, not a secret")
-	}
 	if c.Auth != nil {
-		return c.Auth.normalize()
+		if err := c.Auth.normalize(); err != nil {
+			return err
+		}
+		if c.Auth.Type == AuthNone {
+			c.Auth = nil // NONE clears the credential: nothing of it is kept
+		}
 	}
 	return nil
 }
@@ -238,6 +249,16 @@ func (a *Auth) normalize() error {
 		}
 		return nil
 	}
+	// credential is a required value that goes into a header as it is.
+	credential := func(field, v string) error {
+		if err := required(field, v); err != nil {
+			return err
+		}
+		return checkHeaderValue("dispatchConfig.auth."+field, v)
+	}
+	if err := a.onlyFieldsOfType(); err != nil {
+		return err
+	}
 	switch a.Type {
 	case "":
 		return invalid("dispatchConfig.auth.type", "is required")
@@ -247,37 +268,44 @@ func (a *Auth) normalize() error {
 		if a.Header == "" {
 			a.Header = "X-API-Key"
 		}
-		return required("credential", a.Credential)
+		if err := checkHeaderName("dispatchConfig.auth.header", a.Header); err != nil {
+			return err
+		}
+		return credential("credential", a.Credential)
 	case AuthBearer:
 		if a.Prefix == "" {
 			a.Prefix = "Bearer"
 		}
-		return required("credential", a.Credential)
+		if err := checkHeaderValue("dispatchConfig.auth.prefix", a.Prefix); err != nil {
+			return err
+		}
+		return credential("credential", a.Credential)
 	case AuthBasic:
 		if a.Credential != "" {
-			return required("credential", a.Credential)
+			return credential("credential", a.Credential)
 		}
 		if err := required("username", a.Username); err != nil {
 			return err
+		}
+		if strings.Contains(a.Username, ":") {
+			return invalid("dispatchConfig.auth.username", "must not contain \":\" (Basic joins username:password)")
 		}
 		return required("password", a.Password)
 	case AuthCustom:
 		if len(a.Headers) == 0 {
 			return invalid("dispatchConfig.auth.headers", "needs at least one header for CUSTOM")
 		}
-		for k, v := range a.Headers {
-			if err := required("headers."+k, v); err != nil {
-				return err
-			}
-		}
-		return nil
+		return checkHeaders("dispatchConfig.auth.headers", a.Headers, true)
 	case AuthCustomHTTPToken:
 		f := a.TokenFetchConfig
 		if f == nil {
 			return invalid("dispatchConfig.auth.tokenFetchConfig", "is required for CUSTOM_HTTP_TOKEN")
 		}
-		if u, err := url.Parse(f.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
-			return invalid("dispatchConfig.auth.tokenFetchConfig.url", "must be an http:// or https:// URL with a host")
+		if err := checkURL("dispatchConfig.auth.tokenFetchConfig.url", f.URL); err != nil {
+			return err
+		}
+		if err := checkHeaders("dispatchConfig.auth.tokenFetchConfig.headers", f.Headers, false); err != nil {
+			return err
 		}
 		f.Method = strings.ToUpper(f.Method)
 		if f.Method == "" {
@@ -295,10 +323,137 @@ func (a *Auth) normalize() error {
 		if f.Prefix == "" && f.Header == "Authorization" {
 			f.Prefix = "Bearer"
 		}
-		return nil
+		if err := checkHeaderName("dispatchConfig.auth.tokenFetchConfig.header", f.Header); err != nil {
+			return err
+		}
+		return checkHeaderValue("dispatchConfig.auth.tokenFetchConfig.prefix", f.Prefix)
 	default:
 		return invalid("dispatchConfig.auth.type", "%q is not one of NONE, API_KEY, BEARER, BASIC, CUSTOM, CUSTOM_HTTP_TOKEN", a.Type)
 	}
+}
+
+// authFields are the fields each auth type uses; any other one set would be silently ignored.
+var authFields = map[string][]string{
+	AuthNone:            {},
+	AuthAPIKey:          {"header", "credential"},
+	AuthBearer:          {"credential", "prefix"},
+	AuthBasic:           {"credential", "username", "password"},
+	AuthCustom:          {"headers"},
+	AuthCustomHTTPToken: {"tokenFetchConfig"},
+}
+
+// onlyFieldsOfType refuses a field the auth type does not use (a BEARER with a header name, a
+// NONE with a credential): it would be stored and never sent.
+func (a *Auth) onlyFieldsOfType() error {
+	uses, known := authFields[a.Type]
+	if !known {
+		return nil // the type itself is refused below
+	}
+	set := []struct {
+		name string
+		set  bool
+	}{{"header", a.Header != ""}, {"credential", a.Credential != ""}, {"prefix", a.Prefix != ""},
+		{"username", a.Username != ""}, {"password", a.Password != ""}, {"headers", a.Headers != nil},
+		{"tokenFetchConfig", a.TokenFetchConfig != nil}}
+	for _, f := range set {
+		if f.set && !slices.Contains(uses, f.name) {
+			if len(uses) == 0 {
+				return invalid("dispatchConfig.auth."+f.name, "has no effect for %s, which sends no credential", a.Type)
+			}
+			return invalid("dispatchConfig.auth."+f.name, "has no effect for %s, which uses %s", a.Type, strings.Join(uses, ", "))
+		}
+	}
+	if a.Type == AuthBasic && a.Credential != "" && (a.Username != "" || a.Password != "") {
+		return invalid("dispatchConfig.auth.credential", "BASIC takes either credential (already encoded) or username and password, not both")
+	}
+	return nil
+}
+
+// checkURL refuses what can never be a receiver: no http(s) scheme, no host, or over MaxURLBytes.
+func checkURL(field, raw string) error {
+	if len(raw) > MaxURLBytes {
+		return invalid(field, "is %d bytes long; at most %d are accepted", len(raw), MaxURLBytes)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return invalid(field, "must be an http:// or https:// URL with a host")
+	}
+	return nil
+}
+
+// checkStandardSecret refuses a Standard Webhooks secret every signature would fail with.
+func checkStandardSecret(secret string) error {
+	const field, want = "dispatchConfig.signingSecret", "the standard scheme needs whsec_ followed by the key in base64"
+	enc, ok := strings.CutPrefix(secret, "whsec_")
+	if !ok {
+		return invalid(field, "%s; this secret does not start with whsec_", want)
+	}
+	key, err := base64.StdEncoding.Strict().DecodeString(enc)
+	switch {
+	case err != nil:
+		return invalid(field, "%s; the part after whsec_ is not base64: %v", want, err)
+	case len(key) == 0:
+		return invalid(field, "%s; the key is empty", want)
+	}
+	return nil
+}
+
+// checkHeaders checks the names and values of headers the hook sends; required: every value must
+// be set (CUSTOM's headers are its credentials).
+func checkHeaders(field string, h map[string]string, required bool) error {
+	names := make([]string, 0, len(h))
+	for k := range h {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		if err := checkHeaderName(field+"."+k, k); err != nil {
+			return err
+		}
+		v := h[k]
+		switch {
+		case required && strings.TrimSpace(v) == "":
+			return invalid(field+"."+k, "needs a value")
+		case v == Masked:
+			return invalid(field+"."+k, "\"***\" is the mask, not a credential")
+		}
+		if err := checkHeaderValue(field+"."+k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkHeaderName refuses what is not an HTTP field name (a token, RFC 9110 §5.1).
+func checkHeaderName(field, name string) error {
+	if name == "" {
+		return invalid(field, "is not a header name: it is empty")
+	}
+	for i := 0; i < len(name); i++ {
+		if !isTokenChar(name[i]) {
+			return invalid(field, "%q is not a header name: %q is not allowed in one", name, name[i])
+		}
+	}
+	return nil
+}
+
+// checkHeaderValue refuses a header value with control characters: a CR or LF would end the
+// header (or start a new one), and net/http refuses to send such a value at all.
+func checkHeaderValue(field, v string) error {
+	for i := 0; i < len(v); i++ {
+		if b := v[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return invalid(field, "must not contain control characters (CR, LF, …); found %q at byte %d", b, i)
+		}
+	}
+	return nil
+}
+
+func isTokenChar(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("!#$%&'*+-.^_`|~", b) >= 0
 }
 
 // Secret returns the signing secret, "" when the hook does not sign.
@@ -309,9 +464,15 @@ func (h *Hook) Secret() string {
 	return *h.DispatchConfig.SigningSecret
 }
 
-// MergeSecrets applies the update rules of the source document to a replacement: a signingSecret
-// that is absent or "***" keeps the stored one, "" clears it, a new value replaces it. Auth
-// credentials sent back as "***" (as GET shows them) keep the stored values of the same auth type.
+// MergeSecrets applies the one update rule of secrets and credentials to a replacement (the rule
+// the source document gives for signingSecret):
+//
+//	signingSecret absent or "***"   keeps the stored secret     auth absent (or null)        keeps the stored auth
+//	signingSecret new value         replaces it                 auth of a type, new values   replaces it
+//	signingSecret ""                clears it (no signing)      auth {"type": "NONE"}        clears it
+//
+// Within an auth of the stored type, a credential sent back as "***" (as GET shows it) keeps its
+// stored value, so a hook read with GET can be sent back with PUT unchanged.
 func (h *Hook) MergeSecrets(stored *Hook) {
 	dc := &h.DispatchConfig
 	if dc.SigningSecret == nil || *dc.SigningSecret == Masked {
@@ -321,8 +482,12 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 		dc.SigningSecret = nil
 	}
 	old := stored.DispatchConfig.Auth
+	if dc.Auth == nil {
+		dc.Auth = old
+		return
+	}
 	a := dc.Auth
-	if a == nil || old == nil || !strings.EqualFold(a.Type, old.Type) {
+	if old == nil || !strings.EqualFold(a.Type, old.Type) {
 		return
 	}
 	keep := func(v *string, was string) {

@@ -3,12 +3,15 @@ package dispatcher
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
@@ -22,7 +25,15 @@ type Registry struct {
 	log     *slog.Logger
 	snap    atomic.Pointer[snapshot]
 	refresh time.Duration
+	guard   *netguard.Guard // nil: receivers are not checked at registration
 }
+
+// RegistryOption configures a Registry.
+type RegistryOption func(*Registry)
+
+// WithGuard makes registration refuse a receiver that the SSRF guard g, the one the dispatcher
+// dials through, would refuse at every call. Without it every well-formed URL is accepted.
+func WithGuard(g *netguard.Guard) RegistryOption { return func(r *Registry) { r.guard = g } }
 
 type snapshot struct {
 	version string
@@ -38,8 +49,11 @@ type boundHook struct {
 }
 
 // NewRegistry loads the hooks of db.
-func NewRegistry(ctx context.Context, db *storage.DB, log *slog.Logger) (*Registry, error) {
+func NewRegistry(ctx context.Context, db *storage.DB, log *slog.Logger, opts ...RegistryOption) (*Registry, error) {
 	r := &Registry{db: db, log: log, refresh: 2 * time.Second}
+	for _, o := range opts {
+		o(r)
+	}
 	if err := r.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -136,6 +150,9 @@ func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
 	if err := h.Normalize(); err != nil {
 		return Hook{}, err
 	}
+	if err := r.checkReceivers(ctx, &h); err != nil {
+		return Hook{}, err
+	}
 	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
 		h.DispatchConfig.SigningSecret = nil
 	}
@@ -159,6 +176,9 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 	if err := h.Normalize(); err != nil {
 		return Hook{}, err
 	}
+	if err := r.checkReceivers(ctx, &h); err != nil {
+		return Hook{}, err
+	}
 	h.ID = id
 	row, err := toRow(&h)
 	if err != nil {
@@ -169,6 +189,57 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 		return Hook{}, err
 	}
 	return r.afterWrite(ctx, row)
+}
+
+// checkReceivers refuses a hook whose receiver, or token endpoint, can never be reached: a
+// literal address the guard refuses, or a name that now resolves to one (the guard refuses a
+// name when any of its addresses is blocked). A name that does not resolve now is accepted with a
+// warning, since it may by the first call; the guard checks again at every dial either way.
+func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
+	if r.guard == nil || h.DispatchType != "webhook" {
+		return nil
+	}
+	targets := [][2]string{{"dispatchConfig.url", h.DispatchConfig.URL}}
+	if a := h.DispatchConfig.Auth; a != nil && a.TokenFetchConfig != nil {
+		targets = append(targets, [2]string{"dispatchConfig.auth.tokenFetchConfig.url", a.TokenFetchConfig.URL})
+	}
+	for _, t := range targets {
+		u, err := url.Parse(t[1])
+		if err != nil {
+			return invalid(t[0], "is not a URL: %v", err) // Normalize has parsed it already
+		}
+		lookup, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err = r.guard.CheckHost(lookup, u.Hostname())
+		cancel()
+		var blocked *netguard.BlockedError
+		switch {
+		case errors.As(err, &blocked):
+			return invalid(t[0], "%s", unreachable(blocked))
+		case err != nil:
+			r.log.Warn("receiver host does not resolve now; the SSRF guard checks it at every call",
+				"hookName", h.HookName, "field", t[0], "host", u.Hostname(), "err", err)
+		}
+	}
+	return nil
+}
+
+// unreachable says why the guard refuses an address and which setting would allow it.
+func unreachable(b *netguard.BlockedError) string {
+	what := b.Addr.String()
+	if b.Host != "" {
+		what = b.Host + " resolves to " + what
+	}
+	if b.Embedded.IsValid() {
+		what += " (the " + b.Form + " form of " + b.Embedded.String() + ")"
+	}
+	msg := what + " is " + b.Range + ", which the SSRF guard refuses at every call; "
+	switch b.AllowedBy {
+	case netguard.ByPrivateOrCIDRs:
+		return msg + "set webhooks.allowPrivateNetworks: true, or list the address in webhooks.allowCIDRs, to allow it"
+	case netguard.ByCIDRsOnly:
+		return msg + "only an entry in webhooks.allowCIDRs allows it (webhooks.allowPrivateNetworks does not)"
+	}
+	return msg + "no setting allows it"
 }
 
 func (r *Registry) afterWrite(ctx context.Context, row storage.Hook) (Hook, error) {

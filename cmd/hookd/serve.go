@@ -72,12 +72,12 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	defer db.Close()
 
-	hooks, err := dispatcher.NewRegistry(ctx, db, log)
+	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
+		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
+	hooks, err := dispatcher.NewRegistry(ctx, db, log, dispatcher.WithGuard(guard))
 	if err != nil {
 		return fmt.Errorf("load hooks: %w", err)
 	}
-	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
-		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	disp := dispatcher.New(db, hooks, log, dispatcher.Settings{

@@ -77,7 +77,21 @@ type BlockedError struct {
 	Embedded netip.Addr // the IPv4 embedded in Addr that is blocked, if that is the reason
 	Form     string     // how Embedded is embedded: "IPv4-mapped", "NAT64", "6to4", "Teredo", ...
 	Range    string     // the blocked range, e.g. "private (RFC1918)"
+	// AllowedBy says which part of the Policy would allow the address.
+	AllowedBy Allowance
 }
+
+// Allowance is what would allow a blocked address.
+type Allowance uint8
+
+const (
+	// ByPrivateOrCIDRs: AllowPrivateNetworks, or an AllowCIDRs entry.
+	ByPrivateOrCIDRs Allowance = iota
+	// ByCIDRsOnly: only an AllowCIDRs entry (cloud metadata endpoints).
+	ByCIDRsOnly
+	// Never: nothing (unspecified, multicast, broadcast).
+	Never
+)
 
 func (e *BlockedError) Error() string {
 	var b strings.Builder
@@ -101,12 +115,13 @@ func (e *BlockedError) Error() string {
 
 func (e *BlockedError) Unwrap() error { return ErrBlocked }
 
-type class uint8
+// class is how a blocked range may be allowed.
+type class = Allowance
 
 const (
-	classPrivate  class = iota // allowed by AllowPrivateNetworks or AllowCIDRs
-	classMetadata              // allowed only by AllowCIDRs
-	classNever                 // never allowed
+	classPrivate  = ByPrivateOrCIDRs
+	classMetadata = ByCIDRsOnly
+	classNever    = Never
 )
 
 type blockedRange struct {
@@ -275,23 +290,23 @@ func (g *Guard) Check(ip netip.Addr) error { return g.check(ip, "") }
 
 func (g *Guard) check(ip netip.Addr, host string) error {
 	if !ip.IsValid() {
-		return &BlockedError{Host: host, Range: "not a valid IP address"}
+		return &BlockedError{Host: host, Range: "not a valid IP address", AllowedBy: Never}
 	}
 	bare := ip.WithZone("") // netip.Prefix.Contains never matches zoned addresses
 	// An IPv4-mapped address is dialed as its IPv4 address.
 	if bare.Is4In6() {
 		v4 := bare.Unmap()
 		if r, ok := classify(v4); ok && !g.allows(v4, r.class) {
-			return &BlockedError{Host: host, Addr: ip, Embedded: v4, Form: "IPv4-mapped", Range: r.name}
+			return &BlockedError{Host: host, Addr: ip, Embedded: v4, Form: "IPv4-mapped", Range: r.name, AllowedBy: r.class}
 		}
 		return nil
 	}
 	if r, ok := classify(bare); ok && !g.allows(bare, r.class) {
-		return &BlockedError{Host: host, Addr: ip, Range: r.name}
+		return &BlockedError{Host: host, Addr: ip, Range: r.name, AllowedBy: r.class}
 	}
 	if v4, form, ok := embeddedIPv4(bare); ok {
 		if r, ok := classify(v4); ok && !g.allows(v4, r.class) {
-			return &BlockedError{Host: host, Addr: ip, Embedded: v4, Form: form, Range: r.name}
+			return &BlockedError{Host: host, Addr: ip, Embedded: v4, Form: form, Range: r.name, AllowedBy: r.class}
 		}
 	}
 	return nil
@@ -337,28 +352,13 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 
-	var ips []netip.Addr
-	if ip, perr := netip.ParseAddr(host); perr == nil {
-		ips = []netip.Addr{ip}
-		host = "" // a literal: nothing to add to error messages
-	} else {
-		ips, err = g.resolver.LookupNetIP(ctx, ipNetwork, host)
-		if err != nil {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
-		}
-		// The Go resolver returns IPv4 answers from /etc/hosts as
-		// IPv4-mapped addresses; report and dial them as plain IPv4.
-		for i := range ips {
-			ips[i] = ips[i].Unmap()
-		}
-		if len(ips) == 0 {
-			return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}}
-		}
+	ips, err := g.resolve(ctx, ipNetwork, host)
+	var blocked *BlockedError
+	if errors.As(err, &blocked) {
+		return nil, err
 	}
-	for _, ip := range ips {
-		if err := g.check(ip, host); err != nil {
-			return nil, err
-		}
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
 	}
 
 	var firstErr error
@@ -377,6 +377,46 @@ func (g *Guard) DialContext(ctx context.Context, network, addr string) (net.Conn
 		}
 	}
 	return nil, firstErr
+}
+
+// CheckHost checks host as a dial to it would be checked now: an IP literal as it is, a name by
+// every address it resolves to (one blocked address refuses the whole dial). It returns a
+// *BlockedError for a host that would be refused, the resolver's error when the name does not
+// resolve now, and nil otherwise. Registration uses it to refuse receivers that can never be
+// reached; the dial checks again, since a name may resolve elsewhere later.
+func (g *Guard) CheckHost(ctx context.Context, host string) error {
+	_, err := g.resolve(ctx, "ip", host)
+	return err
+}
+
+// resolve returns the addresses of host (a literal or a name), each checked; the first blocked
+// one is a *BlockedError.
+func (g *Guard) resolve(ctx context.Context, ipNetwork, host string) ([]netip.Addr, error) {
+	var ips []netip.Addr
+	if ip, perr := netip.ParseAddr(host); perr == nil {
+		ips = []netip.Addr{ip}
+		host = "" // a literal: nothing to add to error messages
+	} else {
+		var err error
+		ips, err = g.resolver.LookupNetIP(ctx, ipNetwork, host)
+		if err != nil {
+			return nil, err
+		}
+		// The Go resolver returns IPv4 answers from /etc/hosts as
+		// IPv4-mapped addresses; report and dial them as plain IPv4.
+		for i := range ips {
+			ips[i] = ips[i].Unmap()
+		}
+		if len(ips) == 0 {
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+	}
+	for _, ip := range ips {
+		if err := g.check(ip, host); err != nil {
+			return nil, err
+		}
+	}
+	return ips, nil
 }
 
 // Transport returns a new http.Transport tuned for webhook delivery that

@@ -339,3 +339,24 @@ func TestTransportSettings(t *testing.T) {
 		t.Fatalf("transport not tuned: %+v", tr)
 	}
 }
+
+func TestCheckHost(t *testing.T) {
+	g := New(Policy{})
+	ctx := context.Background()
+	for host, want := range map[string]Allowance{"127.0.0.1": ByPrivateOrCIDRs, "localhost": ByPrivateOrCIDRs,
+		"169.254.169.254": ByCIDRsOnly, "0.0.0.0": Never, "::ffff:10.0.0.1": ByPrivateOrCIDRs} {
+		var b *BlockedError
+		if err := g.CheckHost(ctx, host); !errors.As(err, &b) || b.AllowedBy != want {
+			t.Errorf("%s: %v, want blocked, allowed by %d", host, err, want)
+		}
+	}
+	if err := g.CheckHost(ctx, "93.184.216.34"); err != nil {
+		t.Errorf("public literal: %v", err)
+	}
+	if err := g.CheckHost(ctx, "receiver.invalid"); err == nil || errors.Is(err, ErrBlocked) {
+		t.Errorf("a name that does not resolve: %v, want the resolver's error", err)
+	}
+	if err := New(Policy{AllowPrivateNetworks: true}).CheckHost(ctx, "localhost"); err != nil {
+		t.Errorf("allowPrivateNetworks, localhost: %v", err)
+	}
+}

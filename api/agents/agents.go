@@ -1,0 +1,291 @@
+// Package agents lets the coding agents people already run — Claude Code, Codex, Gemini CLI,
+// Cursor — through hookd's chain: each harness's own hook input in, that harness's own output out.
+//
+// One file per harness holds a pure mapping, from its hook input to a dispatcher event and from
+// hookd's verdict to its output. An adapter decides nothing itself: the dispatcher decides, and
+// where a harness cannot express a verdict the adapter picks the nearest answer that blocks, never
+// one that lets through what hookd did not allow.
+package agents
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// Adapter maps one harness's hooks onto hookd's points and back.
+type Adapter interface {
+	// Kind is the harness's name in the route: claude-code, codex, gemini-cli, cursor.
+	Kind() string
+	// Point is the hookd point of one of the harness's events ("" when hookd has none).
+	Point(event string) dispatcher.HookType
+	// Map reads one hook input. For an event without a point only Event is set. An error on an
+	// event with a point still returns the Mapped, so that the caller can answer it with a block.
+	Map(in Input) (Mapped, error)
+	// Answer renders hookd's verdict on m as the harness's output body; nil means an empty body.
+	Answer(m Mapped, v Verdict) []byte
+}
+
+// Kinds lists the harnesses in the order the docs give them.
+var Kinds = []string{ClaudeCode, Codex, GeminiCLI, Cursor}
+
+// The harness kinds.
+const (
+	ClaudeCode = "claude-code"
+	Codex      = "codex"
+	GeminiCLI  = "gemini-cli"
+	Cursor     = "cursor"
+)
+
+var adapters = map[string]Adapter{
+	ClaudeCode: claudeCode{},
+	Codex:      codex{},
+	GeminiCLI:  geminiCLI{},
+	Cursor:     cursor{},
+}
+
+// For returns the adapter of kind, or nil.
+func For(kind string) Adapter { return adapters[kind] }
+
+// Input is one hook input as the harness sent it: its event name and its top-level fields.
+type Input struct {
+	Event  string
+	fields map[string]json.RawMessage
+}
+
+// ErrNotHookInput is returned by ParseInput for a body that is not a JSON object naming its event.
+var ErrNotHookInput = errors.New("body is not a hook input: a JSON object with hook_event_name")
+
+// ParseInput reads a hook input body.
+func ParseInput(body []byte) (Input, error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(body, &f); err != nil || f == nil {
+		return Input{}, ErrNotHookInput
+	}
+	in := Input{fields: f}
+	if in.Event = in.str("hook_event_name"); in.Event == "" {
+		return Input{}, ErrNotHookInput
+	}
+	return in, nil
+}
+
+// str is a string field ("" when absent or not a string).
+func (in Input) str(name string) string {
+	var s string
+	if raw, ok := in.fields[name]; ok {
+		_ = json.Unmarshal(raw, &s)
+	}
+	return s
+}
+
+// need is a string field that must be there.
+func (in Input) need(name string) (string, error) {
+	if s := in.str(name); s != "" {
+		return s, nil
+	}
+	return "", &FieldError{Event: in.Event, Field: name}
+}
+
+// raw is a field's JSON ("" when absent).
+func (in Input) raw(name string) json.RawMessage {
+	if r, ok := in.fields[name]; ok && string(r) != "null" {
+		return r
+	}
+	return nil
+}
+
+// FieldError names a field a hook input lacks.
+type FieldError struct{ Event, Field string }
+
+func (e *FieldError) Error() string {
+	return fmt.Sprintf("%s input: %s is required", e.Event, e.Field)
+}
+
+// Mapped is what an adapter makes of one hook input.
+type Mapped struct {
+	Event string              // the harness's event name
+	Point dispatcher.HookType // "" when hookd has no point for the event
+	// Session is the harness's own session id; Cwd and PermissionMode as it reported them.
+	Session, Cwd, PermissionMode string
+	// Context is the point's context (*dispatcher.PreToolUseContext, …) without its CodingAgent,
+	// which the caller adds.
+	Context any
+	// ToolInput is the tool's arguments as the harness sent them (tool points).
+	ToolInput json.RawMessage
+}
+
+// Verdict is hookd's answer to a mapped event.
+type Verdict struct {
+	// Decision is allow, deny, ask or modify for an interceptive point; "" for an observational
+	// one (queued) or when hookd has no point.
+	Decision string
+	Reason   string
+	// Modified is the new value of a modify: the tool's arguments as JSON, or the new prompt.
+	Modified *string
+}
+
+// Decisions a verdict may carry besides the dispatcher's allow, deny and modify.
+const Ask = "ask"
+
+// blocks says whether v stops the harness's action.
+func (v Verdict) blocks() bool { return v.Decision == dispatcher.Deny || v.Decision == Ask }
+
+// reason is v's reason, never empty for a block.
+func (v Verdict) reason() string {
+	if v.Reason != "" {
+		return v.Reason
+	}
+	switch v.Decision {
+	case Ask:
+		return "hookd: this call needs a person's approval"
+	case dispatcher.Deny:
+		return "hookd: denied"
+	}
+	return ""
+}
+
+// askAsBlock is the reason of an ask that the harness cannot ask: it blocks, saying why.
+func (v Verdict) askAsBlock(harness string) string {
+	return v.reason() + " (" + harness + " cannot ask from this hook, so hookd blocks the call until a person allows it)"
+}
+
+// rewriteAsBlock is the reason of a modify that the harness cannot apply: it blocks, carrying the
+// rewrite, so the agent can try again with it.
+func rewriteAsBlock(harness, what string, v Verdict) string {
+	return fmt.Sprintf("hookd rewrote the %s, which %s cannot apply here, so the original is blocked; rewritten: %s",
+		what, harness, *v.Modified)
+}
+
+// promptRefusal is the reason a prompt hook refuses the prompt with: every verdict but allow
+// refuses, since no harness can ask about or rewrite a prompt from its hook.
+func promptRefusal(v Verdict, harness string) (string, bool) {
+	switch {
+	case v.blocks():
+		return v.reason(), true
+	case v.Decision == dispatcher.Modify && v.Modified != nil:
+		return rewriteAsBlock(harness, "prompt", v), true
+	}
+	return "", false
+}
+
+// modifiedObject is a modify's new arguments as a JSON object, or nil when they are not one.
+func modifiedObject(v Verdict) json.RawMessage {
+	if v.Modified == nil {
+		return nil
+	}
+	b := bytes.TrimSpace([]byte(*v.Modified))
+	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+		return nil
+	}
+	return b
+}
+
+// keepsKeys says whether the object next has every top-level key of orig: a harness that merges a
+// rewrite into the original arguments would otherwise keep a key hookd removed.
+func keepsKeys(orig, next json.RawMessage) bool {
+	var o, n map[string]json.RawMessage
+	if json.Unmarshal(orig, &o) != nil {
+		return len(bytes.TrimSpace(orig)) == 0
+	}
+	if json.Unmarshal(next, &n) != nil {
+		return false
+	}
+	for k := range o {
+		if _, ok := n[k]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// encode renders an answer; the answers are maps and structs of strings, which always encode.
+func encode(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// WithAgent adds the coding agent's fields to an event context built by Map.
+func WithAgent(c any, a *dispatcher.CodingAgent) any {
+	switch c := c.(type) {
+	case *dispatcher.PreToolUseContext:
+		c.CodingAgent = a
+	case *dispatcher.PostToolUseContext:
+		c.CodingAgent = a
+	case *dispatcher.UserMessageContext:
+		c.CodingAgent = a
+	case *dispatcher.SessionStartContext:
+		c.CodingAgent = a
+	case *dispatcher.AgentCompletionContext:
+		c.CodingAgent = a
+	}
+	return c
+}
+
+// SessionID is the numeric hookd session of a harness session: stable for one principal, one
+// harness and one session id, and different across them, so one user's sessions never meet
+// another's. It fits in 53 bits, so that JavaScript receivers read the envelope's sessionId exactly.
+func SessionID(kind string, principal *int64, external string) int64 {
+	h := sha256.New()
+	h.Write([]byte(kind))
+	h.Write([]byte{0})
+	if principal != nil {
+		h.Write(strconv.AppendInt(nil, *principal, 10))
+	}
+	h.Write([]byte{0})
+	h.Write([]byte(external))
+	id := int64(binary.BigEndian.Uint64(h.Sum(nil)) >> 11)
+	if id == 0 {
+		id = 1
+	}
+	return id
+}
+
+// Interceptive says whether hookd decides the event of kind (a pre-tool or prompt point), which the
+// command-hook forwarder must block when the daemon cannot be asked.
+func Interceptive(kind, event string) bool {
+	a := For(kind)
+	return a != nil && a.Point(event).Interceptive()
+}
+
+// humanPrompt is the trigger source of a prompt typed into a coding agent.
+var humanPrompt = dispatcher.TriggerSource{SourceType: dispatcher.SourceHuman}
+
+// toolPoint builds a pre_tool_use context.
+func toolPoint(name, callID string, args json.RawMessage) *dispatcher.PreToolUseContext {
+	return &dispatcher.PreToolUseContext{ToolName: name, ToolCallID: callID, Arguments: dispatcher.Value(args)}
+}
+
+// lifecycle sets the context of the points every harness reads alike: a prompt in "prompt", a
+// session's start with its "source", a turn's or session's end with its "model" and (Cursor) its
+// "status".
+func lifecycle(kind string, m *Mapped, in Input) error {
+	switch m.Point {
+	case dispatcher.UserMessage:
+		prompt, err := in.need("prompt")
+		if err != nil {
+			return err
+		}
+		m.Context = &dispatcher.UserMessageContext{UserInput: prompt, ChatMode: kind, TriggerSource: humanPrompt}
+	case dispatcher.SessionStart:
+		src := in.str("source")
+		m.Context = &dispatcher.SessionStartContext{NewSession: src == "" || src == "startup"}
+	case dispatcher.AgentCompletion:
+		c := &dispatcher.AgentCompletionContext{Succeeded: true, Model: in.str("model"),
+			TriggerSourceType: dispatcher.SourceHuman, RequestID: m.Session, AgentName: kind}
+		if s := in.str("status"); s != "" && s != "completed" {
+			msg := "agent loop ended: " + s
+			c.Succeeded, c.ErrorMessage = false, &msg
+		}
+		m.Context = c
+	}
+	return nil
+}

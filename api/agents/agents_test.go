@@ -1,0 +1,115 @@
+package agents_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+var update = flag.Bool("update", false, "rewrite the ask goldens in testdata/agents")
+
+const dir = "../../testdata/agents"
+
+// eachFixture maps every fixture of every harness.
+func eachFixture(t *testing.T, fn func(ad agents.Adapter, file string, m agents.Mapped)) {
+	for _, kind := range agents.Kinds {
+		ad := agents.For(kind)
+		files, _ := filepath.Glob(filepath.Join(dir, kind, "*.json"))
+		if len(files) == 0 {
+			t.Fatalf("no fixtures of %s", kind)
+		}
+		for _, f := range files {
+			body, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in, err := agents.ParseInput(body)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			m, err := ad.Map(in)
+			if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			fn(ad, f, m)
+		}
+	}
+}
+
+// TestAskGoldens renders an ask on every interceptive fixture: Claude Code and Cursor ask, the
+// harnesses that cannot ask from that hook block with the reason. The daemon test compares its
+// answers under a receiver that asks with the same files.
+func TestAskGoldens(t *testing.T) {
+	eachFixture(t, func(ad agents.Adapter, f string, m agents.Mapped) {
+		if !m.Point.Interceptive() {
+			return
+		}
+		got := ad.Answer(m, agents.Verdict{Decision: agents.Ask, Reason: "a person from finance must approve this"})
+		path := filepath.Join(filepath.Dir(f), "golden", strings.TrimSuffix(filepath.Base(f), ".json")+".ask.golden")
+		if *update {
+			os.WriteFile(path, got, 0o644)
+			return
+		}
+		want, err := os.ReadFile(path)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s %s ask:\n got %s\nwant %s (%v)", ad.Kind(), m.Event, got, want, err)
+		}
+	})
+}
+
+// Every fixture maps: an event with a point names its subject and session; the others have none.
+func TestFixturesMap(t *testing.T) {
+	eachFixture(t, func(ad agents.Adapter, f string, m agents.Mapped) {
+		if m.Point == "" {
+			return
+		}
+		if m.Session == "" || m.Cwd == "" {
+			t.Errorf("%s: session %q cwd %q", f, m.Session, m.Cwd)
+		}
+		switch c := m.Context.(type) {
+		case *dispatcher.PreToolUseContext:
+			if c.ToolName == "" || !json.Valid([]byte(c.Arguments)) {
+				t.Errorf("%s: %+v", f, c)
+			}
+		case *dispatcher.PostToolUseContext:
+			if c.ToolName == "" {
+				t.Errorf("%s: %+v", f, c)
+			}
+		case *dispatcher.UserMessageContext:
+			if c.UserInput == "" {
+				t.Errorf("%s: %+v", f, c)
+			}
+		case nil:
+			t.Errorf("%s: no context", f)
+		}
+	})
+}
+
+// A hook input without its subject at a point hookd decides is refused with a block, naming the
+// field; the session number is stable and differs across principals and harnesses.
+func TestMissingSubjectAndSessionNumbers(t *testing.T) {
+	in, err := agents.ParseInput([]byte(`{"hook_event_name":"PreToolUse","session_id":"s1"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := agents.For(agents.ClaudeCode).Map(in)
+	if err == nil || m.Point != dispatcher.PreToolUse || !strings.Contains(err.Error(), "tool_name") {
+		t.Fatalf("%+v %v", m, err)
+	}
+	if _, err := agents.ParseInput([]byte(`[1]`)); err == nil {
+		t.Fatal("an array is not a hook input")
+	}
+	p1, p2 := int64(1), int64(2)
+	a := agents.SessionID(agents.ClaudeCode, &p1, "s1")
+	if a != agents.SessionID(agents.ClaudeCode, &p1, "s1") || a == agents.SessionID(agents.ClaudeCode, &p2, "s1") ||
+		a == agents.SessionID(agents.Codex, &p1, "s1") || a <= 0 || a >= 1<<53 {
+		t.Fatalf("session numbers: %d", a)
+	}
+}

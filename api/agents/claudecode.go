@@ -1,0 +1,134 @@
+package agents
+
+import (
+	"encoding/json"
+
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// claudeCode is Claude Code: command hooks and HTTP hooks with the same JSON. See docs/agents.md
+// for the fields relied on and the date they were read.
+type claudeCode struct{}
+
+var claudePoints = map[string]dispatcher.HookType{
+	"PreToolUse":         dispatcher.PreToolUse,
+	"PostToolUse":        dispatcher.PostToolUse,
+	"PostToolUseFailure": dispatcher.PostToolUse,
+	"UserPromptSubmit":   dispatcher.UserMessage,
+	"SessionStart":       dispatcher.SessionStart,
+	"Stop":               dispatcher.AgentCompletion,
+	"SessionEnd":         dispatcher.AgentCompletion,
+}
+
+func (claudeCode) Kind() string { return ClaudeCode }
+
+func (claudeCode) Point(event string) dispatcher.HookType { return claudePoints[event] }
+
+func (a claudeCode) Map(in Input) (Mapped, error) {
+	return mapClaudeShape(ClaudeCode, claudePoints, in)
+}
+
+// mapClaudeShape reads the input shape Claude Code defined and Codex and Gemini CLI follow:
+// session_id, cwd, permission_mode and hook_event_name on every event; tool_name, tool_input,
+// tool_use_id, tool_response, error (Gemini CLI: tool_response.error), prompt, source per event.
+func mapClaudeShape(kind string, points map[string]dispatcher.HookType, in Input) (Mapped, error) {
+	m := Mapped{Event: in.Event, Point: points[in.Event]}
+	if m.Point == "" {
+		return m, nil
+	}
+	m.Cwd, m.PermissionMode = in.str("cwd"), in.str("permission_mode")
+	var err error
+	if m.Session, err = in.need("session_id"); err != nil {
+		return m, err
+	}
+	switch m.Point {
+	case dispatcher.PreToolUse, dispatcher.PostToolUse:
+		name, err := in.need("tool_name")
+		if err != nil {
+			return m, err
+		}
+		m.ToolInput = in.raw("tool_input")
+		pre := toolPoint(name, in.str("tool_use_id"), m.ToolInput)
+		if m.Point == dispatcher.PreToolUse {
+			m.Context = pre
+			return m, nil
+		}
+		post := &dispatcher.PostToolUseContext{ToolName: pre.ToolName, ToolCallID: pre.ToolCallID,
+			Arguments: pre.Arguments, Output: dispatcher.Value(in.raw("tool_response")), Succeeded: true}
+		if msg, failed := toolError(in); failed {
+			post.Succeeded, post.ErrorMessage = false, &msg
+		}
+		m.Context = post
+	default:
+		return m, lifecycle(kind, &m, in)
+	}
+	return m, nil
+}
+
+// toolError is a failed tool call's error: Claude Code's PostToolUseFailure has it in "error",
+// Gemini CLI's AfterTool in tool_response.error (a string or an object).
+func toolError(in Input) (string, bool) {
+	if msg := in.str("error"); msg != "" || in.Event == "PostToolUseFailure" {
+		return msg, true
+	}
+	var r struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(in.raw("tool_response"), &r) != nil || len(r.Error) == 0 || string(r.Error) == "null" {
+		return "", false
+	}
+	var s string
+	if json.Unmarshal(r.Error, &s) == nil {
+		return s, true
+	}
+	return string(r.Error), true
+}
+
+// Answer: PreToolUse answers in hookSpecificOutput (deny, ask, or allow with updatedInput for a
+// modify); UserPromptSubmit cannot ask or rewrite, so both become a block with the reason. An allow
+// says nothing, so Claude Code's own permission rules still apply.
+func (claudeCode) Answer(m Mapped, v Verdict) []byte {
+	switch m.Point {
+	case dispatcher.PreToolUse:
+		out := claudeToolAnswer{HookEventName: m.Event}
+		switch {
+		case v.blocks():
+			out.PermissionDecision, out.PermissionDecisionReason = v.Decision, v.reason()
+		case v.Decision == dispatcher.Modify:
+			args := modifiedObject(v)
+			if args == nil {
+				out.PermissionDecision = dispatcher.Deny
+				out.PermissionDecisionReason = rewriteAsBlock("Claude Code", "tool arguments", v)
+				break
+			}
+			out.PermissionDecision, out.UpdatedInput = "allow", args
+			out.PermissionDecisionReason = "hookd modified the tool arguments"
+			if v.Reason != "" {
+				out.PermissionDecisionReason = v.Reason
+			}
+		default:
+			return nil
+		}
+		return encode(map[string]any{"hookSpecificOutput": out})
+	case dispatcher.UserMessage:
+		return promptBlock(v, "Claude Code")
+	}
+	return nil
+}
+
+type claudeToolAnswer struct {
+	HookEventName            string          `json:"hookEventName"`
+	PermissionDecision       string          `json:"permissionDecision"`
+	PermissionDecisionReason string          `json:"permissionDecisionReason,omitempty"`
+	UpdatedInput             json.RawMessage `json:"updatedInput,omitempty"`
+}
+
+// promptBlock is the {"decision": "block", "reason"} answer of a prompt hook (Claude Code and
+// Codex), for any verdict but allow.
+func promptBlock(v Verdict, harness string) []byte {
+	reason, refused := promptRefusal(v, harness)
+	if !refused {
+		return nil
+	}
+	return encode(map[string]string{"decision": "block", "reason": reason})
+}

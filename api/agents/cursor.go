@@ -1,0 +1,144 @@
+package agents
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// cursor is Cursor's agent hooks: camelCase events, conversation_id as the session, and a
+// permission answer (allow, deny, ask, and updated_input on preToolUse only).
+type cursor struct{}
+
+var cursorPoints = map[string]dispatcher.HookType{
+	"preToolUse":           dispatcher.PreToolUse,
+	"beforeShellExecution": dispatcher.PreToolUse,
+	"beforeMCPExecution":   dispatcher.PreToolUse,
+	"beforeReadFile":       dispatcher.PreToolUse,
+	"postToolUse":          dispatcher.PostToolUse,
+	"afterShellExecution":  dispatcher.PostToolUse,
+	"afterMCPExecution":    dispatcher.PostToolUse,
+	"beforeSubmitPrompt":   dispatcher.UserMessage,
+	"sessionStart":         dispatcher.SessionStart,
+	"stop":                 dispatcher.AgentCompletion,
+	"sessionEnd":           dispatcher.AgentCompletion,
+}
+
+// The tool names hookd gives Cursor's tool-specific events (Cursor's own preToolUse matcher names).
+const (
+	cursorShell = "Shell"
+	cursorRead  = "Read"
+)
+
+func (cursor) Kind() string { return Cursor }
+
+func (cursor) Point(event string) dispatcher.HookType { return cursorPoints[event] }
+
+func (cursor) Map(in Input) (Mapped, error) {
+	m := Mapped{Event: in.Event, Point: cursorPoints[in.Event]}
+	if m.Point == "" {
+		return m, nil
+	}
+	m.Cwd = in.str("cwd")
+	if m.Cwd == "" {
+		var roots []string
+		if json.Unmarshal(in.raw("workspace_roots"), &roots) == nil && len(roots) > 0 {
+			m.Cwd = roots[0]
+		}
+	}
+	var err error
+	if m.Session, err = in.need("conversation_id"); err != nil {
+		return m, err
+	}
+	var name string
+	var output json.RawMessage
+	switch in.Event {
+	case "beforeShellExecution", "afterShellExecution":
+		cmd, err := in.need("command")
+		if err != nil {
+			return m, err
+		}
+		name, m.ToolInput = cursorShell, encode(map[string]string{"command": cmd, "cwd": in.str("cwd")})
+		output = in.raw("output")
+	case "beforeReadFile":
+		path, err := in.need("file_path")
+		if err != nil {
+			return m, err
+		}
+		name, m.ToolInput = cursorRead, encode(map[string]string{"file_path": path})
+	case "preToolUse", "postToolUse", "beforeMCPExecution", "afterMCPExecution":
+		if name, err = in.need("tool_name"); err != nil {
+			return m, err
+		}
+		m.ToolInput = jsonText(in.raw("tool_input"))
+		output = in.raw("tool_output")
+		if in.Event == "afterMCPExecution" {
+			output = jsonText(in.raw("result_json"))
+		}
+	default: // beforeSubmitPrompt, sessionStart, stop, sessionEnd
+		return m, lifecycle(Cursor, &m, in)
+	}
+	pre := toolPoint(name, in.str("tool_use_id"), m.ToolInput)
+	if m.Point == dispatcher.PreToolUse {
+		m.Context = pre
+		return m, nil
+	}
+	post := &dispatcher.PostToolUseContext{ToolName: name, ToolCallID: pre.ToolCallID, Arguments: pre.Arguments,
+		Output: dispatcher.Value(output), Succeeded: true}
+	var ms float64
+	if json.Unmarshal(in.raw("duration"), &ms) == nil {
+		post.DurationMs = (time.Duration(ms) * time.Millisecond).Milliseconds()
+	}
+	m.Context = post
+	return m, nil
+}
+
+// jsonText is the JSON a field holds, taking a string that holds JSON (Cursor sends MCP arguments
+// and results as JSON text) as that JSON.
+func jsonText(raw json.RawMessage) json.RawMessage {
+	var s string
+	if json.Unmarshal(raw, &s) == nil && json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	return raw
+}
+
+type cursorPermission struct {
+	Permission   string          `json:"permission"`
+	UserMessage  string          `json:"user_message,omitempty"`
+	AgentMessage string          `json:"agent_message,omitempty"`
+	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+}
+
+// Answer: the permission events answer {"permission", "user_message", "agent_message"}; only
+// preToolUse takes updated_input and beforeReadFile cannot ask, so there a modify or an ask is a
+// deny that says why. beforeSubmitPrompt can only refuse ({"continue": false}).
+func (cursor) Answer(m Mapped, v Verdict) []byte {
+	switch m.Point {
+	case dispatcher.PreToolUse:
+		out := cursorPermission{Permission: v.Decision}
+		switch {
+		case v.Decision == Ask && m.Event == "beforeReadFile":
+			out.Permission, out.AgentMessage = dispatcher.Deny, v.askAsBlock("Cursor")
+		case v.blocks():
+			out.AgentMessage = v.reason()
+		case v.Decision == dispatcher.Modify && v.Modified != nil:
+			if args := modifiedObject(v); m.Event == "preToolUse" && args != nil {
+				out.Permission, out.UpdatedInput = "allow", args
+				out.AgentMessage = v.Reason
+				break
+			}
+			out.Permission, out.AgentMessage = dispatcher.Deny, rewriteAsBlock("Cursor", "tool arguments", v)
+		default:
+			return nothing
+		}
+		out.UserMessage = out.AgentMessage
+		return encode(out)
+	case dispatcher.UserMessage:
+		if reason, refused := promptRefusal(v, "Cursor"); refused {
+			return encode(map[string]any{"continue": false, "user_message": reason})
+		}
+	}
+	return nothing
+}

@@ -1,0 +1,172 @@
+package agents
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// Dispatcher is the part of the dispatcher the adapters call.
+type Dispatcher interface {
+	Intercept(ctx context.Context, ev dispatcher.Event) (dispatcher.Decision, error)
+	Observe(ctx context.Context, ev dispatcher.Event) ([]string, error)
+}
+
+// Deps is what the adapter routes call into.
+type Deps struct {
+	Dispatcher Dispatcher
+	Keys       *wire.Keys
+	Log        *slog.Logger
+	Metrics    *prometheus.Registry // nil: no metrics
+}
+
+// AgentIDHeader selects agent-specific hooks for a caller whose key names no agent.
+const AgentIDHeader = "X-Hookd-Agent-Id"
+
+// DecisionIDHeader carries the decision log id of an interceptive answer.
+const DecisionIDHeader = "X-Hookd-Decision-Id"
+
+// Register mounts POST /v1/agents/{kind}/hooks.
+func Register(r gin.IRouter, d Deps) {
+	h := &handler{Deps: d,
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_events_total",
+			Help: "Coding agents' hook events received, by harness and the hookd point they map to (\"none\": answered with nothing to say)."},
+			[]string{"kind", "point"}),
+		unmapped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_unmapped_total",
+			Help: "Coding agents' hook events hookd has no point for, answered with nothing to say, by harness and event."},
+			[]string{"kind", "event"}),
+	}
+	if d.Metrics != nil {
+		d.Metrics.MustRegister(h.events, h.unmapped)
+	}
+	r.POST("/v1/agents/:kind/hooks", h.hook)
+}
+
+type handler struct {
+	Deps
+	events, unmapped *prometheus.CounterVec
+}
+
+func (h *handler) hook(c *gin.Context) {
+	kind := c.Param("kind")
+	ad := For(kind)
+	if ad == nil {
+		wire.Fail(c, http.StatusNotFound, "kind: %q is not a supported coding agent (one of %s)", kind, strings.Join(Kinds, ", "))
+		return
+	}
+	caller, err := h.Keys.Identify(c.Request, "")
+	if err != nil {
+		c.Header("WWW-Authenticate", `Bearer realm="hookd"`)
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return
+	}
+	agentID, err := agentOf(c)
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		return
+	}
+	body, err := io.ReadAll(c.Request.Body)
+	if err != nil {
+		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body too large")
+		return
+	}
+	in, err := ParseInput(body)
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		return
+	}
+	m, err := ad.Map(in)
+	if m.Point == "" {
+		h.events.WithLabelValues(kind, "none").Inc()
+		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
+		h.answer(c, ad, m, Verdict{})
+		return
+	}
+	h.events.WithLabelValues(kind, string(m.Point)).Inc()
+	if err != nil {
+		// An input hookd cannot read at a point it decides is blocked, never let through: the
+		// harness would take an error status for "no objection".
+		if m.Point.Interceptive() {
+			h.Log.Warn("coding agent hook input refused", "kind", kind, "event", in.Event, "err", err)
+			h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: "hookd: " + err.Error()})
+			return
+		}
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		return
+	}
+	session := SessionID(kind, caller.PrincipalID, m.Session)
+	ev := dispatcher.Event{HookType: m.Point, SessionID: &session, PrincipalID: caller.PrincipalID, AgentID: agentID,
+		Context: WithAgent(m.Context, &dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session,
+			Cwd: m.Cwd, PermissionMode: m.PermissionMode})}
+	if !m.Point.Interceptive() {
+		if _, err := h.Dispatcher.Observe(c.Request.Context(), ev); err != nil {
+			wire.FailErr(c, err)
+			return
+		}
+		h.answer(c, ad, m, Verdict{})
+		return
+	}
+	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
+	if err != nil {
+		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}
+		var bad *dispatcher.InvalidModifyError
+		if errors.As(err, &bad) {
+			dec.Reason = "hookd: " + bad.Error() + ", so the call is blocked"
+		}
+		h.Log.Error("coding agent hook: no decision", "kind", kind, "event", in.Event, "err", err)
+	}
+	if dec.DecisionID != "" {
+		c.Header(DecisionIDHeader, dec.DecisionID)
+	}
+	h.answer(c, ad, m, Verdict{Decision: dec.Decision, Reason: dec.Reason, Modified: dec.ModifiedValue})
+}
+
+// answer writes the adapter's rendering of v: 200 with the harness's JSON, or an empty 200.
+func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {
+	body := ad.Answer(m, v)
+	if body == nil {
+		c.Status(http.StatusOK)
+		return
+	}
+	c.Data(http.StatusOK, "application/json", body)
+}
+
+// agentOf reads the optional agent id of the call.
+func agentOf(c *gin.Context) (*int64, error) {
+	s := c.GetHeader(AgentIDHeader)
+	if s == "" {
+		return nil, nil
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return nil, errors.New(AgentIDHeader + ": must be a positive integer")
+	}
+	return &id, nil
+}
+
+// knownEvents are the harnesses' documented events that have no hookd point; any other name is
+// counted as "other", so a caller cannot grow the metric's label set.
+var knownEvents = map[string]bool{
+	"PermissionRequest": true, "PermissionDenied": true, "Notification": true, "SubagentStart": true,
+	"SubagentStop": true, "PreCompact": true, "PostCompact": true, "BeforeModel": true, "AfterModel": true,
+	"BeforeToolSelection": true, "PreCompress": true, "afterFileEdit": true, "afterAgentResponse": true,
+	"afterAgentThought": true, "beforeTabFileRead": true, "afterTabFileEdit": true, "preCompact": true,
+	"subagentStart": true, "subagentStop": true,
+}
+
+func knownEvent(e string) string {
+	if knownEvents[e] {
+		return e
+	}
+	return "other"
+}

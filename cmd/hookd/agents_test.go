@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/signing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden answers in testdata/agents")
+
+const (
+	agentsDir  = "../../testdata/agents"
+	agentKey   = "key-agent-test"
+	agentUser  = 1001
+	hookSecret = "whsec-agents-test"
+)
+
+// fixture is one harness hook input from testdata/agents/<kind>/<Event>.json.
+type fixture struct {
+	kind, event string
+	body        []byte
+}
+
+func fixtures(t *testing.T) []fixture {
+	t.Helper()
+	var out []fixture
+	for _, kind := range agents.Kinds {
+		files, err := filepath.Glob(filepath.Join(agentsDir, kind, "*.json"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no fixtures for %s: %v", kind, err)
+		}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fixture{kind: kind, event: strings.TrimSuffix(filepath.Base(f), ".json"), body: b})
+		}
+	}
+	return out
+}
+
+// agentReceiver is the team's webhook: it checks the signature, answers with the scenario's
+// answer, and hands every envelope to the test.
+type agentReceiver struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	ans func(env dispatcher.Envelope) (int, string)
+	got chan dispatcher.Envelope
+}
+
+func newAgentReceiver(t *testing.T) *agentReceiver {
+	r := &agentReceiver{got: make(chan dispatcher.Envelope, 64)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := signing.VerifyRequest(req, hookSecret, 0, 1<<20)
+		if err != nil {
+			t.Errorf("receiver: %v", err)
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		var env dispatcher.Envelope
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Errorf("receiver: %v", err)
+		}
+		r.got <- env
+		status, answer := http.StatusOK, `{"decision":"allow"}`
+		r.mu.Lock()
+		if r.ans != nil && env.HookType.Interceptive() {
+			status, answer = r.ans(env)
+		}
+		r.mu.Unlock()
+		w.WriteHeader(status)
+		io.WriteString(w, answer)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *agentReceiver) answer(f func(env dispatcher.Envelope) (int, string)) {
+	r.mu.Lock()
+	r.ans = f
+	r.mu.Unlock()
+}
+
+func (r *agentReceiver) next(t *testing.T) dispatcher.Envelope {
+	t.Helper()
+	select {
+	case env := <-r.got:
+		return env
+	case <-time.After(15 * time.Second):
+		t.Fatal("the receiver got no event")
+	}
+	return dispatcher.Envelope{}
+}
+
+// scenarios are the team's answers the goldens are taken under, for the interceptive points.
+var scenarios = []struct {
+	name   string
+	answer func(env dispatcher.Envelope) (int, string)
+}{
+	{"allow", func(dispatcher.Envelope) (int, string) { return 200, `{"decision":"allow"}` }},
+	{"deny", func(dispatcher.Envelope) (int, string) {
+		return 200, `{"decision":"deny","reason":"transfers over 10000 need the finance team's approval"}`
+	}},
+	{"modify", func(env dispatcher.Envelope) (int, string) {
+		if env.HookType == dispatcher.UserMessage {
+			return 200, `{"decision":"modify","modifiedValue":"Transfer 25000 to account ****2222"}`
+		}
+		var c struct{ Arguments map[string]any }
+		json.Unmarshal(env.Context, &c)
+		c.Arguments["approvedBy"] = "finance"
+		args, _ := json.Marshal(c.Arguments)
+		v, _ := json.Marshal(string(args))
+		return 200, `{"decision":"modify","modifiedValue":` + string(v) + `}`
+	}},
+	// The daemon cannot decide: arguments that are not JSON for a tool, the fail-closed receiver
+	// failing for a prompt.
+	{"error", func(env dispatcher.Envelope) (int, string) {
+		if env.HookType == dispatcher.UserMessage {
+			return 500, `oops`
+		}
+		return 200, `{"decision":"modify","modifiedValue":"not json{"}`
+	}},
+}
+
+func startAgentDaemon(t *testing.T) *daemon {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:%s
+auth:
+  adminTokens: [adm-test]
+  apiKeys: [{key: %s, userId: dev-1, principalId: %d}]
+webhooks: {allowPrivateNetworks: true}
+`, filepath.Join(dir, "hookd.db"), agentKey, agentUser))
+	return startDaemon(t, cfg)
+}
+
+// agentPost sends a hook input as the harness would, returning the status, the body and the
+// decision id header.
+func agentPost(t *testing.T, d *daemon, kind string, body []byte, key string) (int, []byte, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/"+kind+"/hooks"), bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, raw, resp.Header.Get(agents.DecisionIDHeader)
+}
+
+// golden compares an answer with testdata/agents/<kind>/golden/<event>.<scenario>.golden.
+func golden(t *testing.T, f fixture, scenario string, got []byte) {
+	t.Helper()
+	path := filepath.Join(agentsDir, f.kind, "golden", f.event+"."+scenario+".golden")
+	if *update {
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%s: %v (run with -update to write it)", path, err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s %s %s:\n got %s\nwant %s", f.kind, f.event, scenario, got, want)
+	}
+}
+
+// TestAgentGoldens sends every fixture of every harness to the running daemon and compares its
+// answers with the goldens: with no hook, then with the team's receiver allowing, denying,
+// modifying and failing. Observational events reach the receiver through the outbox, carrying
+// the harness's session and kind.
+func TestAgentGoldens(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	fs := fixtures(t)
+
+	for _, f := range fs {
+		status, body, decision := agentPost(t, d, f.kind, f.body, agentKey)
+		if status != http.StatusOK || decision != "" {
+			t.Fatalf("%s %s with no hook: %d %q %s", f.kind, f.event, status, decision, body)
+		}
+		golden(t, f, "nohook", body)
+	}
+
+	for _, typ := range []dispatcher.HookType{dispatcher.PreToolUse, dispatcher.UserMessage, dispatcher.PostToolUse,
+		dispatcher.SessionStart, dispatcher.AgentCompletion} {
+		spec := fmt.Sprintf(`{"hookName":"team %s","hookType":%q,"dispatchConfig":{"url":%q,"signingSecret":%q,"timeoutMs":3000,"failureMode":"DENY"}}`,
+			typ, typ, recv.srv.URL, hookSecret)
+		if typ.Interceptive() == false {
+			spec = fmt.Sprintf(`{"hookName":"team %s","hookType":%q,"dispatchConfig":{"url":%q,"signingSecret":%q}}`,
+				typ, typ, recv.srv.URL, hookSecret)
+		}
+		if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+			t.Fatalf("register %s: %d", typ, s)
+		}
+	}
+
+	for _, f := range fs {
+		point := agents.For(f.kind).Point(f.event)
+		if point == "" {
+			continue
+		}
+		var in struct {
+			SessionID      string `json:"session_id"`
+			ConversationID string `json:"conversation_id"`
+		}
+		json.Unmarshal(f.body, &in)
+		external := in.SessionID + in.ConversationID
+		if f.kind == agents.Cursor {
+			external = in.ConversationID
+		}
+		check := func(env dispatcher.Envelope) {
+			t.Helper()
+			var c dispatcher.CodingAgent
+			json.Unmarshal(env.Context, &c)
+			want := agents.SessionID(f.kind, ptr(int64(agentUser)), external)
+			if env.HookType != point || c.AgentKind != f.kind || c.ExternalSessionID != external ||
+				env.PrincipalID == nil || *env.PrincipalID != agentUser || env.SessionID == nil || *env.SessionID != want {
+				t.Errorf("%s %s: envelope %s %+v principal %v session %v (want %d)", f.kind, f.event, env.HookType, c,
+					env.PrincipalID, env.SessionID, want)
+			}
+		}
+		if !point.Interceptive() {
+			status, body, _ := agentPost(t, d, f.kind, f.body, agentKey)
+			if status != http.StatusOK {
+				t.Fatalf("%s %s: %d %s", f.kind, f.event, status, body)
+			}
+			golden(t, f, "observed", body)
+			check(recv.next(t))
+			continue
+		}
+		for _, sc := range scenarios {
+			recv.answer(sc.answer)
+			status, body, decision := agentPost(t, d, f.kind, f.body, agentKey)
+			if status != http.StatusOK || (decision == "" && sc.name != "error") {
+				t.Fatalf("%s %s %s: %d decision %q %s", f.kind, f.event, sc.name, status, decision, body)
+			}
+			check(recv.next(t))
+			golden(t, f, sc.name, body)
+		}
+	}
+
+	// Every decision is in the log, under the harness session's number.
+	session := agents.SessionID(agents.ClaudeCode, ptr(int64(agentUser)), "8f3c2a1e-5b7d-4c9e-a1f2-3d4e5f6a7b8c")
+	var rows []struct {
+		HookType string `json:"hookType"`
+		Outcome  string `json:"outcome"`
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rows = nil
+		d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d", session), "", &rows)
+		if len(rows) >= 2*len(scenarios) || time.Now().After(deadline) {
+			break
+		}
+	}
+	m := scrape(t, d)
+	for kind, event := range map[string]string{agents.ClaudeCode: "Notification", agents.Codex: "PermissionRequest",
+		agents.GeminiCLI: "BeforeModel", agents.Cursor: "afterFileEdit"} {
+		if n := sum(m, "hookd_agent_hook_unmapped_total", `kind="`+kind+`"`, `event="`+event+`"`); n != 1 {
+			t.Errorf("unmapped %s %s counted %v times", kind, event, n)
+		}
+	}
+	var outcomes []string
+	for _, r := range rows {
+		outcomes = append(outcomes, r.HookType+":"+r.Outcome)
+	}
+	for _, want := range []string{"pre_tool_use:deny", "user_message:deny", "pre_tool_use:modify"} {
+		if !slices.Contains(outcomes, want) {
+			t.Errorf("decision log of the Claude Code session lacks %s: %v", want, outcomes)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// The adapter routes need an API key, know their kinds, and refuse what is not a hook input; an
+// agent id selects agent-specific hooks.
+func TestAgentRouteRefusals(t *testing.T) {
+	d := startAgentDaemon(t)
+	pre := []byte(`{"hook_event_name":"PreToolUse","session_id":"s1","cwd":"/w","tool_name":"Bash","tool_input":{"command":"ls"}}`)
+	for _, c := range []struct {
+		kind, key string
+		body      []byte
+		status    int
+	}{
+		{agents.ClaudeCode, "", pre, http.StatusUnauthorized},
+		{agents.ClaudeCode, "key-wrong", pre, http.StatusUnauthorized},
+		{"claude", agentKey, pre, http.StatusNotFound},
+		{agents.Codex, agentKey, []byte(`not json`), http.StatusBadRequest},
+		{agents.Codex, agentKey, []byte(`{"session_id":"s1"}`), http.StatusBadRequest},
+		{agents.Codex, agentKey, pre, http.StatusOK},
+	} {
+		status, body, _ := agentPost(t, d, c.kind, c.body, c.key)
+		if status != c.status {
+			t.Errorf("%s key %q %s: %d %s, want %d", c.kind, c.key, c.body, status, body, c.status)
+		}
+	}
+}
