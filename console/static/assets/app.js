@@ -409,7 +409,7 @@
       { title: t("tool"), cell: (d) => d.toolName || "" },
       { title: t("principal"), cell: (d) => d.principalId == null ? "" : String(d.principalId) },
       { title: t("session"), cell: (d) => d.sessionId == null ? "" : String(d.sessionId) },
-      { title: t("reason"), wrap: true, cell: (d) => d.reason || "" },
+      { title: t("why"), wrap: true, cell: (d) => d.reason || "" },
     ];
     const render = (page) => list.replaceChildren(table(cols, rows, show), page ? pager(page, (c) => { cursor = c; load(); }) : "");
     const load = async () => {

@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// The console's tests drive the real daemon with real headless Chromium (Debian's chromium
+// package; .ci/run installs it). Each step saves a screenshot under the test's temp dir, and a
+// failure prints its path.
+
+// chromiumPath finds the browser, or skips the test saying why.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("console browser test skipped: no chromium on PATH (apt-get install chromium; .ci/run does)")
+	return ""
+}
+
+// browser is a headless Chromium tab pointed at one daemon. It records every console error,
+// uncaught exception and request that leaves the daemon's origin.
+type browser struct {
+	t      *testing.T
+	ctx    context.Context
+	origin string
+	shots  string
+	n      *atomic.Int32
+	log    *problems
+}
+
+// problems is what the tabs of one browser saw go wrong.
+type problems struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func newBrowser(t *testing.T, origin string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.WindowSize(1280, 900), chromedp.Flag("lang", "en-US"))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	b := &browser{t: t, ctx: ctx, origin: origin, shots: t.TempDir(), n: new(atomic.Int32), log: new(problems)}
+	b.listen()
+	return b
+}
+
+// tab opens another tab of the same browser (same cookies, same record of problems).
+func (b *browser) tab() *browser {
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	b.t.Cleanup(cancel)
+	nb := *b
+	nb.ctx = ctx
+	nb.listen()
+	return &nb
+}
+
+// listen opens the tab and records its problems.
+func (b *browser) listen() {
+	if err := chromedp.Do(b.ctx); err != nil {
+		b.t.Fatalf("start chromium: %v", err)
+	}
+	if _, err := chromedp.Call(b.ctx, network.Enable, network.EnableParams{}); err != nil {
+		b.t.Fatalf("chromium network events: %v", err)
+	}
+	if _, err := chromedp.Call(b.ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		b.t.Fatalf("chromium log events: %v", err)
+	}
+	err := chromedp.Listen(b.ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if e.Type == runtime.ConsoleAPICalledTypeError {
+				b.problem("console error: %s", argsText(e.Args))
+			}
+		case *cdplog.EventEntryAdded: // failed loads, CSP violations
+			if e.Entry.Level == cdplog.EntryLevelError {
+				b.problem("browser log: %s %s", e.Entry.Text, e.Entry.URL)
+			}
+		case *runtime.EventExceptionThrown:
+			b.problem("uncaught exception: %s %s", e.ExceptionDetails.Text, exceptionText(e.ExceptionDetails))
+		case *network.EventRequestWillBeSent:
+			if u, err := url.Parse(e.Request.URL); err == nil && u.Scheme != "data" && u.Scheme+"://"+u.Host != b.origin {
+				b.problem("request leaves the daemon's origin: %s", e.Request.URL)
+			}
+		}
+	})
+	if err != nil {
+		b.t.Fatalf("chromium events: %v", err)
+	}
+}
+
+func exceptionText(d *runtime.ExceptionDetails) string {
+	if d.Exception != nil {
+		return d.Exception.Description
+	}
+	return ""
+}
+
+func argsText(args []*runtime.RemoteObject) string {
+	var parts []string
+	for _, a := range args {
+		if len(a.Value) > 0 {
+			parts = append(parts, string(a.Value))
+		} else {
+			parts = append(parts, a.Description)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+func (b *browser) problem(format string, args ...any) {
+	b.log.mu.Lock()
+	defer b.log.mu.Unlock()
+	b.log.list = append(b.log.list, fmt.Sprintf(format, args...))
+}
+
+// run performs actions with a bound; on failure it saves a screenshot and names it.
+func (b *browser) run(step string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, timeout)
+	defer cancel()
+	err := chromedp.Do(ctx, actions...)
+	path := b.shot(step)
+	if err != nil {
+		html, _ := chromedp.Run(b.ctx, chromedp.OuterHTML(chromedp.CSS("main")))
+		b.t.Fatalf("%s: %v\nscreenshot: %s\npage: %s", step, err, path, html)
+	}
+}
+
+// value runs one action that gives a value, with a bound, failing the test like run.
+func value[T any](b *browser, step string, a chromedp.Action[T]) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, a)
+	if err != nil {
+		b.t.Fatalf("%s: %v\nscreenshot: %s", step, err, b.shot(step))
+	}
+	return v
+}
+
+// shot saves a screenshot of the page as it is now and returns its path.
+func (b *browser) shot(step string) string {
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		return "(no screenshot: " + err.Error() + ")"
+	}
+	name := fmt.Sprintf("%02d-%s.png", b.n.Add(1), strings.ReplaceAll(step, " ", "-"))
+	path := filepath.Join(b.shots, name)
+	if err := os.WriteFile(path, png, 0o600); err != nil {
+		return "(no screenshot: " + err.Error() + ")"
+	}
+	if dir := os.Getenv("CONSOLE_SCREENSHOTS"); dir != "" { // to look at them after the run
+		_ = os.WriteFile(filepath.Join(dir, name), png, 0o600)
+	}
+	return path
+}
+
+// clean fails the test if any page logged an error or sent a request elsewhere.
+func (b *browser) clean() {
+	b.t.Helper()
+	b.log.mu.Lock()
+	defer b.log.mu.Unlock()
+	if len(b.log.list) > 0 {
+		b.t.Fatalf("the console was not clean:\n%s", strings.Join(b.log.list, "\n"))
+	}
+}
+
+// consoleReceiver answers the hooks of the console test: pre_tool_use allows; the observational
+// hook fails with 500 until healed, then takes the events.
+type consoleReceiver struct {
+	srv    *httptest.Server
+	healed atomic.Bool
+	got    chan string // hookType of each event taken
+}
+
+func newConsoleReceiver(t *testing.T) *consoleReceiver {
+	r := &consoleReceiver{got: make(chan string, 64)}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		var env struct{ HookType string }
+		json.Unmarshal(body, &env)
+		switch {
+		case env.HookType == "pre_tool_use":
+			io.WriteString(w, `{"decision":"allow"}`)
+		case !r.healed.Load():
+			http.Error(w, "down for maintenance", http.StatusInternalServerError)
+			return
+		default:
+			w.WriteHeader(http.StatusOK)
+		}
+		r.got <- env.HookType
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func startConsoleDaemon(t *testing.T) *daemon {
+	t.Helper()
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.json")
+	os.WriteFile(script, []byte(`{"scripts":[{"match":"*","steps":[
+		{"thinking":"save it","toolCalls":[{"name":"workspace_write_file","arguments":{"path":"report.md","content":"# Q3"}}]},
+		{"text":"saved report.md"}]}]}`), 0o600)
+	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
+database: sqlite:%s
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1},
+  {key: rev-test, userId: reviewer-1, principalId: 2, role: reviewer, reviews: [tester]}]}
+webhooks: {allowPrivateNetworks: true}
+model: {provider: scripted, script: %s}
+agent: {toolDefault: ask}
+`, filepath.Join(dir, "hookd.db"), script))
+	return startDaemon(t, cfg)
+}
+
+func TestConsoleInTheBrowser(t *testing.T) {
+	chromiumPath(t)
+	recv := newConsoleReceiver(t)
+	d := startConsoleDaemon(t)
+	b := newBrowser(t, "http://"+d.addr)
+
+	// Sign in with the admin token.
+	b.run("sign in", 20*time.Second,
+		chromedp.Navigate(d.url("/console/")),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=credential]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=credential]`), "adm-test"),
+		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#nav a[data-page=hooks]`)))
+
+	// A hook with a typo: the API's message stands at the field it names.
+	b.run("new hook with a typo", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/hooks/new")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-field=hookName]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-field=hookName]`), "console-approval"),
+		chromedp.SetValue(chromedp.CSS(`[data-field=hookType]`), "pre_tool_use"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field=toolNameMatch]`), "/workspace_(/"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.url"]`), recv.srv.URL),
+		chromedp.SetValue(chromedp.CSS(`#f-dispatchConfig-failureMode`), "DENY"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-error-for=toolNameMatch]`)))
+	if msg := value(b, "read the error", chromedp.Text(chromedp.CSS(`[data-error-for=toolNameMatch]`))); !strings.Contains(msg, "toolNameMatch") {
+		t.Fatalf("error at the field: %q", msg)
+	}
+	if invalid := value(b, "field marked", chromedp.AttributeValue(chromedp.CSS(`[data-field=toolNameMatch]`), "aria-invalid")); invalid.Value != "true" {
+		t.Fatalf("toolNameMatch not marked invalid: %q", invalid.Value)
+	}
+
+	// Fixed, it is saved and listed.
+	b.run("fix the typo", 15*time.Second,
+		chromedp.SetValue(chromedp.CSS(`[data-field=toolNameMatch]`), "workspace_write_file"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-approval"]`)))
+
+	// An observational hook whose receiver is down: its delivery dies, for the redeliver step.
+	if st := d.call("POST", "/api/hooks", fmt.Sprintf(`{"hookName":"console-audit","hookType":"post_tool_use",
+		"dispatchType":"webhook","dispatchConfig":{"url":%q,"maxRetries":0}}`, recv.srv.URL), nil); st != 201 {
+		t.Fatalf("create the observational hook: %d", st)
+	}
+
+	// One tab follows the decision log live; another holds the approvals inbox when the run asks.
+	b.run("live tail on", 10*time.Second,
+		chromedp.Navigate(d.url("/console/#/decisions")),
+		chromedp.WaitVisible(chromedp.CSS(`#tail`)),
+		chromedp.Click(chromedp.CSS(`#tail`)))
+	inbox := b.tab()
+	inbox.run("approvals inbox", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/approvals")),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Nothing waits")]`)))
+	req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"sessionId":"console-1","userInput":"write the Q3 report"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(bearer(req))
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("run: %v %v", err, resp)
+	}
+	requestID := resp.Header.Get("X-Request-Id")
+	before := readFrames(t, resp, func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" })
+	var ask struct{ AskID string }
+	for _, f := range before {
+		if f.EventType == "PERMISSION_ASK" {
+			json.Unmarshal(f.Data, &ask)
+		}
+	}
+	if ask.AskID == "" {
+		t.Fatalf("no ask: %+v", before)
+	}
+	asked := time.Now()
+	card := fmt.Sprintf(`[data-ask=%q]`, ask.AskID)
+	inbox.run("ask shows", 10*time.Second, chromedp.WaitVisible(chromedp.CSS(card)))
+	if took := time.Since(asked); took > time.Second {
+		t.Fatalf("the ask took %v to show in the inbox, want under 1 s", took)
+	}
+	inbox.run("approve", 10*time.Second,
+		chromedp.SendKeys(chromedp.CSS(card+` input`), "reviewed in the console"),
+		chromedp.Click(chromedp.CSS(card+` button.primary`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "Nothing waits")]`)))
+
+	// The run completes exactly as after the chat's own answer, and its tool's decision shows live.
+	r2, _ := http.NewRequest("GET", d.url("/api/agent/run/stream?requestId="+requestID+"&lastEventId="+before[len(before)-1].ID), nil)
+	resp2, err := (&http.Client{Timeout: 30 * time.Second}).Do(bearer(r2))
+	if err != nil || resp2.StatusCode != 200 {
+		t.Fatalf("resume stream: %v %v", err, resp2)
+	}
+	after := readFrames(t, resp2, func(f frame) bool { return f.EventType == "MESSAGE_COMPLETED" || f.EventType == "MESSAGE_FAILED" })
+	if len(after) == 0 || after[len(after)-1].EventType != "MESSAGE_COMPLETED" {
+		t.Fatalf("the run after the approval: %+v", after)
+	}
+	b.run("decision in the live tail", 10*time.Second,
+		chromedp.WaitVisible(chromedp.Search(`//td[text()="workspace_write_file"]`)))
+
+	// Redeliver the dead delivery once its receiver is back: a second attempt appears.
+	b.run("dead delivery", 20*time.Second,
+		chromedp.Navigate(d.url("/console/#/deliveries")),
+		chromedp.WaitVisible(chromedp.Search(`//span[contains(@class,"badge") and text()="dead"]`)))
+	recv.healed.Store(true)
+	b.run("redeliver", 20*time.Second,
+		chromedp.Click(chromedp.Search(`//tr[.//span[text()="dead"]]//button`)),
+		chromedp.WaitVisible(chromedp.Search(`//span[contains(@class,"badge") and text()="delivered"]`)),
+		chromedp.Click(chromedp.Search(`//tr[.//span[text()="delivered"]]/td[1]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#delivery-detail .timeline li:nth-child(2)`)))
+
+	// A write without the CSRF token is refused, with the session cookie and all.
+	status := value(b, "csrf", chromedp.Evaluate[int](`fetch("/api/hooks", {method: "POST", headers: {"Content-Type": "application/json"},
+		body: JSON.stringify({hookName: "forged", hookType: "user_message", dispatchType: "webhook", dispatchConfig: {url: "https://example.com/h"}})}).then(r => r.status)`,
+		chromedp.EvalAwaitPromise))
+	if status != http.StatusForbidden {
+		t.Fatalf("a write without the CSRF token: %d, want 403", status)
+	}
+
+	// Sign out: the session is gone, the sign-in form is back.
+	b.run("sign out", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#signout`)),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=credential]`)))
+	if status := value(b, "session after sign-out", chromedp.Evaluate[int](`fetch("/console/session").then(r => r.status)`, chromedp.EvalAwaitPromise)); status != http.StatusUnauthorized {
+		t.Fatalf("after sign-out /console/session: %d, want 401", status)
+	}
+	b.clean()
+}
