@@ -31,8 +31,8 @@ test: ## run every test (PostgreSQL ones when HOOKD_TEST_POSTGRES_DSN is set)
 	go test -count=1 $(TESTFLAGS) ./...
 
 .PHONY: test/race
-test/race: ## run every test with the race detector
-	go test -count=1 -race ./...
+test/race: ## run the tests of the concurrent parts (runtime, chat APIs) with the race detector
+	go test -count=1 -race $(TESTFLAGS) ./agent/... ./api/...
 
 .PHONY: bench
 bench: ## run the benchmarks (figures go to docs/benchmarks.md by hand)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/hookd/hookd/storage"
 )
@@ -142,7 +141,6 @@ func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, 
 	if err != nil {
 		return Event{}, err
 	}
-	rec = rt.settled(ctx, rec)
 	if rec.Status != storage.RunSuspended {
 		return Event{}, ErrNotWaiting
 	}
@@ -157,44 +155,23 @@ func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, 
 	return evs[0], nil
 }
 
-// settled returns the run once a pause it announced is recorded: a client may act on the
-// suspended event in the few milliseconds before the run's status says so.
-func (rt *Runtime) settled(ctx context.Context, rec storage.Run) storage.Run {
-	for deadline := time.Now().Add(3 * time.Second); rec.Status == storage.RunRunning && time.Now().Before(deadline); {
-		last, err := rt.db.LastRunSeq(ctx, rec.ID)
-		if err != nil {
-			return rec
-		}
-		evs, err := rt.elog.readStored(ctx, rec.ID, last-1, 1)
-		if err != nil || len(evs) == 0 || evs[0].Kind != KindSuspended {
-			return rec
-		}
-		time.Sleep(5 * time.Millisecond)
-		if cur, err := rt.db.RunsByID(ctx, rec.ID); err == nil {
-			rec = cur
-		}
-	}
-	return rec
-}
-
 // Resume continues a run paused by the user, the token budget or a shutdown.
 func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
 	rec, err := rt.Run(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
-	rec = rt.settled(ctx, rec)
 	if rec.Status != storage.RunSuspended {
 		return ErrNotWaiting
 	}
-	var st runState
-	_ = json.Unmarshal(rec.State, &st)
-	for _, p := range st.Pending {
-		if p.Stage == stageAsking || p.Stage == stageExternal {
-			return fmt.Errorf("%w: it waits for answers", ErrNotWaiting)
-		}
+	spec, st, err := decodeRun(rec)
+	if err != nil {
+		return err
 	}
-	return rt.resumeRun(ctx, rec, st)
+	if st.waiting() {
+		return fmt.Errorf("%w: it waits for answers", ErrNotWaiting)
+	}
+	return rt.resumeRun(ctx, rec, spec, st)
 }
 
 // Suspend asks a running run to pause at its next step boundary, whichever replica executes it.
@@ -225,7 +202,6 @@ func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
 	if err != nil {
 		return err
 	}
-	rec = rt.settled(ctx, rec)
 	if rt.Cancel(requestID) {
 		return nil
 	}
@@ -252,20 +228,33 @@ func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
 }
 
 // stopSuspended ends a suspended run INTERRUPTED; ErrNotLive when it is no longer suspended.
+// It claims the run (suspended → running, announced by nothing: it ends at once), voids its
+// asks and ends it like its own goroutine would.
 func (rt *Runtime) stopSuspended(ctx context.Context, rec storage.Run) error {
+	spec, st, err := decodeRun(rec)
+	if err != nil {
+		return err
+	}
 	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
-	if err := rt.db.UpdateRun(ctx, &rec, storage.RunSuspended); err != nil {
-		return ErrNotLive
+	if err := rt.transition(ctx, &rec, storage.Transition{From: storage.RunSuspended}, nil); err != nil {
+		if errors.Is(err, storage.ErrNotFound) {
+			return ErrNotLive
+		}
+		return err
 	}
-	asks, _ := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
+	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
+	if err != nil {
+		rt.log.Error("voiding the asks of a stopped run failed", "requestId", rec.RequestID, "err", err)
+	}
 	for _, a := range asks {
-		_ = rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil)
+		if err := rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil); err != nil && !errors.Is(err, storage.ErrAlreadyAnswered) {
+			rt.log.Error("voiding an ask of a stopped run failed", "requestId", rec.RequestID, "askId", a.AskID, "err", err)
+		}
 	}
-	var spec runSpec
-	var st runState
-	_ = json.Unmarshal(rec.Spec, &spec)
-	_ = json.Unmarshal(rec.State, &st)
-	last, _ := rt.db.LastRunSeq(ctx, rec.ID)
+	last, err := rt.db.LastRunSeq(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
 	r := rt.newRun(rec, spec, st)
 	r.seq = last
 	r.end(OutcomeInterrupted, ReasonInterrupted, "", "")

@@ -40,14 +40,13 @@ const hitlScript = `{"scripts":[
    {"text":"finished"}]}
 ]}`
 
-func waitStatus(t *testing.T, rt *Runtime, user, requestID, status string) {
+// isStatus fails the test unless the run's status is status now: a run that announced a
+// state has recorded it (transition.go), so nothing waits for it.
+func isStatus(t *testing.T, rt *Runtime, user, requestID, status string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if run, _ := rt.Run(context.Background(), user, requestID); run.Status == status {
-			return
-		}
+	if run, err := rt.Run(context.Background(), user, requestID); err != nil || run.Status != status {
+		t.Fatalf("run %s: status %q (%v), want %s", requestID, run.Status, err, status)
 	}
-	t.Fatalf("run %s never became %s", requestID, status)
 }
 
 // until reads a run's events from `after` until one of kind k arrives (inclusive).
@@ -95,7 +94,7 @@ func TestAskApproveWithEditAndRule(t *testing.T) {
 		if s := evs[len(evs)-1].Suspend; s.Reason != SuspendPermissionAsk || len(s.PendingCalls) != 1 || s.PendingCalls[0].State != "asking" {
 			t.Fatalf("suspend %+v", s)
 		}
-		waitStatus(t, e.rt, "alice", info.RequestID, storage.RunSuspended)
+		isStatus(t, e.rt, "alice", info.RequestID, storage.RunSuspended)
 
 		// Refused: another user, other arguments, an unknown ask.
 		ans := Answer{AskID: call.AskID, Approved: true}
@@ -328,4 +327,49 @@ func TestShutdownSuspendsAndRestartResumes(t *testing.T) {
 			t.Fatalf("end %+v", all[len(all)-1])
 		}
 	})
+}
+
+// A client may act on a pause the moment it sees it: a resume sent from another goroutine as
+// soon as the suspended event arrives always finds the run suspended. 1,000 pauses of one run,
+// each resumed at once (100 under the race detector).
+func TestResumeRightAfterSuspend(t *testing.T) {
+	pauses := 1000
+	if raceEnabled {
+		pauses = 100
+	}
+	var steps []string
+	for range pauses {
+		steps = append(steps, `{"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":100,"outputTokens":50}}`)
+	}
+	steps = append(steps, `{"text":"done"}`)
+	script := `{"scripts":[{"match":"loop","steps":[` + strings.Join(steps, ",") + `]}]}`
+	e := newEnv(t, storagetest.SQLite(t), script, Config{TokenBudget: 100, MaxIters: pauses + 1})
+	info := e.start("u", "s", "loop")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ch, err := e.rt.Subscribe(ctx, info.RequestID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, pauses)
+	n := 0
+	var last Event
+	for ev := range ch {
+		last = ev
+		if ev.Kind == KindSuspended {
+			n++
+			go func() { errs <- e.rt.Resume(context.Background(), "u", info.RequestID) }()
+		}
+	}
+	if last.Kind != KindRunEnded || last.End.Outcome != OutcomeCompleted {
+		t.Fatalf("the run did not complete: last event %s", last.Kind)
+	}
+	if n != pauses {
+		t.Fatalf("%d pauses, want %d", n, pauses)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatalf("resume right after the pause: %v", err)
+		}
+	}
 }

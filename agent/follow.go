@@ -24,14 +24,11 @@ import (
 //     (replicas.go); a new listening connection wakes every run;
 //   - the poller (poll), every followPoll, for the followed runs that are not live here: it reads their
 //     heads (status and last seq) in one query and wakes those that changed since it last
-//     looked. That covers a lost notification, and a run whose end was never written (its
-//     writer died in between; see endGrace).
+//     looked. That covers a lost notification from another replica; it is the one place a
+//     reader of a run looks again on a timer.
 
 // followPoll is how often the poller looks at the followed runs that are not live here.
 const followPoll = 5 * time.Second
-
-// endGrace is how long after a run's final status a reader waits for its run.ended event.
-const endGrace = 5 * time.Second
 
 // hub holds the wake channels of the runs followed in this process.
 type hub struct {
@@ -109,13 +106,12 @@ func (h *hub) followed() []int64 {
 	return ids
 }
 
-// observe records what the poller read and wakes the runs that changed. Runs with a final
-// status are woken every time: their readers may be waiting out endGrace.
+// observe records what the poller read and wakes the runs that changed.
 func (h *hub) observe(heads []storage.RunHead) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, hd := range heads {
-		if w := h.runs[hd.ID]; w != nil && (w.seenStatus != hd.Status || w.seenSeq != hd.LastSeq || isFinal(hd.Status)) {
+		if w := h.runs[hd.ID]; w != nil && (w.seenStatus != hd.Status || w.seenSeq != hd.LastSeq) {
 			w.seenStatus, w.seenSeq = hd.Status, hd.LastSeq
 			w.signal()
 		}
@@ -231,10 +227,9 @@ func (f *Follower) readStored(ctx context.Context, live bool) ([]Event, error) {
 	if head.LastSeq > f.cursor {
 		return f.rt.elog.readStored(ctx, f.runID, f.cursor, 1000)
 	}
-	// The final status is written before the last events (run.ended): the reader is done once
-	// that is stored too and returned, or when it never will be (its writer died in between;
-	// the poller wakes final runs until their readers leave).
-	if isFinal(head.Status) && (f.rt.endStored(ctx, f.runID, head.LastSeq) || time.Since(head.UpdatedAt) > endGrace) {
+	// A final status is written with the events that announce it (transition.go): once it is
+	// read and every event was returned, the run is over.
+	if isFinal(head.Status) {
 		f.ended = true
 		return nil, io.EOF
 	}
@@ -314,13 +309,4 @@ func (rt *Runtime) Subscribe(ctx context.Context, requestID string, after int64)
 		}
 	}()
 	return ch, nil
-}
-
-// endStored reports whether the run's event at seq last is its run.ended.
-func (rt *Runtime) endStored(ctx context.Context, runID, last int64) bool {
-	if last == 0 {
-		return false
-	}
-	evs, err := rt.elog.readStored(ctx, runID, last-1, 1)
-	return err == nil && len(evs) == 1 && evs[0].Kind == KindRunEnded && evs[0].Source == ""
 }

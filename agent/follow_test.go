@@ -51,7 +51,7 @@ func pausedRun(t *testing.T, db *storage.DB) (*env, RunInfo, []Event) {
 	e := newEnv(t, db, hitlScript, Config{DefaultBehavior: BehaviorAsk})
 	info := e.start("alice", "s1", "write")
 	evs := e.until(info.RequestID, 0, KindSuspended)
-	waitStatus(t, e.rt, "alice", info.RequestID, storage.RunSuspended)
+	isStatus(t, e.rt, "alice", info.RequestID, storage.RunSuspended)
 	return e, info, evs
 }
 
@@ -125,7 +125,7 @@ func TestFollowersOfAPausedRun(t *testing.T) {
 			}
 			if i == 0 {
 				first = got
-			} else if a, b := mustJSON(got), mustJSON(first); a != b {
+			} else if a, b := string(mustJSON(got)), string(mustJSON(first)); a != b {
 				t.Fatalf("follower %d read other events than follower 0", i)
 			}
 			f.Close()
@@ -177,12 +177,4 @@ func TestPollerCoversALostWake(t *testing.T) {
 			t.Fatalf("Next = %s, %v; want the event written behind the runtime's back", kinds(got), err)
 		}
 	})
-}
-
-func mustJSON(v any) string {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }

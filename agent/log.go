@@ -196,6 +196,22 @@ func (l *eventLog) flush(batch []logItem) {
 	}
 }
 
+// committed takes note of events a transition wrote itself (transition.go): a feed of the run
+// that is open here takes them as durable, and the run's readers are woken.
+func (l *eventLog) committed(runID int64, evs []Event) {
+	l.mu.Lock()
+	if f := l.feeds[runID]; f != nil {
+		for _, e := range evs {
+			if e.Seq == f.durable+1 {
+				f.durable = e.Seq
+				f.recent = append(f.recent, e)
+			}
+		}
+	}
+	l.mu.Unlock()
+	l.wake(runID)
+}
+
 // tail returns the durable events after seq `after` that the feed still holds in memory. ok is
 // false when the run has no feed here or the feed no longer reaches back that far; live says
 // whether the run is live here.

@@ -87,6 +87,11 @@ func (r *run) emit(e Event) {
 		r.rt.elog.open(r.rec.ID, r.seq)
 		r.opened = true
 	}
+	r.rt.elog.append(r.rec.ID, r.stamp(e))
+}
+
+// stamp gives e the run's next seq and its ids; the caller holds emitMu.
+func (r *run) stamp(e Event) Event {
 	r.seq++
 	e.Seq, e.RunID, e.ID, e.At = r.seq, r.rec.RequestID, newEventID(), time.Now().UTC()
 	if e.ReplyID == "" {
@@ -96,7 +101,7 @@ func (r *run) emit(e Event) {
 		e.Step = r.state.Step
 	}
 	e.TotalTokens = r.state.Usage.Total()
-	r.rt.elog.append(r.rec.ID, e)
+	return e
 }
 
 func (r *run) traceID() string {
@@ -489,9 +494,9 @@ func (r *run) end(outcome, reason, code, msg string) {
 	r.endWith(outcome, reason, code, msg, false, false)
 }
 
-// endWith records the run's end — its answer, its final status — and then announces it, so a
-// client that sees the end can start the next run on the session at once. Then it reports
-// agent_completion.
+// endWith records the run's answer, then its final status with the events that announce it (one
+// transition), so a client that sees the end can start the next run on the session at once.
+// Then it reports agent_completion.
 func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bool) {
 	ctx := context.WithoutCancel(r.ctx)
 	usage := r.state.Usage
@@ -502,26 +507,21 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 		r.rt.log.Error("saving the answer failed", "requestId", r.rec.RequestID, "err", err)
 	}
 	r.state.Pending = nil
-	r.rec.State, _ = json.Marshal(r.state)
-	r.rec.Status = map[string]string{OutcomeCompleted: storage.RunCompleted, OutcomeFailed: storage.RunFailed,
-		OutcomeInterrupted: storage.RunInterrupted}[outcome]
 	r.rec.ErrorCode, r.rec.ErrorMessage = code, msg
-	if err := r.rt.db.UpdateOwnedRun(ctx, &r.rec); errors.Is(err, storage.ErrNotFound) {
-		r.abandon() // another replica took it over: its end is that replica's to announce
-		return
-	} else if err != nil {
-		r.rt.log.Error("saving the run's end failed", "requestId", r.rec.RequestID, "err", err)
-	}
-	r.rt.forget(r) // ended: stop and suspend no longer apply
-	r.rt.m.runEnded(outcome)
+	var evs []Event
 	if outcome != OutcomeFailed {
-		r.emit(Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
+		evs = append(evs, Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
 			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
 	}
 	duration := time.Since(r.spec.StartedAt)
-	r.emit(Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
+	evs = append(evs, Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
 		NetworkError: network, StepCount: r.state.Step, DurationMs: duration.Milliseconds(), MessageID: r.assistantID(), Usage: &usage}})
-	r.rt.elog.close(r.rec.ID)
+	status := map[string]string{OutcomeCompleted: storage.RunCompleted, OutcomeFailed: storage.RunFailed,
+		OutcomeInterrupted: storage.RunInterrupted}[outcome]
+	if !r.leave(status, evs...) {
+		return // another replica took it over: its end is that replica's to announce
+	}
+	r.rt.m.runEnded(outcome)
 	r.observe(dispatcher.AgentCompletion, &dispatcher.AgentCompletionContext{Succeeded: outcome == OutcomeCompleted,
 		ErrorMessage: optional(msg), ErrorCode: optional(code), Model: r.modelName(), DurationMs: duration.Milliseconds(),
 		TotalTokens: usage.Total(), StepCount: r.state.Step, TriggerSourceType: r.spec.TriggerSource,
@@ -529,28 +529,18 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 		NewSession: r.spec.NewSession, AgentName: r.rt.cfg.AgentName, ChannelProvider: optional(r.spec.ChannelProvider)})
 }
 
-// suspend pauses the run: it announces why and what waits, saves its state, and lets its
-// goroutine end. A resume starts a new one from the saved state.
+// suspend pauses the run: it saves its state with the events that say why and what waits (one
+// transition), and lets its goroutine end. A resume starts a new one from the saved state.
 func (r *run) suspend(reason, msg string) { r.suspendWith(reason, msg, nil) }
 
 func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
-	ctx := context.WithoutCancel(r.ctx)
-	pending := r.pendingCalls()
-	v, _ := json.Marshal(map[string]string{"status": "suspended", "reason": reason})
-	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
-	r.emit(Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: pending,
-		MessageID: r.assistantID(), Step: r.state.Step, Async: async}})
-	// Everything this goroutine emitted is durable, its feed closed and it is no longer live
-	// before the run can be claimed by a resume, so two goroutines never act for one run.
-	r.rt.elog.close(r.rec.ID)
-	r.rt.forget(r)
-	r.rec.State, _ = json.Marshal(r.state)
-	r.rec.Status = storage.RunSuspended
-	if err := r.rt.db.UpdateOwnedRun(ctx, &r.rec); err != nil {
-		r.rt.log.Error("saving the run's pause failed", "requestId", r.rec.RequestID, "err", err)
-	} else {
-		r.rt.afterSuspend(ctx, r.rec)
+	v := mustJSON(map[string]string{"status": "suspended", "reason": reason})
+	if !r.leave(storage.RunSuspended, Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}},
+		Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: r.pendingCalls(),
+			MessageID: r.assistantID(), Step: r.state.Step, Async: async}}) {
+		return
 	}
+	r.rt.afterSuspend(context.WithoutCancel(r.ctx), r.rec)
 	r.rt.m.runEnded("suspended")
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -216,27 +215,22 @@ func (rt *Runtime) reapExpired(ctx context.Context) {
 // crash, or by a replica that went silent — so a client can resume it; nothing it emitted is
 // lost. A stop asked of it meanwhile ends it instead.
 func (rt *Runtime) recoverRun(ctx context.Context, r storage.Run) error {
+	spec, st, err := decodeRun(r)
+	if err != nil {
+		return err
+	}
 	last, err := rt.db.LastRunSeq(ctx, r.ID)
 	if err != nil {
 		return err
 	}
-	var spec runSpec
-	_ = json.Unmarshal(r.Spec, &spec)
-	// A run killed while pausing has announced its pause already; else announce one.
-	if tail, _ := rt.elog.readStored(ctx, r.ID, last-1, 1); len(tail) == 0 || tail[0].Kind != KindSuspended {
-		var st runState
-		_ = json.Unmarshal(r.State, &st)
-		pr := &run{rec: r, spec: spec, state: st}
-		ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
-			ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
-				PendingCalls: pr.pendingCalls(), MessageID: spec.AssistantMessageID, Step: -1}}
-		rt.elog.append(r.ID, ev)
-		rt.elog.barrier()
-	}
+	pr := &run{rec: r, spec: spec, state: st}
+	ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
+		ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
+			PendingCalls: pr.pendingCalls(), MessageID: spec.AssistantMessageID, Step: -1}}
 	r.Status = storage.RunSuspended
-	if err := rt.db.UpdateRun(ctx, &r, storage.RunRunning); err != nil {
+	if err := rt.transition(ctx, &r, storage.Transition{From: storage.RunRunning}, []Event{ev}); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
-			return nil
+			return nil // it moved on meanwhile
 		}
 		return err
 	}

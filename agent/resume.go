@@ -22,22 +22,60 @@ func (rt *Runtime) tryResume(ctx context.Context, runID int64) {
 	if err != nil || rec.Status != storage.RunSuspended {
 		return
 	}
-	var st runState
-	_ = json.Unmarshal(rec.State, &st)
-	waiting := false
-	for _, p := range st.Pending {
-		waiting = waiting || p.Stage == stageAsking || p.Stage == stageExternal
+	spec, st, err := decodeRun(rec)
+	if err != nil {
+		rt.log.Error("a run cannot go on", "requestId", rec.RequestID, "err", err)
+		return
 	}
-	if !waiting {
+	if !st.waiting() {
 		return // paused for another reason: only Resume continues it
 	}
-	_ = rt.resumeRun(ctx, rec, st)
+	_ = rt.resumeRun(ctx, rec, spec, st)
 }
 
-// resumeRun claims a suspended run and continues it on a new goroutine.
-func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) error {
+// waiting reports whether the run paused for answers or results (not for a Resume).
+func (st runState) waiting() bool {
+	for _, p := range st.Pending {
+		if p.Stage == stageAsking || p.Stage == stageExternal {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrBadState is returned for a run whose saved spec or state cannot be read; the error names
+// the run.
+var ErrBadState = errors.New("the run's saved state cannot be read")
+
+// decodeRun reads what a stored run was asked to do and where it stands.
+func decodeRun(rec storage.Run) (runSpec, runState, error) {
+	var spec runSpec
+	var st runState
+	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
+		return spec, st, fmt.Errorf("%w: run %s: spec: %v", ErrBadState, rec.RequestID, err)
+	}
+	if len(rec.State) > 0 {
+		if err := json.Unmarshal(rec.State, &st); err != nil {
+			return spec, st, fmt.Errorf("%w: run %s: state: %v", ErrBadState, rec.RequestID, err)
+		}
+	}
+	return spec, st, nil
+}
+
+// resumeRun claims a suspended run — its status and its resumed event in one transition — and
+// continues it on a new goroutine. ErrNotWaiting when another caller claimed it first.
+func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, spec runSpec, st runState) error {
+	last, err := rt.db.LastRunSeq(ctx, rec.ID)
+	if err != nil {
+		return err
+	}
 	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
-	if err := rt.db.UpdateRun(ctx, &rec, storage.RunSuspended); err != nil {
+	st.BudgetBase = st.Usage.Total()
+	r := rt.newRun(rec, spec, st)
+	r.seq = last
+	resumed := r.stamp(Event{Kind: KindResumed})
+	r.rec.State = mustJSON(r.state)
+	if err := rt.transition(ctx, &r.rec, storage.Transition{From: storage.RunSuspended}, []Event{resumed}); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return ErrNotWaiting // someone else resumed it first
 		}
@@ -45,24 +83,12 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, st runState) 
 	}
 	// A suspend asked before the pause is spent (a stop is not: it still applies).
 	_ = rt.db.ClearRunControl(ctx, rec.ID, storage.RunControlSuspend)
-	var spec runSpec
-	if err := json.Unmarshal(rec.Spec, &spec); err != nil {
-		return err
-	}
-	last, err := rt.db.LastRunSeq(ctx, rec.ID)
-	if err != nil {
-		return err
-	}
-	st.BudgetBase = st.Usage.Total()
-	r := rt.newRun(rec, spec, st)
-	r.seq = last
 	rt.launch(r, func(r *run) { r.resume() })
 	return nil
 }
 
-// resume applies what the run waited for and goes on with the loop.
+// resume applies what the run waited for and goes on with the loop (resumeRun announced it).
 func (r *run) resume() {
-	r.emit(Event{Kind: KindResumed})
 	if err := r.loadBase(); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return

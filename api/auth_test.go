@@ -232,6 +232,8 @@ func TestImpersonationRefused(t *testing.T) {
 			{"volo: body userId", "POST", volo + "/s1/intent", "", `{"userMessage":"hi","userId":"alice"}`, nil},
 			{"volo: admin token", "POST", volo + "/s1/intent", authAdmin, `{"userMessage":"hi","userId":"alice"}`, nil},
 			{"volo: bob's key, alice's id", "POST", volo + "/s1/intent", keyBob, `{"userMessage":"hi","userId":"alice"}`, nil},
+			{"ag-ui: X-User-Id", "POST", "/ag-ui/run", "", `{"threadId":"s1","runId":"r1","messages":[]}`, []string{"X-User-Id: alice"}},
+			{"ag-ui: admin token", "POST", "/ag-ui/run", authAdmin, `{"threadId":"s1","runId":"r1","messages":[]}`, nil},
 			// Replaying alice's stream.
 			{"platform: replay as bob", "GET", "/api/agent/run/stream?requestId=" + info.RequestID, keyBob, "", nil},
 			{"platform: replay by X-User-Id", "GET", "/api/agent/run/stream?requestId=" + info.RequestID, "", "", []string{"X-User-Id: alice"}},

@@ -188,6 +188,19 @@ func (s *Set) OpenUntil(url string) time.Time {
 	return e.openedAt.Add(s.settings.OpenFor)
 }
 
+// State names url's breaker now: StateClosed, StateOpen or StateHalfOpen (closed when unknown).
+func (s *Set) State(url string) string {
+	s.mu.RLock()
+	e := s.entries[url]
+	s.mu.RUnlock()
+	if e == nil {
+		return StateClosed
+	}
+	st := e.cb.State()
+	s.flush(e)
+	return stateName(st)
+}
+
 // States returns the status of every known URL's breaker, sorted by URL.
 func (s *Set) States() []Status {
 	s.mu.RLock()

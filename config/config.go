@@ -7,7 +7,8 @@
 // ALLOW_CIDRS: a run of capitals is one word). Lists are comma-separated; auth.apiKeys is a JSON
 // array. A HOOKD_ variable that names no key is an error, except HOOKD_TEST_* (reserved for
 // tests), HOOKD_CLI_* (the operator CLI's address and token) and HOOKD_CONFIG (the command
-// line's config path).
+// line's config path), and the service-link variables Kubernetes injects for a Service named hookd
+// (HOOKD_PORT=tcp://…, HOOKD_SERVICE_HOST, …; see ServiceLinks).
 //
 // Error messages name the key as written in YAML, dotted ("webhooks.retry.jitter"), and the
 // variable too when the value came from the environment. They never echo a secret.
@@ -26,6 +27,7 @@ import (
 	"net/url"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -102,6 +104,17 @@ http:
   allowedOrigins: []                  # development mode: web origins (scheme://host[:port]) besides the daemon's own
                                       # that may call it from a browser
 
+decisions:
+  durability: sync                    # sync: a decision is committed before it is returned (a crash never
+                                      # loses one that was acted on); batched: written within ~10ms after
+  recordArguments: false              # keep tool arguments / user input in the log, not only their SHA-256
+
+retention:
+  deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
+                                      # removed, with their attempts; 0 keeps them
+  decisions: 8760h                    # decision log rows older than this are removed (the chain still
+                                      # verifies from the oldest kept row); 0 keeps them
+
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
 
@@ -112,18 +125,20 @@ log:
 
 // Config is hookd's whole configuration.
 type Config struct {
-	Listen          string   `yaml:"listen"`
-	Database        string   `yaml:"database"`
-	MasterKey       string   `yaml:"masterKey"`
-	DataDir         string   `yaml:"dataDir"`
-	ShutdownTimeout Duration `yaml:"shutdownTimeout"`
-	Auth            Auth     `yaml:"auth"`
-	Webhooks        Webhooks `yaml:"webhooks"`
-	Model           Model    `yaml:"model"`
-	Agent           Agent    `yaml:"agent"`
-	HTTP            HTTP     `yaml:"http"`
-	SSE             SSE      `yaml:"sse"`
-	Log             Log      `yaml:"log"`
+	Listen          string    `yaml:"listen"`
+	Database        string    `yaml:"database"`
+	MasterKey       string    `yaml:"masterKey"`
+	DataDir         string    `yaml:"dataDir"`
+	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
+	Auth            Auth      `yaml:"auth"`
+	Webhooks        Webhooks  `yaml:"webhooks"`
+	Model           Model     `yaml:"model"`
+	Agent           Agent     `yaml:"agent"`
+	HTTP            HTTP      `yaml:"http"`
+	Decisions       Decisions `yaml:"decisions"`
+	Retention       Retention `yaml:"retention"`
+	SSE             SSE       `yaml:"sse"`
+	Log             Log       `yaml:"log"`
 }
 
 // Auth holds the bearer credentials the daemon accepts.
@@ -234,6 +249,21 @@ type HTTP struct {
 	AllowedOrigins []string `yaml:"allowedOrigins"`
 }
 
+// Decisions configures the decision log.
+type Decisions struct {
+	// Durability is sync (committed before the decision is returned) or batched (written just
+	// after; a crash loses the last few milliseconds of decisions).
+	Durability string `yaml:"durability"`
+	// RecordArguments keeps a decision's tool arguments or user input, not only their hash.
+	RecordArguments bool `yaml:"recordArguments"`
+}
+
+// Retention is how long finished rows are kept; 0 keeps them for ever.
+type Retention struct {
+	Deliveries Duration `yaml:"deliveries"`
+	Decisions  Duration `yaml:"decisions"`
+}
+
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -315,9 +345,11 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
-		HTTP: HTTP{AllowedOrigins: []string{}},
-		SSE:  SSE{Heartbeat: Duration(15 * time.Second)},
-		Log:  Log{Level: "info", Format: "auto"},
+		HTTP:      HTTP{AllowedOrigins: []string{}},
+		Decisions: Decisions{Durability: "sync"},
+		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
+		SSE:       SSE{Heartbeat: Duration(15 * time.Second)},
+		Log:       Log{Level: "info", Format: "auto"},
 	}
 }
 
@@ -616,6 +648,9 @@ func applyEnv(c *Config, env []string) (map[string]string, error) {
 			continue
 		}
 		k, ok := envKeys[name]
+		if !ok && serviceLink(name, val) {
+			continue // a Kubernetes service-link variable; ServiceLinks lists them for the log
+		}
 		if !ok {
 			msg := "no such setting"
 			if s, ok := envSections[name]; ok {
@@ -633,6 +668,62 @@ func applyEnv(c *Config, env []string) (map[string]string, error) {
 		set[k.path] = name
 	}
 	return set, errors.Join(errs...)
+}
+
+// serviceLinkForms are the variables Kubernetes injects for a Service named hookd (or
+// hookd-<anything>) when enableServiceLinks is on, each with the form of its value:
+// HOOKD_SERVICE_HOST, HOOKD_SERVICE_PORT, HOOKD_SERVICE_PORT_<NAME>, HOOKD_PORT,
+// HOOKD_PORT_<n>_<PROTO> and its _PROTO, _PORT and _ADDR.
+var serviceLinkForms = func() []struct {
+	name  *regexp.Regexp
+	value func(string) bool
+} {
+	isIP := func(s string) bool { _, err := netip.ParseAddr(s); return err == nil }
+	isPort := func(s string) bool { n, err := strconv.Atoi(s); return err == nil && n > 0 && n < 65536 }
+	isProto := func(s string) bool { return s == "tcp" || s == "udp" || s == "sctp" }
+	isURL := func(s string) bool { // proto://ip:port
+		proto, hostport, ok := strings.Cut(s, "://")
+		host, port, err := net.SplitHostPort(hostport)
+		return ok && isProto(proto) && err == nil && isIP(host) && isPort(port)
+	}
+	const svc = `^HOOKD_(?:[A-Z0-9_]+_)?`
+	const port = svc + `PORT_[0-9]+_(?:TCP|UDP|SCTP)`
+	return []struct {
+		name  *regexp.Regexp
+		value func(string) bool
+	}{
+		{regexp.MustCompile(svc + `SERVICE_HOST$`), isIP},
+		{regexp.MustCompile(svc + `SERVICE_PORT(?:_[A-Z0-9_]+)?$`), isPort},
+		{regexp.MustCompile(svc + `PORT$`), isURL},
+		{regexp.MustCompile(port + `$`), isURL},
+		{regexp.MustCompile(port + `_PROTO$`), isProto},
+		{regexp.MustCompile(port + `_PORT$`), isPort},
+		{regexp.MustCompile(port + `_ADDR$`), isIP},
+	}
+}()
+
+// serviceLink reports whether name=val is a Kubernetes service-link variable: the name has the
+// shape and the value the form Kubernetes writes, so a typo of a real setting is not taken for one.
+func serviceLink(name, val string) bool {
+	for _, f := range serviceLinkForms {
+		if f.name.MatchString(name) && f.value(val) {
+			return true
+		}
+	}
+	return false
+}
+
+// ServiceLinks returns the names of the Kubernetes service-link variables in env, which Load
+// ignores; the daemon logs them at debug level.
+func ServiceLinks(env []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, val, _ := strings.Cut(kv, "=")
+		if _, real := envKeys[name]; !real && serviceLink(name, val) {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func setEnv(f reflect.Value, k envKey, val string) error {
@@ -946,6 +1037,15 @@ func (c Config) Validate() error {
 			bad(fmt.Sprintf("http.allowedOrigins[%d]", i), "%q is not an origin like https://console.example:8443", o)
 		}
 	}
+	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
+		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
+	}
+	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
+		bad("retention.deliveries", "must be 0 (keep) or at least 1h")
+	}
+	if r := c.Retention.Decisions; r != 0 && r < Duration(time.Hour) {
+		bad("retention.decisions", "must be 0 (keep) or at least 1h")
+	}
 	if c.SSE.Heartbeat < Duration(time.Second) {
 		bad("sse.heartbeat", "must be at least 1s")
 	}
@@ -1073,26 +1173,12 @@ func (c Config) redacted() Config {
 	return r
 }
 
+// redactURL hides the passwords of a database URL; a sqlite path without one stays as written.
 func redactURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	if len(hookdtype.DSNSecrets(raw)) == 0 && !strings.Contains(raw, "@") {
 		return raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	// url.URL would escape "***"; mark the spots with a placeholder and swap it in after.
-	const placeholder = "hookd-redacted-7f3c"
-	if u.User != nil {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), placeholder)
-		}
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", placeholder)
-		u.RawQuery = q.Encode()
-	}
-	return strings.ReplaceAll(u.String(), placeholder, mask)
+	return hookdtype.RedactDSN(raw)
 }
 
 // String is c as YAML for logs, with masterKey, auth.adminTokens, auth.apiKeys[].key,

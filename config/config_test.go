@@ -131,6 +131,8 @@ model:
   apiKey: sk-model
   name: llama3
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
+decisions: {durability: batched, recordArguments: true}
+retention: {deliveries: 48h, decisions: 0s}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
 `
@@ -167,9 +169,11 @@ func TestFullFile(t *testing.T) {
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
-		HTTP: HTTP{AllowedOrigins: []string{}},
-		SSE:  SSE{Heartbeat: sec(5)},
-		Log:  Log{Level: "debug", Format: "json"},
+		HTTP:      HTTP{AllowedOrigins: []string{}},
+		Decisions: Decisions{Durability: "batched", RecordArguments: true},
+		Retention: Retention{Deliveries: sec(48 * 3600)},
+		SSE:       SSE{Heartbeat: sec(5)},
+		Log:       Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("got  %+v\nwant %+v", c, want)
@@ -304,6 +308,8 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AUTH_CHAT",
 		"HOOKD_DATABASE",
 		"HOOKD_DATA_DIR",
+		"HOOKD_DECISIONS_DURABILITY",
+		"HOOKD_DECISIONS_RECORD_ARGUMENTS",
 		"HOOKD_HTTP_ALLOWED_ORIGINS",
 		"HOOKD_LISTEN",
 		"HOOKD_LOG_FORMAT",
@@ -314,6 +320,8 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_MODEL_NAME",
 		"HOOKD_MODEL_PROVIDER",
 		"HOOKD_MODEL_SCRIPT",
+		"HOOKD_RETENTION_DECISIONS",
+		"HOOKD_RETENTION_DELIVERIES",
 		"HOOKD_SHUTDOWN_TIMEOUT",
 		"HOOKD_SSE_HEARTBEAT",
 		"HOOKD_WEBHOOKS_ALLOW_CIDRS",
@@ -567,6 +575,8 @@ func TestEnvErrors(t *testing.T) {
 			`config: HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: webhooks.allowPrivateNetworks: "" is not a boolean (true or false)`},
 		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
+		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
+		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
 		{"bad json", []string{"HOOKD_AUTH_API_KEYS=key-secret"},
@@ -749,5 +759,45 @@ func TestDurationString(t *testing.T) {
 		if got := Duration(d).String(); got != want {
 			t.Errorf("Duration(%v).String() = %q, want %q", d, got, want)
 		}
+	}
+}
+
+// kubernetesEnv is what Kubernetes injects into a pod for a Service named hookd with a named
+// port, and for a second Service named hookd-metrics.
+var kubernetesEnv = []string{
+	"HOOKD_SERVICE_HOST=10.96.14.2",
+	"HOOKD_SERVICE_PORT=8080",
+	"HOOKD_SERVICE_PORT_HTTP=8080",
+	"HOOKD_PORT=tcp://10.96.14.2:8080",
+	"HOOKD_PORT_8080_TCP=tcp://10.96.14.2:8080",
+	"HOOKD_PORT_8080_TCP_PROTO=tcp",
+	"HOOKD_PORT_8080_TCP_PORT=8080",
+	"HOOKD_PORT_8080_TCP_ADDR=10.96.14.2",
+	"HOOKD_PORT_9090_UDP=udp://[fd00::7]:9090",
+	"HOOKD_METRICS_SERVICE_HOST=10.96.14.3",
+	"HOOKD_METRICS_PORT_9100_TCP_PORT=9100",
+}
+
+func TestKubernetesServiceLinksIgnored(t *testing.T) {
+	c, err := Load("", append([]string{"HOOKD_LISTEN=127.0.0.1:9999"}, kubernetesEnv...))
+	if err != nil {
+		t.Fatalf("Load with service links: %v", err)
+	}
+	if c.Listen != "127.0.0.1:9999" {
+		t.Errorf("listen = %q", c.Listen)
+	}
+	if got := ServiceLinks(append([]string{"HOOKD_LISTEN=127.0.0.1:9999", "PATH=/bin"}, kubernetesEnv...)); len(got) != len(kubernetesEnv) {
+		t.Errorf("ServiceLinks = %v", got)
+	}
+	// A typo of a real setting, or a link-shaped name with a value Kubernetes never writes, still stops it.
+	for _, kv := range []string{"HOOKD_LISTN=0.0.0.0:80", "HOOKD_PORT=8080", "HOOKD_SERVICE_HOST=db.internal", "HOOKD_PORT_80_TCP_PROTO=http"} {
+		_, err := Load("", append([]string{kv}, kubernetesEnv...))
+		name, _, _ := strings.Cut(kv, "=")
+		if err == nil || !strings.Contains(err.Error(), "config: "+name+": no such setting") {
+			t.Errorf("%s: err = %v", kv, err)
+		}
+	}
+	if _, err := Load("", []string{"HOOKD_LISTN=0.0.0.0:80"}); err == nil || !strings.Contains(err.Error(), "did you mean HOOKD_LISTEN?") {
+		t.Errorf("typo: %v", err)
 	}
 }

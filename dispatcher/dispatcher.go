@@ -32,6 +32,11 @@ type Settings struct {
 	Lease time.Duration
 	// Metrics is where the dispatcher registers its metrics (see metrics.go); nil: none.
 	Metrics prometheus.Registerer
+	// DecisionDurability is DurabilitySync (the default) or DurabilityBatched.
+	DecisionDurability string
+	// RecordArguments keeps a decision's tool arguments or user input in its log row, besides
+	// their hash.
+	RecordArguments bool
 }
 
 // RetryPolicy is the observational retry ladder: a fast tier truncated by a hook's maxRetries, then
@@ -87,19 +92,13 @@ type Dispatcher struct {
 	interceptInFlight atomic.Int64  // bulkhead: interceptive calls in flight, at most InterceptiveConcurrency
 	deliverySlots     chan struct{} // bulkhead: one token per delivery in flight
 
-	// Writers own these channels' receiving ends; any goroutine may send.
-	enqueue     chan enqueueReq       // to the group committer
-	completions chan storage.Outcome  // to the completion writer
-	decisions   chan storage.Decision // to the decision log writer
-	// decisionsFull tells the lingering decision log writer that a whole batch is waiting.
-	decisionsFull chan struct{}
-	wake          chan struct{} // to the claimer: work may be due
+	outbox      *groupCommit[storage.Delivery] // Observe's rows
+	decisionLog *groupCommit[storage.Decision] // Intercept's rows
+	// The completion writer owns this channel's receiving end; any goroutine may send.
+	completions chan storage.Outcome
+	wake        chan struct{} // to the claimer: work may be due
 
 	bulkheadRejected atomic.Int64
-
-	// stopMu makes Stop wait for Observe calls already handing rows to the committer.
-	stopMu  sync.RWMutex
-	stopped bool
 
 	runCtx    context.Context // ends when Stop begins: no new claims
 	stopClaim context.CancelFunc
@@ -126,6 +125,9 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	if s.Transport == nil {
 		s.Transport = http.DefaultTransport
 	}
+	if s.DecisionDurability == "" {
+		s.DecisionDurability = DurabilitySync
+	}
 	if s.Lease <= 0 {
 		s.Lease = 2 * time.Duration(MaxTimeoutMs) * time.Millisecond
 	}
@@ -134,9 +136,7 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 		send:          newSender(s.Transport, s.Version),
 		breakers:      breaker.New(s.Breaker),
 		deliverySlots: make(chan struct{}, s.ObservationalInFlight),
-		enqueue:       make(chan enqueueReq, 4096),
 		completions:   make(chan storage.Outcome, 4096),
-		decisions:     make(chan storage.Decision, 8192),
 		wake:          make(chan struct{}, 1),
 		closeWrit:     make(chan struct{}),
 	}
@@ -146,10 +146,10 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	})
 	d.runCtx, d.stopClaim = context.WithCancel(context.Background())
 	d.sendCtx, d.stopSend = context.WithCancel(context.Background())
-	d.writers.Add(3)
-	go d.commitLoop()
+	d.outbox = d.newOutbox()
+	d.decisionLog = d.newDecisionLog()
+	d.writers.Add(1)
 	go d.completionLoop()
-	go d.decisionLoop()
 	return d
 }
 
@@ -172,9 +172,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // after Stop begins. Stop is idempotent.
 func (d *Dispatcher) Stop(ctx context.Context) {
 	d.stopOnce.Do(func() {
-		d.stopMu.Lock()
-		d.stopped = true
-		d.stopMu.Unlock()
+		d.outbox.close()
 		d.stopClaim()
 		d.claimers.Wait()
 		done := make(chan struct{})
@@ -185,6 +183,7 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 			d.stopSend()
 			<-done
 		}
+		d.decisionLog.close()
 		close(d.closeWrit)
 		d.writers.Wait()
 		d.stopSend()

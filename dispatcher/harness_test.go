@@ -3,7 +3,6 @@ package dispatcher
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -85,19 +84,15 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	}
 }
 
-// decisions waits until the decision log holds n entries of decisionID (it is written
-// asynchronously) and returns them oldest first.
+// decisions returns the decision log entries of decisionID oldest first, checking there are n.
+// It reads once, without waiting: with the default durability (sync) the rows are committed
+// before the decision is returned.
 func (h *harness) decisions(decisionID string, n int) []storage.Decision {
 	h.t.Helper()
-	var got []storage.Decision
-	waitFor(h.t, 10*time.Second, fmt.Sprintf("%d decision log entries of %s", n, decisionID), func() bool {
-		ds, err := h.db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: decisionID})
-		if err != nil {
-			h.t.Fatal(err)
-		}
-		got = ds
-		return len(ds) >= n
-	})
+	got, err := h.db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: decisionID})
+	if err != nil {
+		h.t.Fatal(err)
+	}
 	if len(got) != n {
 		h.t.Fatalf("decision log of %s: %d entries, want %d: %+v", decisionID, len(got), n, got)
 	}

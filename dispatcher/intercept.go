@@ -50,7 +50,9 @@ type hookAnswer struct {
 
 // Intercept runs the matching hooks of an interceptive event in chain order (priority, then id)
 // and returns the verdict: a deny ends the chain; a modify hands the new value to the next hook.
-// No matching hook means allow. Each call is written to the decision log.
+// No matching hook means allow. Every hook asked adds a row to the decision log holding what it
+// was asked about and what was enforced; with decisions.durability sync the rows are committed
+// before Intercept returns, and a decision that cannot be recorded is an error, not a verdict.
 func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) {
 	if !ev.HookType.Interceptive() {
 		return Decision{}, fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
@@ -74,71 +76,117 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if err != nil {
 		return Decision{}, err
 	}
-	for i, h := range hooks {
-		if i > 0 {
-			now = time.Now()
-		}
-		res := d.ask(ctx, h, &ev, body, canonical, verdict.DecisionID, now)
-		switch res.Decision {
-		case Deny:
-			verdict.Decision, verdict.Reason = Deny, res.Reason
-			verdict.ModifiedValue = nil
-			return verdict, nil
-		case Modify:
-			next, err := withModified(ev.Context, *res.ModifiedValue)
-			if err != nil {
-				return Decision{}, &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
+	subj := subjectOf(ev.Context, d.set.RecordArguments)
+	recs := make([]storage.Decision, 0, len(hooks))
+	verdict, err = func() (Decision, error) {
+		for i, h := range hooks {
+			if i > 0 {
+				now = time.Now()
 			}
-			ev.Context = next
-			if body, canonical, err = encodeContext(ev.Context); err != nil {
-				return Decision{}, err
+			res := d.evaluate(ctx, h, &ev, body, canonical, now)
+			recs = append(recs, d.decisionRow(h, &ev, subj, verdict.DecisionID, now, res))
+			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
+			if res.invalid != nil {
+				return Decision{}, res.invalid
 			}
-			verdict.Decision, verdict.ModifiedValue = Modify, res.ModifiedValue
+			switch res.dec.Decision {
+			case Deny:
+				verdict.Decision, verdict.Reason = Deny, res.dec.Reason
+				verdict.ModifiedValue = nil
+				return verdict, nil
+			case Modify:
+				ev.Context = res.next
+				if body, canonical, err = encodeContext(ev.Context); err != nil {
+					return Decision{}, err
+				}
+				subj = subjectOf(ev.Context, d.set.RecordArguments)
+				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
+			}
 		}
+		return verdict, nil
+	}()
+	if rerr := d.recordDecisions(ctx, recs); rerr != nil {
+		return Decision{}, rerr
 	}
-	return verdict, nil
+	return verdict, err
 }
 
-// ask calls one hook, starting at start, and turns whatever happens into a decision, per the
-// source document's tolerance rules, and logs it.
-func (d *Dispatcher) ask(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, decisionID string, start time.Time) Decision {
-	rec := storage.Decision{DecisionID: decisionID, EventID: storage.NewTSIDString(), HookID: h.ID,
-		HookName: h.HookName, HookType: string(h.HookType), SessionID: ev.SessionID, TraceID: strPtr(ev.TraceID),
-		CreatedAt: start}
-	dec, status, failure := d.call(ctx, h, ev, rec.TraceID, body, canonical, rec.EventID, start)
-	took := time.Since(start)
-	rec.LatencyMs = took.Milliseconds()
-	rec.StatusCode = status
-	if failure != nil {
-		dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
-		if dec.Decision == Deny {
-			dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
+// hookResult is what asking one hook came to, as a dispatch enforces it.
+type hookResult struct {
+	dec     Decision
+	eventID string
+	status  int
+	failure error  // non-nil: the hook's failureMode decided, because of this
+	invalid error  // non-nil: a modify that cannot be applied; the chain ends in this error
+	next    any    // the context the next hook sees after a modify
+	breaker string // the URL's breaker state when the hook was asked
+	took    time.Duration
+}
+
+// evaluate asks one hook, starting at start, and turns whatever happens into what a dispatch
+// enforces, per the source document's tolerance rules: the answer, the failureMode when the
+// exchange failed, or an error when a modify cannot be applied. The hook test endpoint goes
+// through here too, so it answers what a dispatch would decide.
+func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, start time.Time) hookResult {
+	res := hookResult{eventID: storage.NewTSIDString()}
+	res.dec, res.status, res.breaker, res.failure = d.call(ctx, h, ev, strPtr(ev.TraceID), body, canonical, res.eventID, start)
+	res.took = time.Since(start)
+	if res.failure != nil {
+		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
+		if res.dec.Decision == Deny {
+			res.dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
 		}
-		rec.FromFailureMode = true
-		rec.Error = failure.Error()
 		d.log.Warn("interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
-			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", failure)
+			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
+		return res
 	}
-	rec.Outcome, rec.Reason = dec.Decision, dec.Reason
-	d.logDecision(rec)
-	d.metrics.decided(h.HookType, dec.Decision, rec.FromFailureMode, took)
-	return dec
+	if res.dec.Decision == Modify {
+		next, err := withModified(ev.Context, *res.dec.ModifiedValue)
+		if err != nil {
+			res.invalid = &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
+			return res
+		}
+		res.next = next
+	}
+	return res
+}
+
+// decisionRow is the decision log row of one hook's result: what was enforced, which for an
+// invalid modify is the error the caller got.
+func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decisionID string, start time.Time, res hookResult) storage.Decision {
+	rec := storage.Decision{DecisionID: decisionID, EventID: res.eventID, HookID: h.ID, HookName: h.HookName,
+		HookPriority: h.Priority, HookType: string(h.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID,
+		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
+		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, Outcome: res.dec.Decision,
+		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
+		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start}
+	if res.dec.ModifiedValue != nil {
+		rec.ModifiedHash = sha256Hex([]byte(*res.dec.ModifiedValue))
+	}
+	switch {
+	case res.failure != nil:
+		rec.Error = res.failure.Error()
+	case res.invalid != nil:
+		rec.Outcome, rec.Error = storage.OutcomeError, res.invalid.Error()+"; the call was refused"
+	}
+	return rec
 }
 
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
-// failureMode decides.
-func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (Decision, int, error) {
+// failureMode decides. breakerState is the URL's breaker as the call found it.
+func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (dec Decision, status int, breakerState string, failure error) {
 	if d.interceptInFlight.Add(1) > int64(d.set.InterceptiveConcurrency) {
 		d.interceptInFlight.Add(-1)
 		d.bulkheadRejected.Add(1)
 		d.metrics.bulkheadRejected(true)
-		return Decision{}, 0, errors.New("interceptive bulkhead full")
+		return Decision{}, 0, d.breakers.State(h.DispatchConfig.URL), errors.New("interceptive bulkhead full")
 	}
 	defer d.interceptInFlight.Add(-1)
 	done, err := d.breakers.Acquire(h.DispatchConfig.URL)
 	if err != nil {
-		return Decision{}, 0, err
+		return Decision{}, 0, breaker.StateOpen, err
 	}
+	breakerState = d.breakers.State(h.DispatchConfig.URL)
 	cctx := d.deadlines.start(ctx, &h.Hook, now)
 	defer d.deadlines.end(cctx)
 	ctx = cctx
@@ -149,22 +197,22 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 	done(breakerOutcome(a))
 	if a.err != nil {
 		if cause := context.Cause(ctx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
-			return Decision{}, a.status, cause
+			return Decision{}, a.status, breakerState, cause
 		}
-		return Decision{}, a.status, a.err
+		return Decision{}, a.status, breakerState, a.err
 	}
 	if a.status/100 != 2 {
-		return Decision{}, a.status, fmt.Errorf("receiver answered HTTP %d", a.status)
+		return Decision{}, a.status, breakerState, fmt.Errorf("receiver answered HTTP %d", a.status)
 	}
-	dec, err := parseAnswer(a.respBody)
+	dec, err = parseAnswer(a.respBody)
 	if err != nil {
-		return Decision{}, a.status, err
+		return Decision{}, a.status, breakerState, err
 	}
 	if dec.Decision == Modify && dec.ModifiedValue == nil {
 		d.log.Warn("hook answered modify without modifiedValue; treated as allow", "hookId", h.ID, "hookName", h.HookName, "traceId", ev.TraceID)
 		dec.Decision = Allow
 	}
-	return dec, a.status, nil
+	return dec, a.status, breakerState, nil
 }
 
 // The answers most receivers give, which parseAnswer recognises without decoding.
@@ -259,77 +307,4 @@ func breakerOutcome(a attempt) error {
 		return nil
 	}
 	return a.err
-}
-
-// decisionLinger is how long the decision log writer waits for more entries after the first one
-// of a batch. The log is written asynchronously anyway; without the wait, a steady trickle of
-// decisions costs one transaction and one fsync each, which on SQLite took a fifth of the CPU
-// from the calls being decided.
-const decisionLinger = 10 * time.Millisecond
-
-// decisionBatch is the most entries one decision log write takes.
-const decisionBatch = 256
-
-// logDecision hands rec to the decision log writer. The writer does not wait on the channel while
-// it lingers, so most hand-overs wake nobody: it wakes for the first entry after a write, and when
-// a whole batch is waiting.
-func (d *Dispatcher) logDecision(rec storage.Decision) {
-	d.decisions <- rec
-	if len(d.decisions) >= decisionBatch {
-		select {
-		case d.decisionsFull <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (d *Dispatcher) decisionLoop() {
-	defer d.writers.Done()
-	batch := make([]storage.Decision, 0, decisionBatch)
-	write := func() {
-		if err := d.db.InsertDecisions(context.Background(), batch); err != nil {
-			d.log.Error("decision log write failed", "entries", len(batch), "err", err)
-		}
-		batch = batch[:0]
-	}
-	// writeQueued writes what is queued now, a batch at a time; only this goroutine receives, so
-	// the entries counted are there to take.
-	writeQueued := func() {
-		for n := len(d.decisions); ; {
-			for ; n > 0 && len(batch) < cap(batch); n-- {
-				batch = append(batch, <-d.decisions)
-			}
-			if len(batch) > 0 {
-				write()
-			}
-			if n == 0 {
-				return
-			}
-		}
-	}
-	linger := time.NewTimer(decisionLinger)
-	linger.Stop()
-	for {
-		select {
-		case rec := <-d.decisions:
-			batch = append(batch, rec)
-			if len(d.decisions) < decisionBatch-1 {
-				select { // a stale signal from the previous turn
-				case <-d.decisionsFull:
-				default:
-				}
-				linger.Reset(decisionLinger)
-				select {
-				case <-linger.C:
-				case <-d.decisionsFull:
-				case <-d.closeWrit: // write what is there; the next turn drains the rest
-				}
-				linger.Stop()
-			}
-			writeQueued()
-		case <-d.closeWrit:
-			writeQueued()
-			return
-		}
-	}
 }

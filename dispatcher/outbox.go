@@ -17,12 +17,6 @@ import (
 // How much of a response an attempt record keeps.
 const keptResponseBody = 2 << 10
 
-// enqueueReq is one Observe call waiting for the group commit that makes its rows durable.
-type enqueueReq struct {
-	rows []storage.Delivery
-	done chan error
-}
-
 // ErrStopped is returned by Observe once the dispatcher is shutting down.
 var ErrStopped = errors.New("dispatcher: stopped")
 
@@ -48,83 +42,31 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	if ev.OccurredAt.IsZero() {
 		ev.OccurredAt = start
 	}
-	req := enqueueReq{rows: make([]storage.Delivery, len(hooks)), done: make(chan error, 1)}
+	rows := make([]storage.Delivery, len(hooks))
 	ids := make([]string, len(hooks))
 	for i, h := range hooks {
 		ids[i] = storage.NewTSIDString()
-		req.rows[i] = storage.Delivery{EventID: ids[i], HookID: h.ID, HookType: string(h.HookType), HookName: h.HookName,
+		rows[i] = storage.Delivery{EventID: ids[i], HookID: h.ID, HookType: string(h.HookType), HookName: h.HookName,
 			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), SessionID: ev.SessionID,
 			PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
 	}
-	d.stopMu.RLock()
-	if d.stopped {
-		d.stopMu.RUnlock()
-		return nil, ErrStopped
-	}
-	select {
-	case d.enqueue <- req:
-	case <-ctx.Done():
-		d.stopMu.RUnlock()
-		return nil, ctx.Err()
-	}
-	d.stopMu.RUnlock()
-	// Once handed over, the commit happens whatever the caller's context says; waiting for it
-	// is what makes the returned ids a promise.
-	if err := <-req.done; err != nil {
+	if err := d.outbox.submit(ctx, rows, true); err != nil {
 		return nil, err
 	}
 	d.metrics.observed(time.Since(start))
 	return ids, nil
 }
 
-// commitLoop is the group committer: it takes every request that queued while the previous
-// commit ran and writes them in one transaction, so throughput does not fall to one fsync per
-// event.
-func (d *Dispatcher) commitLoop() {
-	defer d.writers.Done()
-	const maxRows = 2000
-	var reqs []enqueueReq
-	var rows []storage.Delivery
-	flush := func() {
-		err := d.db.EnqueueDeliveries(context.Background(), rows)
-		for _, r := range reqs {
-			r.done <- err
-		}
+// newOutbox is the outbox's group committer: concurrent Observe calls share one transaction, so
+// throughput does not fall to one fsync per event.
+func (d *Dispatcher) newOutbox() *groupCommit[storage.Delivery] {
+	return newGroupCommit(2000, 4096, 0, d.db.EnqueueDeliveries, func(n int, err error) {
 		if err != nil {
-			d.log.Error("outbox commit failed", "rows", len(rows), "err", err)
+			d.log.Error("outbox commit failed", "rows", n, "err", err)
 		} else {
 			d.poke()
 		}
-		reqs, rows = reqs[:0], rows[:0]
-	}
-	for {
-		select {
-		case r := <-d.enqueue:
-			reqs, rows = append(reqs, r), append(rows, r.rows...)
-		drain:
-			for len(rows) < maxRows {
-				select {
-				case r := <-d.enqueue:
-					reqs, rows = append(reqs, r), append(rows, r.rows...)
-				default:
-					break drain
-				}
-			}
-			flush()
-		case <-d.closeWrit:
-			for {
-				select {
-				case r := <-d.enqueue:
-					reqs, rows = append(reqs, r), append(rows, r.rows...)
-				default:
-					if len(reqs) > 0 {
-						flush()
-					}
-					return
-				}
-			}
-		}
-	}
+	})
 }
 
 // claimLoop owns the deliverySlots bulkhead: it claims only as many due rows as there are free

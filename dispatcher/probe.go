@@ -4,71 +4,90 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hookd/hookd/storage"
 )
 
-// ProbeResult is what one test call to a hook's receiver showed.
+// ProbeResult is what one test call to a hook's receiver showed. For an interceptive hook it is
+// what a dispatch would have enforced: the answer under the tolerance rules, or the failureMode
+// (FromFailureMode, Error says why), or decision "error" for a modify that cannot be applied.
 type ProbeResult struct {
-	EventID    string  `json:"eventId"`
-	StatusCode int     `json:"statusCode"`
-	LatencyMs  int64   `json:"latencyMs"`
-	Decision   *string `json:"decision"` // interceptive hooks only
-	Error      *string `json:"error"`
+	EventID         string  `json:"eventId"`
+	StatusCode      int     `json:"statusCode"`
+	LatencyMs       int64   `json:"latencyMs"`
+	Decision        *string `json:"decision"` // interceptive hooks only
+	Reason          *string `json:"reason,omitempty"`
+	ModifiedValue   *string `json:"modifiedValue,omitempty"`
+	FromFailureMode bool    `json:"fromFailureMode"`
+	BreakerState    string  `json:"breakerState,omitempty"`
+	Error           *string `json:"error"`
 }
 
-// Probe sends one signed sample event of the hook's type to its receiver now, bypassing the
-// breaker and the outbox, so an operator can see what the receiver answers.
+// Probe sends one signed sample event of the hook's type to its receiver now, so an operator can
+// see what the receiver answers. An interceptive hook is asked through the same path as a
+// dispatch (bulkhead, breaker, timeout, tolerance rules, modify check) but nothing is recorded;
+// an observational one bypasses the outbox and the breaker.
 func (d *Dispatcher) Probe(ctx context.Context, hookID int64) (ProbeResult, error) {
-	h, err := d.reg.Get(ctx, hookID)
-	if err != nil {
-		return ProbeResult{}, err
+	h := d.reg.byID(hookID)
+	if h == nil {
+		if _, err := d.reg.Get(ctx, hookID); err != nil {
+			return ProbeResult{}, err
+		}
+		return ProbeResult{}, fmt.Errorf("dispatcher: hook %d is not loaded yet", hookID)
 	}
-	body, err := marshalContext(SampleContext(h.HookType))
-	if err != nil {
-		return ProbeResult{}, err
-	}
-	now := time.Now()
-	res := ProbeResult{EventID: storage.NewTSIDString()}
 	sessionID, principalID := int64(10001), int64(1001)
+	now := time.Now()
+	ev := Event{HookType: h.HookType, SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID,
+		Context: SampleContext(h.HookType), OccurredAt: now}
+	body, canonical, err := encodeContext(ev.Context)
+	if err != nil {
+		return ProbeResult{}, err
+	}
+	if h.HookType.Interceptive() {
+		ev.TraceID = "hookd-test-" + storage.NewTSIDString()
+		r := d.evaluate(ctx, h, &ev, body, canonical, now)
+		res := ProbeResult{EventID: r.eventID, StatusCode: r.status, LatencyMs: r.took.Milliseconds(),
+			Decision: &r.dec.Decision, Reason: nullIfEmpty(r.dec.Reason), ModifiedValue: r.dec.ModifiedValue,
+			FromFailureMode: r.failure != nil, BreakerState: r.breaker}
+		switch {
+		case r.failure != nil:
+			res.Error = nullIfEmpty(r.failure.Error())
+		case r.invalid != nil:
+			res.Decision, res.ModifiedValue = strPtr(storage.OutcomeError), nil
+			res.Error = nullIfEmpty(r.invalid.Error())
+		}
+		return res, nil
+	}
+	res := ProbeResult{EventID: storage.NewTSIDString()}
 	env := &Envelope{SchemaVersion: SchemaVersion, EventID: res.EventID, HookType: h.HookType, HookName: h.HookName,
 		OccurredAt: now.UnixMilli(), DeliveryAttempt: 1, TraceID: strPtr("hookd-test-" + res.EventID),
-		SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID, Context: body}
-	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
-	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("hook %q timeout %s", h.HookName, timeout))
-	defer cancel()
-	a := d.send.send(ctx, &h, nil, env, time.Now())
-	res.StatusCode, res.LatencyMs = a.status, a.latency.Milliseconds()
+		SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID, Context: body, canonical: canonical}
+	actx := d.deadlines.start(ctx, &h.Hook, now)
+	a := d.send.send(actx, &h.Hook, h.wire, env, now)
 	var failure error
 	switch {
 	case a.err != nil:
 		failure = a.err
-		if cause := context.Cause(ctx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
+		if cause := context.Cause(actx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
 			failure = cause
 		}
 	case a.status/100 != 2:
 		failure = fmt.Errorf("receiver answered HTTP %d", a.status)
 	}
-	if h.HookType.Interceptive() {
-		var dec string
-		if failure == nil {
-			var parsed Decision
-			if parsed, failure = parseAnswer(a.respBody); failure == nil {
-				dec = parsed.Decision
-			}
-		}
-		if failure != nil {
-			dec = strings.ToLower(h.DispatchConfig.FailureMode) // what a real dispatch would have decided
-		}
-		res.Decision = &dec
-	}
+	d.deadlines.end(actx)
+	res.StatusCode, res.LatencyMs = a.status, a.latency.Milliseconds()
 	if failure != nil {
-		msg := failure.Error()
-		res.Error = &msg
+		res.Error = nullIfEmpty(failure.Error())
 	}
 	return res, nil
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // SampleContext is a context of type t filled with the source document's example values.

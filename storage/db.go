@@ -19,6 +19,8 @@ import (
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
 	"gorm.io/gorm/logger"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Dialect names the database behind a DB.
@@ -90,7 +92,10 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		db.dialect = SQLite
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		if db.w, err = gorm.Open(postgres.Open(withSessionLimits(rawURL)), gcfg); err != nil {
-			return nil, fmt.Errorf("storage: open postgres %s: %w", redactURL(rawURL), err)
+			// The driver's message may quote the URL with its query intact: scrubbed, and so not
+			// wrapped (the original would still print through %+v or errors.Unwrap).
+			return nil, fmt.Errorf("storage: open postgres %s: %s", redactURL(rawURL),
+				hookdtype.ScrubSecrets(err.Error(), hookdtype.DSNSecrets(rawURL)))
 		}
 		sqlW, _ := db.w.DB()
 		sqlW.SetMaxOpenConns(32)
@@ -188,17 +193,8 @@ func withSessionLimits(raw string) string {
 	return u.String()
 }
 
-// redactURL hides a password in a database URL before it reaches a log or an error.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "***")
-	}
-	return u.String()
-}
+// redactURL hides the passwords of a database URL before it reaches a log or an error.
+func redactURL(raw string) string { return hookdtype.RedactDSN(raw) }
 
 // ms and fromMs convert between time.Time and the epoch milliseconds stored in every time column;
 // integers sort and compare the same on both databases.

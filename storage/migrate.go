@@ -256,6 +256,39 @@ var migrations = []migration{
 		`CREATE INDEX deliveries_due_order ON deliveries (status, next_attempt_at, id)`,
 		`DROP INDEX deliveries_due`,
 	}},
+	{9, "decision record and delivery lifecycle", []string{
+		// The decision log names what was decided (the subject) for whom, and is a hash chain:
+		// each row stores the hash of its predecessor and its own (decisions.go).
+		`ALTER TABLE decisions ADD COLUMN hook_priority INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE decisions ADD COLUMN principal_id BIGINT`,
+		`ALTER TABLE decisions ADD COLUMN agent_id BIGINT`,
+		`ALTER TABLE decisions ADD COLUMN tool_name TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN tool_call_id TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN task_id BIGINT`,
+		`ALTER TABLE decisions ADD COLUMN subject_hash TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN subject TEXT`,
+		`ALTER TABLE decisions ADD COLUMN modified_hash TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN breaker_state TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN prev_hash TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE decisions ADD COLUMN hash TEXT NOT NULL DEFAULT ''`,
+		`CREATE INDEX decisions_hook ON decisions (hook_id, id)`,
+		`CREATE INDEX decisions_principal ON decisions (principal_id, id)`,
+		`CREATE INDEX decisions_tool ON decisions (tool_name, id)`,
+		`CREATE INDEX decisions_created ON decisions (created_at)`,
+		// Where pruning cut the chain: the oldest kept row's predecessor, so a verifier tells a
+		// pruned prefix from a deleted one. One row at most (id 1).
+		`CREATE TABLE decision_chain (
+			id INTEGER PRIMARY KEY,
+			pruned_through BIGINT NOT NULL,
+			pruned_hash TEXT NOT NULL
+		)`,
+		// A disabled hook's queued deliveries wait, paused, outside the claim's index range.
+		`ALTER TABLE deliveries ADD COLUMN paused {{bool}} NOT NULL DEFAULT FALSE`,
+		`CREATE INDEX deliveries_claim ON deliveries (status, paused, next_attempt_at, id)`,
+		`DROP INDEX deliveries_due_order`,
+		// Retention finds old rows by it; it is written once, at insert.
+		`CREATE INDEX deliveries_created ON deliveries (created_at)`,
+	}},
 	{25, "console sessions", []string{
 		`CREATE TABLE console_sessions (
 			token_hash {{blob}} PRIMARY KEY,

@@ -167,9 +167,9 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, n int, lease t
 	}
 	var rows []deliveryRow
 	err := db.w.WithContext(ctx).Raw(`UPDATE deliveries SET status = ?, lease_until = ?, updated_at = ?
-		WHERE id IN (SELECT id FROM deliveries WHERE status = ? AND next_attempt_at <= ?
+		WHERE id IN (SELECT id FROM deliveries WHERE status = ? AND paused = ? AND next_attempt_at <= ?
 			ORDER BY next_attempt_at, id LIMIT ?`+lock+`)
-		RETURNING *`, StatusDelivering, ms(now.Add(lease)), ms(now), StatusPending, ms(now), n).Scan(&rows).Error
+		RETURNING *`, StatusDelivering, ms(now.Add(lease)), ms(now), StatusPending, false, ms(now), n).Scan(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("storage: claim deliveries: %w", err)
 	}
@@ -286,10 +286,12 @@ func (db *DB) RescueDeliveries(ctx context.Context, now time.Time) (int64, error
 	return res.RowsAffected, nil
 }
 
-// NextDue is when the earliest pending delivery falls due; ok is false when none is pending.
+// NextDue is when the earliest pending delivery that is not paused falls due; ok is false when
+// none is pending.
 func (db *DB) NextDue(ctx context.Context) (t time.Time, ok bool, err error) {
 	var v *int64
-	err = db.r.WithContext(ctx).Raw(`SELECT MIN(next_attempt_at) FROM deliveries WHERE status = ?`, StatusPending).Scan(&v).Error
+	err = db.r.WithContext(ctx).Raw(`SELECT MIN(next_attempt_at) FROM deliveries WHERE status = ? AND paused = ?`,
+		StatusPending, false).Scan(&v).Error
 	if err != nil || v == nil {
 		return time.Time{}, false, err
 	}

@@ -360,6 +360,75 @@ func (db *DB) updateRun(ctx context.Context, r *Run, where string, args ...any) 
 	return oneRow(res, "update run %d", r.ID)
 }
 
+// Transition says which run rows a TransitionRun may change: those whose status is From and,
+// when Owner is set, whose owner is Owner (the replica executing a running run).
+type Transition struct {
+	From  string
+	Owner string
+}
+
+// TransitionRun changes a run's status: it writes r (status, spec, state, error, owner) and
+// appends the events that announce the change, both or neither, if the run still matches t;
+// ErrNotFound when it does not (another writer changed it first, or another replica took it
+// over). A reader that sees the events therefore always finds the status they announce.
+//
+// On PostgreSQL it is one statement (see updateRun), which also NOTIFYs the run's followers
+// (ChannelRunEvents) when it commits; on SQLite one transaction.
+func (db *DB) TransitionRun(ctx context.Context, r *Run, t Transition, evs []RunEvent) error {
+	r.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	where, wargs := "id = ? AND status = ?", []any{r.ID, t.From}
+	if t.Owner != "" {
+		where, wargs = where+" AND owner = ?", append(wargs, t.Owner)
+	}
+	set := []any{r.Status, string(r.Spec), string(r.State), r.ErrorCode, r.ErrorMessage, r.Owner, r.UpdatedAt.UnixMilli()}
+	const update = `UPDATE runs SET status = ?, spec = ?, state = ?, error_code = ?, error_message = ?, owner = ?, updated_at = ? WHERE `
+	if db.dialect != Postgres {
+		return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := oneRow(tx.Exec(update+where, append(set, wargs...)...), "transition run %d", r.ID); err != nil {
+				return err
+			}
+			if len(evs) == 0 {
+				return nil
+			}
+			rows := make([]runEventRow, len(evs))
+			for i, e := range evs {
+				rows[i] = runEventRow{RunID: r.ID, Seq: e.Seq, Body: string(e.Body)}
+			}
+			if err := tx.Create(rows).Error; err != nil {
+				return fmt.Errorf("storage: transition run %d: events: %w", r.ID, err)
+			}
+			return nil
+		})
+	}
+	args := append(set, wargs...)
+	var values strings.Builder
+	for i, e := range evs {
+		if i > 0 {
+			values.WriteString(", ")
+		}
+		values.WriteString("(CAST(? AS BIGINT), CAST(? AS TEXT))")
+		args = append(args, e.Seq, string(e.Body))
+	}
+	ins := `SELECT 0 AS n`
+	if len(evs) > 0 {
+		ins = `INSERT INTO run_events (run_id, seq, body)
+			SELECT u.id, v.seq, v.body FROM u, (VALUES ` + values.String() + `) AS v (seq, body)
+			RETURNING 1`
+	}
+	args = append(args, payloadOf([]int64{r.ID}))
+	var out struct{ N int64 }
+	err := db.w.WithContext(ctx).Raw(`WITH u AS (`+update+where+` RETURNING id), ins AS (`+ins+`)
+		SELECT n, CASE WHEN n > 0 THEN pg_notify(`+channelExpr(ChannelRunEvents)+`, ?)::text END AS notified
+		FROM (SELECT COUNT(*) AS n FROM u) c, (SELECT COUNT(*) FROM ins) i`, args...).Scan(&out).Error
+	if err != nil {
+		return fmt.Errorf("storage: transition run %d: %w", r.ID, err)
+	}
+	if out.N == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
 // RunEvent is one persisted event of a run.
 type RunEvent struct {
 	RunID int64

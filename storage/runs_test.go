@@ -77,3 +77,74 @@ func TestRunHeads(t *testing.T) {
 		}
 	})
 }
+
+// A transition writes the status and the events that announce it, both or neither.
+func TestTransitionRun(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		s, _, err := db.EnsureSession(ctx, storage.Session{UserID: "u1", Key: "transition"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := storage.Run{RequestID: "req-transition", SessionID: s.ID, UserID: "u1", Status: storage.RunRunning, Owner: "a"}
+		if err := db.CreateRun(ctx, &r); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.AppendRunEvents(ctx, "a", []storage.RunEvent{{RunID: r.ID, Seq: 1, Body: []byte(`{"kind":"run.started"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		check := func(status string, last int64) {
+			t.Helper()
+			h, err := db.RunHead(ctx, r.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.Status != status || h.LastSeq != last {
+				t.Fatalf("head: status %s, last seq %d; want %s, %d", h.Status, h.LastSeq, status, last)
+			}
+		}
+		// Another replica's claim on a running run changes nothing.
+		r.Status, r.State = storage.RunSuspended, []byte(`{"step":1}`)
+		err = db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunRunning, Owner: "b"},
+			[]storage.RunEvent{{Seq: 2, Body: []byte(`{"kind":"suspended"}`)}})
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("foreign owner: %v, want ErrNotFound", err)
+		}
+		check(storage.RunRunning, 1)
+		// The owner's pause lands with its events.
+		err = db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunRunning, Owner: "a"},
+			[]storage.RunEvent{{Seq: 2, Body: []byte(`{"kind":"custom"}`)}, {Seq: 3, Body: []byte(`{"kind":"suspended"}`)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(storage.RunSuspended, 3)
+		// Of two resumes of one pause, one wins; the loser's event is not written.
+		r.Status = storage.RunRunning
+		if err := db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunSuspended},
+			[]storage.RunEvent{{Seq: 4, Body: []byte(`{"kind":"resumed"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		err = db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunSuspended},
+			[]storage.RunEvent{{Seq: 5, Body: []byte(`{"kind":"resumed"}`)}})
+		if !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("second resume: %v, want ErrNotFound", err)
+		}
+		check(storage.RunRunning, 4)
+		// A transition with an event whose seq is taken writes neither.
+		r.Status = storage.RunCompleted
+		if err := db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunRunning},
+			[]storage.RunEvent{{Seq: 4, Body: []byte(`{}`)}}); err == nil || errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("duplicate seq: %v, want a failure", err)
+		}
+		check(storage.RunRunning, 4)
+		got, err := db.RunsByID(ctx, r.ID)
+		if err != nil || string(got.State) != `{"step":1}` {
+			t.Fatalf("state %s, %v", got.State, err)
+		}
+		// No events at all is a plain guarded update.
+		if err := db.TransitionRun(ctx, &r, storage.Transition{From: storage.RunRunning}, nil); err != nil {
+			t.Fatal(err)
+		}
+		check(storage.RunCompleted, 4)
+	})
+}

@@ -22,6 +22,7 @@ import (
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/harness"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/signing"
@@ -47,7 +48,7 @@ func newEnv(t testing.TB, db *storage.DB, script string, cfg agent.Config, keys 
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	harness.Register(r, harness.Deps{Runtime: ae.Runtime, Keys: wire.NewKeys(keys), Log: quiet()})
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(openapitest.Handler(t, r))
 	t.Cleanup(srv.Close)
 	return &env{t: t, db: db, reg: ae.Hooks, rt: ae.Runtime, tool: ae.Tools, srv: srv}
 }

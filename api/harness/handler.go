@@ -525,31 +525,12 @@ func (s *stream) emit(ctx context.Context, ev agent.Event) (bool, error) {
 		s.replyID = ev.ReplyID
 	}
 	final := top && (ev.Kind == agent.KindRunEnded || ev.Kind == agent.KindSuspended)
-	if top && ev.Kind == agent.KindSuspended {
-		s.settle(ctx) // the next request must find the run paused, not still running
-	}
 	for _, e := range Map(ev, s.sessionKey) {
 		if err := s.out.write(e); err != nil {
 			return true, err
 		}
 	}
 	return final, nil
-}
-
-// settle waits (briefly) until the paused run's status says so: the Suspended event is
-// announced a moment before the run records its pause.
-func (s *stream) settle(ctx context.Context) {
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
-		run, err := s.h.rt.Run(ctx, s.userID, s.requestID)
-		if err != nil || run.Status != storage.RunRunning {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
 }
 
 // sink is one response form.

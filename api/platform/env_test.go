@@ -20,6 +20,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/storage"
@@ -83,7 +84,7 @@ func (e *tenv) serve() {
 	}
 	e.rt = e.env.Runtime
 	platform.Register(r, platform.Deps{Runtime: e.rt, DB: e.env.DB, Workspaces: e.ws, Keys: keys, Heartbeat: e.hb, Log: quiet()})
-	e.srv = httptest.NewServer(r)
+	e.srv = httptest.NewServer(openapitest.Handler(e.t, r))
 	srv := e.srv
 	e.t.Cleanup(func() {
 		srv.CloseClientConnections() // open streams end, so Close does not wait for them

@@ -24,6 +24,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/storage"
@@ -169,7 +170,7 @@ func newEnv(t *testing.T, o opts) *env {
 		hb = time.Hour
 	}
 	volo.Register(r, volo.Deps{Runtime: rt, Keys: wire.NewKeys(o.keys), Log: quiet(), DB: db, Heartbeat: hb})
-	srv := httptest.NewServer(r)
+	srv := httptest.NewServer(openapitest.Handler(t, r))
 	t.Cleanup(func() { // before the runtime stops (cleanups run last-registered first)
 		srv.CloseClientConnections()
 		srv.Close()

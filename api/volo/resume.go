@@ -185,18 +185,6 @@ var (
 
 // ---- run inspection ----
 
-// pauseKinds are the events after which a run records a pause (or, for suspended, is about to be
-// resumed) a few milliseconds later.
-func pauseKind(ev agent.Event) bool {
-	switch ev.Kind {
-	case agent.KindAsk, agent.KindExternalCalls, agent.KindStopRequested, agent.KindSuspended:
-		return true
-	case agent.KindCustom: // state_updated comes right before suspended
-		return ev.Custom != nil && ev.Custom.Name == "state_updated"
-	}
-	return false
-}
-
 // askArguments maps each ask of a run (by askId, and by "call:"+callId) to the arguments it was
 // about.
 func askArguments(evs []agent.Event) map[string]string {
@@ -248,36 +236,6 @@ func (h *handler) runEvents(ctx context.Context, runID int64) ([]agent.Event, er
 			return out, nil
 		}
 	}
-}
-
-// settle waits (up to 3 s) while a run is between announcing a pause or a resume and recording
-// it, so that its status and its events agree.
-func (h *handler) settle(ctx context.Context, caller wire.Caller, run storage.Run) storage.Run {
-	for deadline := time.Now().Add(3 * time.Second); run.Status == storage.RunRunning && time.Now().Before(deadline); {
-		last, err := h.d.DB.LastRunSeq(ctx, run.ID)
-		if err != nil {
-			return run
-		}
-		rows, err := h.d.DB.RunEvents(ctx, run.ID, last-1, 1)
-		if err != nil || len(rows) == 0 {
-			return run
-		}
-		var ev agent.Event
-		if json.Unmarshal(rows[0].Body, &ev) != nil || !pauseKind(ev) {
-			return run
-		}
-		select {
-		case <-ctx.Done():
-			return run
-		case <-time.After(5 * time.Millisecond):
-		}
-		cur, err := h.rt.RunByReply(ctx, caller.UserID, run.ReplyID)
-		if err != nil {
-			return run
-		}
-		run = cur
-	}
-	return run
 }
 
 // traceOf is the trace of a run's frames: its session key and parent turn come with its
@@ -343,7 +301,6 @@ func (h *handler) resume(c *gin.Context) {
 		h.earlyError(c, tr, controlError(err, turnNotFound))
 		return
 	}
-	run = h.settle(ctx, caller, run)
 	evs, err := h.runEvents(ctx, run.ID)
 	if err != nil {
 		h.earlyError(c, tr, internal(err))
@@ -608,7 +565,6 @@ func (h *handler) interactionResponse(c *gin.Context) {
 		h.fail(c, controlError(err, interactionNotFound))
 		return
 	}
-	run = h.settle(ctx, caller, run)
 	if run.Status != storage.RunSuspended {
 		h.fail(c, &apiError{status: http.StatusConflict, key: errNotWaiting, detail: "the turn is not paused"})
 		return

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/signing"
 )
 
@@ -47,13 +48,15 @@ type daemon struct {
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan struct{}
+	// http checks every answer against the OpenAPI document.
+	http *http.Client
 }
 
 // startDaemon runs `hookd serve` with the config file and extra environment, and waits until it
 // listens.
 func startDaemon(t *testing.T, cfgPath string, env ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, done: make(chan struct{})}
+	d := &daemon{t: t, done: make(chan struct{}), http: &http.Client{Transport: openapitest.Transport(t, nil)}}
 	d.cmd = exec.Command(binary, "serve", "--config", cfgPath)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Dir = filepath.Dir(cfgPath)
@@ -123,7 +126,7 @@ func (d *daemon) call(method, path, body string, out any) int {
 	req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	bearer(req)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.http.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v", method, path, err)
 	}
@@ -286,5 +289,25 @@ func TestOperatorCLI(t *testing.T) {
 	}
 	if out, code = cli(body, "verify", "--secret", "s3cr3t"); code != 2 || !strings.Contains(out, `"signature", "timestamp"`) {
 		t.Fatalf("verify without --signature: %d %s", code, out)
+	}
+}
+
+// TestStartsWithKubernetesServiceLinks: a pod behind a Service named hookd gets HOOKD_PORT and
+// its kin from Kubernetes; the daemon starts and says at debug level what it ignored.
+func TestStartsWithKubernetesServiceLinks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nlog: {level: debug, format: json}\n")
+	links := []string{"HOOKD_SERVICE_HOST=10.96.14.2", "HOOKD_SERVICE_PORT=8080", "HOOKD_SERVICE_PORT_HTTP=8080",
+		"HOOKD_PORT=tcp://10.96.14.2:8080", "HOOKD_PORT_8080_TCP=tcp://10.96.14.2:8080", "HOOKD_PORT_8080_TCP_PROTO=tcp",
+		"HOOKD_PORT_8080_TCP_PORT=8080", "HOOKD_PORT_8080_TCP_ADDR=10.96.14.2"}
+	d := startDaemon(t, cfg, links...)
+	if st := d.call("GET", "/healthz", "", nil); st != 200 {
+		t.Fatalf("healthz: %d", st)
+	}
+	for _, kv := range links {
+		name, _, _ := strings.Cut(kv, "=")
+		if !strings.Contains(d.log(), `"msg":"ignoring a Kubernetes service-link variable","name":"`+name+`"`) {
+			t.Errorf("no debug line for %s:\n%s", name, d.log())
+		}
 	}
 }

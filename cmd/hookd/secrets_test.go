@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -83,6 +84,16 @@ agent: {toolDefault: allow}
 		}
 	}
 	admin("GET", "/api/hooks", "")
+	// API errors about bodies that carry secrets answer without them.
+	for _, bad := range []string{
+		`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"` + recv.URL + `","signingSecret":"` + secrets["signing secret"] + `","timeoutMs":"` + secrets["signing secret"] + `"}}`,
+		`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"https://u:` + secrets["basic password"] + `@bad host/","auth":{"type":"BEARER","credential":"` + secrets["bearer cred"] + `","prefx":"B"}}}`,
+		`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"` + recv.URL + `","auth":{"type":"BASIC","username":"u","password":` + secrets["basic password"] + `}}}`,
+	} {
+		if st := admin("POST", "/api/hooks", bad); st != 400 {
+			t.Errorf("bad hook: %d", st)
+		}
+	}
 	admin("POST", "/api/hooks/1/test", "")
 	admin("POST", "/api/hooks/3/test", "")
 	admin("PUT", "/api/hooks/1", `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`/gate","signingSecret":"***","auth":{"type":"BEARER","credential":"***"}}}`)
@@ -107,6 +118,9 @@ agent: {toolDefault: allow}
 	time.Sleep(1500 * time.Millisecond) // let retries and the closed-port failures log
 	admin("GET", "/api/deliveries?limit=500", "")
 	admin("GET", "/api/decisions", "")
+	if st := admin("GET", "/metrics", ""); st != 200 {
+		t.Errorf("metrics: %d", st)
+	}
 
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	<-d.done
@@ -136,4 +150,67 @@ agent: {toolDefault: allow}
 			}
 		}
 	}
+}
+
+// TestDatabasePasswordNeverShown: a database password given in the URL's userinfo or as a query
+// parameter (password, sslpassword) appears in no startup error, whether the URL came from the
+// file or the environment, and — on a real PostgreSQL server — in no log line of a daemon that
+// starts with it at debug level.
+func TestDatabasePasswordNeverShown(t *testing.T) {
+	pw := []string{"pw-Ux1-userinfo", "pw-Qy2-query", "pw-Sz3-sslquery"}
+	check := func(what, out string) {
+		t.Helper()
+		for _, p := range pw {
+			if strings.Contains(out, p) {
+				t.Errorf("%s: password %s shown:\n%s", what, p, out)
+			}
+		}
+	}
+	dir := t.TempDir()
+	for _, dsn := range []string{
+		"postgres://hookd:" + pw[0] + "@127.0.0.1:1/hookd?password=" + pw[1] + "&sslpassword=" + pw[2] + "&sslmode=disable",
+		"postgres://hookd:" + pw[0] + "@127.0.0.1:notaport/hookd?password=" + pw[1],
+		"postgres://hookd:" + pw[0] + "@127.0.0.1:1/hookd?password=" + pw[1] + "&sslmode=bogus",
+		"postgresql://hookd@127.0.0.1:1/hookd?sslpassword=" + pw[2] + "&password=" + pw[1] + "&connect_timeout=x",
+	} {
+		for _, viaEnv := range []bool{false, true} {
+			cfg := "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: " + dir + "\n"
+			var env []string
+			if viaEnv {
+				env = append(env, "HOOKD_DATABASE="+dsn)
+			} else {
+				cfg += "database: '" + dsn + "'\n"
+			}
+			cmd := exec.Command(binary, "serve", "--config", writeConfig(t, dir, cfg))
+			cmd.Env = append(os.Environ(), env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("%s: started", dsn)
+			}
+			if !strings.Contains(string(out), "database") && !strings.Contains(string(out), "postgres") {
+				t.Fatalf("the error says nothing of the database:\n%s", out)
+			}
+			check("start error", string(out))
+		}
+	}
+
+	base := os.Getenv("HOOKD_TEST_POSTGRES_DSN")
+	if base == "" {
+		t.Log("HOOKD_TEST_POSTGRES_DSN not set: the live PostgreSQL part is skipped")
+		return
+	}
+	// The test server trusts local connections, so the passwords are carried and never needed.
+	u := strings.Replace(base, "postgres://postgres@", "postgres://postgres:"+pw[0]+"@", 1) + "&password=" + pw[1]
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: "+dir+"\ndatabase: '"+u+"'\n")
+	d := startDaemon(t, cfg)
+	if st := d.call("GET", "/readyz", "", nil); st != 200 {
+		t.Fatalf("readyz: %d", st)
+	}
+	d.call("GET", "/api/hooks?nosuch=1", "", nil)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
+	if !strings.Contains(d.log(), "postgres://postgres:***@") {
+		t.Fatalf("the log does not show the masked URL:\n%s", d.log())
+	}
+	check("log", d.log())
 }

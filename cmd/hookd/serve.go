@@ -47,7 +47,11 @@ func newServeCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, newLogger(cfg.Log, cmd.ErrOrStderr()))
+			log := newLogger(cfg.Log, cmd.ErrOrStderr())
+			for _, name := range config.ServiceLinks(os.Environ()) {
+				log.Debug("ignoring a Kubernetes service-link variable", "name", name)
+			}
+			return serve(ctx, cfg, log)
 		},
 	}
 	cmd.Flags().StringVar(&path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
@@ -91,6 +95,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Transport:               guard.Transport(),
 		Version:                 version,
 		Lease:                   cfg.Webhooks.ClaimLease.Std(),
+		DecisionDurability:      cfg.Decisions.Durability,
+		RecordArguments:         cfg.Decisions.RecordArguments,
 	})
 	if err := disp.Start(ctx); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)

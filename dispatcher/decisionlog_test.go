@@ -1,0 +1,178 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/breaker"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// TestDecisionRecordIsWhatWasEnforced: each row names its subject and holds the outcome that
+// took effect — an invalid modify as the error the caller got, a failed call as its failureMode,
+// a breaker short-circuit as the failureMode at an open breaker — and is readable as soon as
+// Intercept returns.
+func TestDecisionRecordIsWhatWasEnforced(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		h := newHarness(t, db, Settings{Breaker: breaker.Settings{ConsecutiveFailures: 1, OpenFor: time.Minute},
+			RecordArguments: true})
+		ctx := context.Background()
+		session, principal := int64(10001), int64(1001)
+		args := `{ "target": "ACC-002", "amount": 50000 }`
+		event := func(agent int64) Event {
+			return Event{HookType: PreToolUse, AgentID: &agent, SessionID: &session, PrincipalID: &principal, TraceID: "tr-1",
+				Context: &PreToolUseContext{ToolName: "transferFunds", ToolCallID: "call_1", Arguments: Value(args)}}
+		}
+
+		t.Run("invalid modify", func(t *testing.T) {
+			rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) {
+				return 200, `{"decision":"modify","modifiedValue":"not json","reason":"mask"}`
+			})
+			agent := int64(1)
+			hk := h.add(Hook{HookName: "masker", HookType: PreToolUse, AgentID: &agent, Priority: 4,
+				DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+			_, err := h.d.Intercept(ctx, event(agent))
+			var bad *InvalidModifyError
+			if !errors.As(err, &bad) {
+				t.Fatalf("err = %v, want InvalidModifyError", err)
+			}
+			rows, _ := db.ListDecisions(ctx, storage.DecisionFilter{HookID: hk.ID})
+			if len(rows) != 1 {
+				t.Fatalf("%d rows for the hook, want 1", len(rows))
+			}
+			r := rows[0]
+			if r.Outcome != storage.OutcomeError || !strings.Contains(r.Error, "not valid JSON") || r.FromFailureMode {
+				t.Fatalf("invalid modify recorded as %q (%q), want error", r.Outcome, r.Error)
+			}
+			if r.ModifiedHash != sha256Hex([]byte("not json")) {
+				t.Errorf("modifiedHash %q", r.ModifiedHash)
+			}
+			canonical := `{"amount":50000,"target":"ACC-002"}`
+			if r.ToolName != "transferFunds" || r.ToolCallID != "call_1" || r.SubjectHash != sha256Hex([]byte(canonical)) ||
+				r.Subject == nil || *r.Subject != canonical {
+				t.Errorf("subject: %q %q %q %v", r.ToolName, r.ToolCallID, r.SubjectHash, r.Subject)
+			}
+			if r.HookName != "masker" || r.HookPriority != 4 || *r.SessionID != session || *r.PrincipalID != principal ||
+				*r.AgentID != agent || *r.TraceID != "tr-1" || r.BreakerState != breaker.StateClosed || r.StatusCode != 200 {
+				t.Errorf("row: %+v", r)
+			}
+		})
+
+		t.Run("failureMode fallback", func(t *testing.T) {
+			rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 500, `oops` })
+			agent := int64(2)
+			h.add(Hook{HookName: "closed", HookType: PreToolUse, AgentID: &agent,
+				DispatchConfig: DispatchConfig{URL: rec.srv.URL, FailureMode: FailClosed}})
+			dec, err := h.d.Intercept(ctx, event(agent))
+			if err != nil || dec.Decision != Deny {
+				t.Fatalf("%+v %v", dec, err)
+			}
+			r := h.decisions(dec.DecisionID, 1)[0]
+			if r.Outcome != Deny || !r.FromFailureMode || r.StatusCode != 500 || !strings.Contains(r.Error, "HTTP 500") {
+				t.Fatalf("fallback recorded as %+v", r)
+			}
+		})
+
+		t.Run("breaker short-circuit", func(t *testing.T) {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			url := "http://" + l.Addr().String() + "/hook"
+			l.Close() // nothing listens: the first call is refused and opens the breaker
+			agent := int64(3)
+			h.add(Hook{HookName: "gone", HookType: PreToolUse, AgentID: &agent,
+				DispatchConfig: DispatchConfig{URL: url, FailureMode: FailClosed}})
+			first, _ := h.d.Intercept(ctx, event(agent))
+			if r := h.decisions(first.DecisionID, 1)[0]; r.BreakerState != breaker.StateClosed || !r.FromFailureMode {
+				t.Fatalf("first call recorded as %+v", r)
+			}
+			dec, err := h.d.Intercept(ctx, event(agent))
+			if err != nil || dec.Decision != Deny {
+				t.Fatalf("%+v %v", dec, err)
+			}
+			r := h.decisions(dec.DecisionID, 1)[0]
+			if r.Outcome != Deny || !r.FromFailureMode || r.BreakerState != breaker.StateOpen || r.StatusCode != 0 ||
+				!strings.Contains(r.Error, "open") {
+				t.Fatalf("short-circuit recorded as %+v", r)
+			}
+		})
+
+		t.Run("user input is hashed", func(t *testing.T) {
+			rec := newRecorder(t, nil)
+			agent := int64(4)
+			h.add(Hook{HookName: "input", HookType: UserMessage, AgentID: &agent, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+			dec, err := h.d.Intercept(ctx, Event{HookType: UserMessage, AgentID: &agent, Context: &UserMessageContext{UserInput: "帮我查一下"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := h.decisions(dec.DecisionID, 1)[0]; r.SubjectHash != sha256Hex([]byte("帮我查一下")) || r.Outcome != Allow {
+				t.Fatalf("%+v", r)
+			}
+		})
+
+		if rep, err := db.VerifyDecisions(ctx); err != nil || !rep.OK || rep.Checked == 0 {
+			t.Fatalf("chain: %+v %v", rep, err)
+		}
+	})
+}
+
+// TestDecisionsShareCommits: concurrent sync decisions are each on the record when they return,
+// and the chain they form verifies.
+func TestDecisionsShareCommits(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		h := newHarness(t, db, Settings{})
+		rec := newRecorder(t, nil)
+		h.add(Hook{HookName: "all", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		errs := make(chan error, 64)
+		for range 64 {
+			wg.Go(func() {
+				dec, err := h.d.Intercept(ctx, Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "t", Arguments: "{}"}})
+				if err == nil {
+					var rows []storage.Decision
+					rows, err = db.ListDecisions(ctx, storage.DecisionFilter{DecisionID: dec.DecisionID})
+					if err == nil && len(rows) != 1 {
+						err = errors.New("decision " + dec.DecisionID + " returned before it was recorded")
+					}
+				}
+				errs <- err
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rep, err := db.VerifyDecisions(ctx); err != nil || !rep.OK || rep.Checked != 64 {
+			t.Fatalf("chain: %+v %v", rep, err)
+		}
+	})
+}
+
+// TestBatchedDecisions: with durability batched the rows follow the decision, and a stop writes
+// what is queued.
+func TestBatchedDecisions(t *testing.T) {
+	db := storagetest.SQLite(t)
+	h := newHarness(t, db, Settings{DecisionDurability: DurabilityBatched})
+	rec := newRecorder(t, nil)
+	h.add(Hook{HookName: "all", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+	dec, err := h.d.Intercept(context.Background(), Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "t"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.d.Stop(context.Background())
+	if rows, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: dec.DecisionID}); len(rows) != 1 {
+		t.Fatalf("%d rows after stop, want 1", len(rows))
+	}
+}

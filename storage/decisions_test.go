@@ -1,0 +1,196 @@
+package storage_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// appendDecisions writes n decisions created at the given time, one transaction each.
+func appendDecisions(t *testing.T, db *storage.DB, n int, at time.Time) []storage.Decision {
+	t.Helper()
+	out := make([]storage.Decision, n)
+	for i := range out {
+		sid := int64(10001)
+		out[i] = storage.Decision{DecisionID: storage.NewTSIDString(), EventID: storage.NewTSIDString(), HookID: 7,
+			HookName: "approve", HookPriority: 3, HookType: "pre_tool_use", SessionID: &sid, ToolName: "transferFunds",
+			ToolCallID: fmt.Sprintf("call_%d", i), SubjectHash: "ab", Outcome: "allow", BreakerState: "closed",
+			StatusCode: 200, LatencyMs: 4, CreatedAt: at}
+		if err := db.InsertDecisions(context.Background(), out[i:i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+func verify(t *testing.T, db *storage.DB) storage.ChainReport {
+	t.Helper()
+	rep, err := db.VerifyDecisions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+func TestDecisionChain(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		if rep := verify(t, db); !rep.OK || rep.Checked != 0 {
+			t.Fatalf("empty log: %+v", rep)
+		}
+		appendDecisions(t, db, 5, time.Now())
+		// One commit of several rows links them in order too.
+		batch := appendDecisions(t, db, 0, time.Now())
+		for i := range 3 {
+			batch = append(batch, storage.Decision{DecisionID: "d", EventID: storage.NewTSIDString(), HookID: int64(i),
+				HookName: "h", HookType: "user_message", Outcome: "deny", Reason: "no", CreatedAt: time.Now()})
+		}
+		if err := db.InsertDecisions(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		rep := verify(t, db)
+		if !rep.OK || rep.Checked != 8 {
+			t.Fatalf("intact log: %+v", rep)
+		}
+		rows, err := db.ListDecisions(ctx, storage.DecisionFilter{})
+		if err != nil || len(rows) != 8 {
+			t.Fatalf("list: %d %v", len(rows), err)
+		}
+		for i := 0; i+1 < len(rows); i++ { // newest first
+			if rows[i].PrevHash != rows[i+1].Hash || rows[i].Hash == "" {
+				t.Fatalf("row %d does not link to row %d", rows[i].ID, rows[i+1].ID)
+			}
+		}
+
+		// An edit of any one field of one row is named, the last row's included.
+		for _, edit := range []struct {
+			set string
+			row int
+		}{{"outcome = 'deny'", 5}, {"reason = 'ok'", 2}, {"session_id = 10002", 3}, {"tool_name = 'x'", 8}} {
+			id := rows[len(rows)-edit.row].ID
+			var before storage.Decision
+			for _, r := range rows {
+				if r.ID == id {
+					before = r
+				}
+			}
+			if err := storage.Exec(ctx, db, "UPDATE decisions SET "+edit.set+" WHERE id = ?", id); err != nil {
+				t.Fatal(err)
+			}
+			rep := verify(t, db)
+			if rep.OK || rep.BrokenID != id || !strings.Contains(rep.Problem, "edited") {
+				t.Fatalf("after %s on row %d: %+v", edit.set, id, rep)
+			}
+			// Put it back: the chain verifies again.
+			if err := storage.Exec(ctx, db, "UPDATE decisions SET outcome = ?, reason = ?, session_id = ?, tool_name = ? WHERE id = ?",
+				before.Outcome, before.Reason, before.SessionID, before.ToolName, id); err != nil {
+				t.Fatal(err)
+			}
+			if rep := verify(t, db); !rep.OK {
+				t.Fatalf("restored row %d: %+v", id, rep)
+			}
+		}
+
+		// A deleted row: its successor names the gap.
+		gone, next := rows[len(rows)-3].ID, rows[len(rows)-4].ID
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions WHERE id = ?", gone); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verify(t, db); rep.OK || rep.BrokenID != next || !strings.Contains(rep.Problem, "deleted") {
+			t.Fatalf("after deleting row %d: %+v", gone, rep)
+		}
+	})
+}
+
+func TestDecisionRetentionKeepsTheChain(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		old := time.Now().Add(-400 * 24 * time.Hour)
+		appendDecisions(t, db, 7, old)
+		kept := appendDecisions(t, db, 3, time.Now())
+		cutoff := time.Now().Add(-365 * 24 * time.Hour)
+		var removed int64
+		for { // small batches, as the retention loop prunes
+			n, err := db.PruneDecisions(ctx, cutoff, 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			removed += n
+		}
+		if removed != 7 {
+			t.Fatalf("pruned %d, want 7", removed)
+		}
+		rows, err := db.ListDecisions(ctx, storage.DecisionFilter{})
+		if err != nil || len(rows) != 3 || rows[2].EventID != kept[0].EventID {
+			t.Fatalf("kept %d rows %v", len(rows), err)
+		}
+		rep := verify(t, db)
+		if !rep.OK || rep.Checked != 3 || rep.PrunedThrough == 0 {
+			t.Fatalf("after pruning: %+v", rep)
+		}
+		// Deleting the oldest kept row is not pruning: the verifier says so.
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions WHERE id = ?", rows[2].ID); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verify(t, db); rep.OK || rep.BrokenID != rows[1].ID {
+			t.Fatalf("after deleting the oldest kept row: %+v", rep)
+		}
+		// Everything pruned: the next row still links to the last pruned one.
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions"); err != nil {
+			t.Fatal(err)
+		}
+		appendDecisions(t, db, 1, old)
+		if n, err := db.PruneDecisions(ctx, cutoff, 100); err != nil || n != 1 {
+			t.Fatalf("prune: %d %v", n, err)
+		}
+		appendDecisions(t, db, 2, time.Now())
+		if rep := verify(t, db); !rep.OK || rep.Checked != 2 {
+			t.Fatalf("after pruning everything: %+v", rep)
+		}
+	})
+}
+
+func TestDecisionFilters(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		p1, p2 := int64(1001), int64(1002)
+		base := time.Now().Add(-time.Hour)
+		ds := []storage.Decision{
+			{HookID: 1, HookType: "pre_tool_use", ToolName: "a", PrincipalID: &p1, Outcome: "allow", CreatedAt: base},
+			{HookID: 2, HookType: "pre_tool_use", ToolName: "b", PrincipalID: &p2, Outcome: "deny", CreatedAt: base.Add(time.Minute)},
+			{HookID: 2, HookType: "user_message", PrincipalID: &p1, Outcome: "error", CreatedAt: base.Add(2 * time.Minute)},
+		}
+		for i := range ds {
+			ds[i].DecisionID, ds[i].EventID, ds[i].HookName = storage.NewTSIDString(), storage.NewTSIDString(), "h"
+		}
+		if err := db.InsertDecisions(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []struct {
+			f    storage.DecisionFilter
+			want int
+		}{
+			{storage.DecisionFilter{HookType: "pre_tool_use"}, 2},
+			{storage.DecisionFilter{HookID: 2}, 2},
+			{storage.DecisionFilter{PrincipalID: &p1}, 2},
+			{storage.DecisionFilter{ToolName: "b"}, 1},
+			{storage.DecisionFilter{Outcome: "error"}, 1},
+			{storage.DecisionFilter{Since: base.Add(time.Minute)}, 2},
+			{storage.DecisionFilter{Until: base.Add(time.Minute)}, 1},
+			{storage.DecisionFilter{HookID: 2, Outcome: "deny", PrincipalID: &p2}, 1},
+		} {
+			got, err := db.ListDecisions(ctx, c.f)
+			if err != nil || len(got) != c.want {
+				t.Errorf("%+v: %d rows %v, want %d", c.f, len(got), err, c.want)
+			}
+		}
+	})
+}
