@@ -96,7 +96,7 @@ func (a approvalsAPI) stream(c *gin.Context) {
 	ctx := c.Request.Context()
 	users := reviewerUsers(c)
 	sse := wire.StartSSE(c.Writer, nil)
-	beat := time.NewTicker(a.heartbeat)
+	beat := time.NewTicker(orDefault(a.heartbeat))
 	defer beat.Stop()
 	last := "-"
 	for {

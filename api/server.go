@@ -157,6 +157,9 @@ func newEngine(d Deps) *gin.Engine {
 	admin.GET("/approvals", aa.list)
 	admin.GET("/approvals/stream", aa.stream)
 	admin.POST("/approvals/:askId", aa.answer)
+	dl := decisionLogAPI{db: d.DB, heartbeat: d.Heartbeat}
+	admin.GET("/decisions/stream", dl.stream)
+	admin.GET("/decisions/verify", dl.verify)
 	return r
 }
 

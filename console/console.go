@@ -92,16 +92,27 @@ func (s *Sessions) signIn(c *gin.Context) {
 		return
 	}
 	http.SetCookie(c.Writer, s.cookie(token, int(s.ttl.Seconds()), c.Request.TLS != nil))
-	wire.OK(c, http.StatusCreated, id)
+	wire.OK(c, http.StatusCreated, session{Identity: id, SignedIn: true})
 }
 
+// whoami tells the app whether it is signed in: a page that has not signed in yet is no error.
 func (s *Sessions) whoami(c *gin.Context) {
 	id, err := s.Check(c.Request)
+	if errors.Is(err, ErrNoSession) {
+		wire.OK(c, http.StatusOK, gin.H{"signedIn": false})
+		return
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, id)
+	wire.OK(c, http.StatusOK, session{Identity: id, SignedIn: true})
+}
+
+// session is the identity as the app reads it.
+type session struct {
+	Identity
+	SignedIn bool `json:"signedIn"`
 }
 
 func (s *Sessions) signOut(c *gin.Context) {

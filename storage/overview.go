@@ -153,3 +153,33 @@ func (db *DB) PendingAsks(ctx context.Context, f AskFilter) ([]Ask, string, erro
 	}
 	return out, next, nil
 }
+
+// DecisionsAfter returns the decision rows after id afterID, oldest first (a live tail), of a
+// hookType and an outcome when they are set.
+func (db *DB) DecisionsAfter(ctx context.Context, afterID int64, hookType, outcome string, limit int) ([]Decision, error) {
+	q := db.r.WithContext(ctx).Where("id > ?", afterID).Order("id").Limit(cmpLimit(limit))
+	if hookType != "" {
+		q = q.Where("hook_type = ?", hookType)
+	}
+	if outcome != "" {
+		q = q.Where("outcome = ?", outcome)
+	}
+	var rows []decisionRow
+	if err := q.Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: decisions after %d: %w", afterID, err)
+	}
+	out := make([]Decision, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
+}
+
+// LastDecisionID is the id of the newest decision row (0 when there is none).
+func (db *DB) LastDecisionID(ctx context.Context) (int64, error) {
+	var id int64
+	if err := db.r.WithContext(ctx).Raw(`SELECT COALESCE(MAX(id), 0) FROM decisions`).Scan(&id).Error; err != nil {
+		return 0, fmt.Errorf("storage: last decision: %w", err)
+	}
+	return id, nil
+}

@@ -194,7 +194,7 @@
     await draw();
     every(10000, () => draw().catch(() => {}));
   }
-  const SERIES = [["allow", "var(--allow)"], ["deny", "var(--deny)"], ["modify", "var(--modify)"], ["ask", "var(--ask)"], ["fromFailureMode", "var(--fm)"]];
+  const SERIES = ["allow", "deny", "modify", "ask"];
   // chart draws stacked bars, one per minute (failureMode as a thin line on top of its minute).
   function chart(perMinute) {
     const ns = "http://www.w3.org/2000/svg";
@@ -207,12 +207,12 @@
     const w = 600 / Math.max(perMinute.length, 1);
     perMinute.forEach((m, i) => {
       let y = 140;
-      for (const [k, color] of SERIES.slice(0, 4)) {
+      for (const k of SERIES) {
         const h = (130 * m[k]) / max;
         if (!h) continue;
         const r = document.createElementNS(ns, "rect");
         r.setAttribute("x", i * w + 0.5); r.setAttribute("width", Math.max(w - 1, 1));
-        r.setAttribute("y", y - h); r.setAttribute("height", h); r.setAttribute("fill", color);
+        r.setAttribute("y", y - h); r.setAttribute("height", h); r.setAttribute("class", "bar-" + k);
         const tip = document.createElementNS(ns, "title");
         tip.textContent = new Date(m.minute).toLocaleTimeString() + " " + k + ": " + m[k];
         r.append(tip);
@@ -220,7 +220,7 @@
         y -= h;
       }
     });
-    const legend = el("div", { class: "legend" }, SERIES.map(([k, c]) => el("span", {}, el("i", { style: "background:" + c }), k)));
+    const legend = el("div", { class: "legend" }, SERIES.map((k) => el("span", {}, el("i", { class: "bar-" + k }), k)));
     return el("div", {}, svg, legend);
   }
 
@@ -422,7 +422,7 @@
       try {
         const v = await api("GET", "/api/decisions/verify" + query({ upTo: d.id }));
         chainLine = v.ok ? el("p", {}, badge("allow"), " ", t("chainOK"), " (" + v.checked + ")")
-          : el("p", {}, badge("deny"), " ", t("chainBroken") + " " + v.brokenAt + (v.reason ? ": " + v.reason : ""));
+          : el("p", {}, badge("deny"), " ", t("chainBroken") + " " + v.brokenId + (v.problem ? ": " + v.problem : ""));
       } catch (err) { chainLine = el("p", { class: "field-error", text: err.message }); }
       detail.replaceChildren(el("div", { class: "card", id: "decision-detail" }, el("h2", { text: t("detail") + " #" + d.id }),
         el("p", { class: "muted", text: t("chain") + ": prev " + (d.prevHash || "—") + " → " + (d.hash || "—") }), chainLine, json(d)));
@@ -453,9 +453,14 @@
     const status = select([["", t("any")], "pending", "delivering", "delivered", "failed", "dead"], "");
     const hookId = el("input", { inputmode: "numeric", size: 6 });
     const list = el("div"), detail = el("div");
-    let cursor = "";
+    let cursor = "", open = 0, busy = false;
     const load = async () => {
       const page = await api("GET", "/api/deliveries" + query({ status: status.value, hookId: hookId.value, cursor }));
+      const rows = items(page);
+      // While a shown delivery is on its way, the page follows it (its attempts come from the outbox).
+      busy = rows.some((d) => d.status === "pending" || d.status === "delivering");
+      const shown = rows.find((d) => d.id === open);
+      if (shown) show(shown);
       list.replaceChildren(table([
         { title: t("id"), cell: (d) => String(d.id) },
         { title: t("time"), cell: (d) => when(d.occurredAt) },
@@ -465,11 +470,12 @@
         { title: t("attempts"), cell: (d) => String(d.attempts) },
         { title: t("lastError"), wrap: true, cell: (d) => d.lastError || (d.lastStatusCode ? String(d.lastStatusCode) : "") },
         { title: "", cell: (d) => el("button", { type: "button", onclick: (e) => { e.stopPropagation(); redeliver(d); }, text: t("redeliver") }) },
-      ], items(page), show), pager(page, (c) => { cursor = c; load(); }));
+      ], rows, show), pager(page, (c) => { cursor = c; load(); }));
     };
     function show(d) {
+      open = d.id;
       detail.replaceChildren(el("div", { class: "card", id: "delivery-detail" }, el("h2", { text: t("attempts") + " · #" + d.id }),
-        el("ol", { class: "timeline" }, (d.attempts || []).map((a) => el("li", {},
+        el("ol", { class: "timeline" }, (d.attemptLog || []).map((a) => el("li", {},
           el("div", {}, "#" + a.attempt + " ", when(a.dispatchedAt), " ", badge(a.statusCode ? String(a.statusCode) : (a.errorClass || "error")), " " + a.latencyMs + " ms"),
           a.error ? el("div", { class: "muted", text: a.error }) : "",
           a.responseBody ? el("pre", { text: a.responseBody.slice(0, 500) }) : ""))),
@@ -494,6 +500,7 @@
     bar.addEventListener("submit", (e) => { e.preventDefault(); cursor = ""; load().catch((err) => toast(err.message, true)); });
     main().replaceChildren(el("h1", { text: t("deliveries") }), bar, list, detail);
     await load();
+    every(2000, () => { if (busy) load().catch(() => {}); });
   }
 
   // ---- Breakers ----
@@ -579,5 +586,5 @@
     route();
   });
   window.addEventListener("hashchange", route);
-  api("GET", "/console/session").then((id) => { me = id; }, () => { me = null; }).then(route);
+  api("GET", "/console/session").then((id) => { me = id && id.signedIn ? id : null; }, () => { me = null; }).then(route);
 })();
