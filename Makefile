@@ -31,8 +31,8 @@ test: ## run every test (PostgreSQL ones when HOOKD_TEST_POSTGRES_DSN is set)
 	go test -count=1 $(TESTFLAGS) ./...
 
 .PHONY: test/race
-test/race: ## run the tests of the concurrent parts (runtime, chat APIs) with the race detector
-	go test -count=1 -race $(TESTFLAGS) ./agent/... ./api/...
+test/race: ## run the tests of the concurrent parts (runtime, chat APIs, dispatcher) with the race detector
+	go test -count=1 -race $(TESTFLAGS) ./agent/... ./api/... ./dispatcher/...
 
 .PHONY: bench
 bench: ## run the benchmarks (figures go to docs/benchmarks.md by hand)
@@ -46,8 +46,9 @@ load: build ## load test, modest sizes: idle SSE streams, an event burst, claim 
 	./bin/hookd-load backlog
 
 .PHONY: lint
-lint: ## go vet and a gofmt check
+lint: ## go vet, a gofmt check, and go.mod/go.sum as go mod tidy leaves them
 	go vet ./...
+	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run make tidy (go mod tidy -diff shows what changes)"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: tidy

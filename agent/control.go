@@ -62,7 +62,7 @@ func (rt *Runtime) requestIDOf(ctx context.Context, runID int64) (string, error)
 // its own goroutine). Each ask is answered once; a decision bound to other arguments, for an ask
 // of another user, or for an ask already answered is refused.
 func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers []Answer) error {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 		if a.Approved {
 			status = storage.AskApproved
 		}
-		body, _ := json.Marshal(a)
+		body := mustJSON(a)
 		if err := rt.db.AnswerAsk(ctx, ask.AskID, status, body); err != nil {
 			return err
 		}
@@ -103,7 +103,7 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 
 // SubmitToolResults delivers the results of client-side tools the run waits for.
 func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 			res.State = ToolSuccess
 		}
 		res.Name = ask.ToolName
-		body, _ := json.Marshal(res)
+		body := mustJSON(res)
 		if err := rt.db.AnswerAsk(ctx, ask.AskID, storage.AskApproved, body); err != nil {
 			return err
 		}
@@ -137,7 +137,7 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 // Pause returns the event a suspended run paused with (its last event), so a client resuming it
 // can read on from there.
 func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, error) {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return Event{}, err
 	}
@@ -157,7 +157,7 @@ func (rt *Runtime) Pause(ctx context.Context, userID, requestID string) (Event, 
 
 // Resume continues a run paused by the user, the token budget or a shutdown.
 func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
@@ -176,7 +176,7 @@ func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
 
 // Suspend asks a running run to pause at its next step boundary, whichever replica executes it.
 func (rt *Runtime) Suspend(ctx context.Context, userID, requestID string) error {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
@@ -198,7 +198,7 @@ func (rt *Runtime) Suspend(ctx context.Context, userID, requestID string) error 
 // Stop ends a run: a running one ends its current step and ends INTERRUPTED (whichever replica
 // executes it); a suspended one ends INTERRUPTED at once, its pending asks void.
 func (rt *Runtime) Stop(ctx context.Context, userID, requestID string) error {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}

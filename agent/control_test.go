@@ -373,3 +373,51 @@ func TestResumeRightAfterSuspend(t *testing.T) {
 		}
 	}
 }
+
+// An ask keeps the call it is about: a client shows its tool and arguments from the ask alone.
+func TestAskKeepsItsCall(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e, info, evs := pausedRun(t, db)
+		call := find(evs, KindAsk).Ask.Calls[0]
+		asks, err := e.rt.Asks(context.Background(), "alice", info.RequestID, AskPending)
+		if err != nil || len(asks) != 1 {
+			t.Fatalf("asks %+v, %v", asks, err)
+		}
+		a := asks[0]
+		if a.AskID != call.AskID || a.ToolName != "workspace_write_file" || a.Arguments != call.Arguments ||
+			a.ArgsHash != argsHash(call.Arguments) || a.RequestID != info.RequestID || a.Kind != AskConfirm {
+			t.Fatalf("ask %+v, want the call %+v", a, call)
+		}
+		if got, err := e.rt.Ask(context.Background(), call.AskID); err != nil || got != a {
+			t.Fatalf("Ask = %+v, %v", got, err)
+		}
+		if _, err := e.rt.Asks(context.Background(), "bob", info.RequestID, ""); !errors.Is(err, ErrNotFound) {
+			t.Fatalf("another user's asks: %v", err)
+		}
+	})
+}
+
+// A run whose saved state cannot be read is refused loudly, naming it, rather than resumed from
+// a zero state.
+func TestUnreadableStateFailsLoudly(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info := e.start("u", "s", "steps")
+	e.until(info.RequestID, 0, KindModelStarted)
+	if err := e.rt.Suspend(context.Background(), "u", info.RequestID); err != nil {
+		t.Fatal(err)
+	}
+	e.until(info.RequestID, 0, KindSuspended)
+	rec, err := e.rt.ownRun(context.Background(), "u", info.RequestID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.State = []byte(`{"step":"not a number"`)
+	if err := e.db.UpdateRun(context.Background(), &rec); err != nil {
+		t.Fatal(err)
+	}
+	err = e.rt.Resume(context.Background(), "u", info.RequestID)
+	if !errors.Is(err, ErrBadState) || !strings.Contains(err.Error(), info.RequestID) {
+		t.Fatalf("resume of an unreadable run: %v; want ErrBadState naming %s", err, info.RequestID)
+	}
+	isStatus(t, e.rt, "u", info.RequestID, storage.RunSuspended)
+}

@@ -94,7 +94,7 @@ func TestFollowersOfAPausedRun(t *testing.T) {
 				t.Fatal("a follower that has read everything of a paused run is ready")
 			}
 		}
-		rec, _ := e.rt.Run(context.Background(), "alice", info.RequestID)
+		rec, _ := e.rt.ownRun(context.Background(), "alice", info.RequestID)
 		if watched, readers := e.rt.hub.readers(rec.ID); watched != 1 || readers != n {
 			t.Fatalf("hub: %d runs, %d readers; want 1 run with %d", watched, readers, n)
 		}
@@ -146,7 +146,7 @@ func TestPollerCoversALostWake(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		e, info, evs := pausedRun(t, db)
 		last := evs[len(evs)-1].Seq
-		rec, _ := e.rt.Run(context.Background(), "alice", info.RequestID)
+		rec, _ := e.rt.ownRun(context.Background(), "alice", info.RequestID)
 
 		f, err := e.rt.Follow(context.Background(), "alice", info.RequestID, last)
 		if err != nil {

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/storage"
@@ -23,10 +22,11 @@ func (r *run) consumeInputs() {
 	for _, in := range inputs {
 		// The answer so far stays with the current assistant message.
 		so := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking}
-		b, _ := json.Marshal(so)
-		_ = r.rt.db.UpdateMessage(ctx, r.assistantID(), b)
+		if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), mustJSON(so)); err != nil {
+			r.rt.log.Error("saving the answer so far failed", "requestId", r.rec.RequestID, "err", err)
+		}
 		user := &storage.Message{SessionID: r.spec.SessionID, RunID: &r.rec.ID, Role: model.RoleUser}
-		user.Body, _ = json.Marshal(userBody{Text: in.Content, Supplementary: true})
+		user.Body = mustJSON(userBody{Text: in.Content, Supplementary: true})
 		asst := &storage.Message{SessionID: r.spec.SessionID, RunID: &r.rec.ID, Role: model.RoleAssistant, Body: []byte(`{}`)}
 		if err := r.rt.db.AddMessages(ctx, []*storage.Message{user, asst}); err != nil {
 			r.rt.log.Error("recording supplementary input failed", "requestId", r.rec.RequestID, "err", err)
@@ -42,7 +42,7 @@ func (r *run) consumeInputs() {
 // AppendInput queues supplementary input for a live (running or suspended) run; it becomes a
 // user message at the next step boundary.
 func (rt *Runtime) AppendInput(ctx context.Context, userID, requestID, content string) (string, error) {
-	rec, err := rt.Run(ctx, userID, requestID)
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return "", err
 	}

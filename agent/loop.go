@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"path"
 	"strings"
@@ -154,7 +155,7 @@ func (r *run) execute() {
 		return
 	case dispatcher.Modify:
 		input = *dec.ModifiedValue
-		body, _ := json.Marshal(userBody{Text: input, Images: spec.Images})
+		body := mustJSON(userBody{Text: input, Images: spec.Images})
 		if err := r.rt.db.UpdateMessage(r.ctx, spec.UserMessageID, body); err != nil {
 			r.fail(CodeInternal, err.Error(), true, false)
 			return
@@ -196,14 +197,18 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 			out = out[:0]
 		case model.RoleUser:
 			var b userBody
-			if json.Unmarshal(m.Body, &b) == nil && !b.Supplementary {
+			if err := json.Unmarshal(m.Body, &b); err != nil {
+				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
+			}
+			if !b.Supplementary {
 				out = append(out, model.Message{Role: model.RoleUser, Text: b.Text, Images: b.Images})
 			}
 		case model.RoleAssistant:
 			var b assistantBody
-			if json.Unmarshal(m.Body, &b) == nil {
-				out = append(out, b.Transcript...)
+			if err := json.Unmarshal(m.Body, &b); err != nil {
+				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
 			}
+			out = append(out, b.Transcript...)
 		}
 	}
 	return out, nil
@@ -422,7 +427,7 @@ func (r *run) attach(f tools.File) {
 
 // checkpoint persists the resume point.
 func (r *run) checkpoint() {
-	r.rec.State, _ = json.Marshal(r.state)
+	r.rec.State = mustJSON(r.state)
 	err := r.rt.db.UpdateOwnedRun(context.WithoutCancel(r.ctx), &r.rec)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
@@ -502,7 +507,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	usage := r.state.Usage
 	body := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
 		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
-	b, _ := json.Marshal(body)
+	b := mustJSON(body)
 	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
 		r.rt.log.Error("saving the answer failed", "requestId", r.rec.RequestID, "err", err)
 	}

@@ -27,6 +27,7 @@ var timers = map[string]string{
 	"agent/model/openai.go:newIdleTimer": "ends a model stream that went silent",
 	"agent/model/scripted.go:Stream":     "a scripted step's delay",
 	"api/agui/agui.go:stream":            "SSE heartbeat",
+	"api/aisdk/aisdk.go:stream":          "SSE heartbeat",
 	"api/platform/platform.go:stream":    "SSE heartbeat",
 	"api/volo/volo.go:stream":            "SSE heartbeat",
 }

@@ -107,10 +107,12 @@ func (r *run) resume() {
 			continue
 		}
 		var a Answer
-		_ = json.Unmarshal(ask.Answer, &a)
+		var out ToolOutput
+		if err := decodeAnswer(ask, r.rec.RequestID, &a, &out); err != nil {
+			r.fail(CodeInternal, err.Error(), false, false)
+			return
+		}
 		if p.Stage == stageExternal {
-			var out ToolOutput
-			_ = json.Unmarshal(ask.Answer, &out)
 			if ask.Status == storage.AskExpired {
 				out = ToolOutput{CallID: p.ID, Name: p.Name, State: ToolError, Output: "等待超时"}
 				if p.Async != nil {
@@ -154,7 +156,7 @@ func (r *run) resume() {
 	if len(results) > 0 {
 		r.emit(Event{Kind: KindExternalResults, Results: results})
 	}
-	v, _ := json.Marshal(map[string]string{"status": "running"})
+	v := mustJSON(map[string]string{"status": "running"})
 	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}})
 	for _, p := range finished {
 		if p.Async == nil { // an async call's result started before the pause
@@ -181,4 +183,20 @@ func (rt *Runtime) sweep(ctx context.Context) {
 	for id := range runs {
 		rt.tryResume(ctx, id)
 	}
+}
+
+// decodeAnswer reads an ask's recorded answer (none for an expired one): a person's decision or
+// a client-side tool's result.
+func decodeAnswer(ask storage.Ask, requestID string, a *Answer, out *ToolOutput) error {
+	if len(ask.Answer) == 0 {
+		return nil
+	}
+	target := any(a)
+	if ask.Kind == storage.AskExternal {
+		target = out
+	}
+	if err := json.Unmarshal(ask.Answer, target); err != nil {
+		return fmt.Errorf("%w: the answer to ask %s of run %s: %v", ErrBadState, ask.AskID, requestID, err)
+	}
+	return nil
 }

@@ -254,12 +254,12 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 	spec := runSpec{StartRequest: req, SessionID: sess.ID, NewSession: created, ReplyID: newUUID(), StartedAt: time.Now().UTC()}
 	rec := storage.Run{RequestID: storage.NewTSIDString(), ReplyID: spec.ReplyID, SessionID: sess.ID, UserID: req.UserID,
 		Status: storage.RunRunning, Owner: rt.cfg.Owner}
-	rec.Spec, _ = json.Marshal(spec)
+	rec.Spec = mustJSON(spec)
 	if err := rt.db.CreateRun(ctx, &rec); err != nil {
 		return RunInfo{}, err
 	}
 	user := &storage.Message{SessionID: sess.ID, RunID: &rec.ID, Role: model.RoleUser}
-	user.Body, _ = json.Marshal(userBody{Text: req.Input, Images: req.Images})
+	user.Body = mustJSON(userBody{Text: req.Input, Images: req.Images})
 	asst := &storage.Message{SessionID: sess.ID, RunID: &rec.ID, Role: model.RoleAssistant, Body: []byte(`{}`)}
 	if err := rt.db.AddMessages(ctx, []*storage.Message{user, asst}); err != nil {
 		rec.Status, rec.ErrorCode, rec.ErrorMessage = storage.RunFailed, CodeInternal, err.Error()
@@ -267,7 +267,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 		return RunInfo{}, err
 	}
 	spec.UserMessageID, spec.AssistantMessageID = user.ID, asst.ID
-	rec.Spec, _ = json.Marshal(spec)
+	rec.Spec = mustJSON(spec)
 	if err := rt.db.UpdateRun(ctx, &rec); err != nil {
 		return RunInfo{}, err
 	}
@@ -327,20 +327,8 @@ func (rt *Runtime) Cancel(requestID string) bool {
 // ErrNotFound is returned for runs and sessions that do not exist or belong to another user.
 var ErrNotFound = storage.ErrNotFound
 
-// RunByReply returns the run of a reply (turn) id if it belongs to userID.
-func (rt *Runtime) RunByReply(ctx context.Context, userID, replyID string) (storage.Run, error) {
-	r, err := rt.db.RunByReply(ctx, replyID)
-	if err != nil {
-		return storage.Run{}, err
-	}
-	if r.UserID != userID {
-		return storage.Run{}, ErrNotFound
-	}
-	return r, nil
-}
-
-// Run returns the stored run if it belongs to userID.
-func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.Run, error) {
+// ownRun returns the stored run if it belongs to userID.
+func (rt *Runtime) ownRun(ctx context.Context, userID, requestID string) (storage.Run, error) {
 	r, err := rt.db.GetRun(ctx, requestID)
 	if err != nil {
 		return storage.Run{}, err
@@ -353,16 +341,6 @@ func (rt *Runtime) Run(ctx context.Context, userID, requestID string) (storage.R
 
 func isFinal(status string) bool {
 	return status == storage.RunCompleted || status == storage.RunFailed || status == storage.RunInterrupted
-}
-
-// Session returns the session (userID, key); ErrNotFound if the user has none by that key.
-func (rt *Runtime) Session(ctx context.Context, userID, key string) (storage.Session, error) {
-	return rt.db.FindSession(ctx, userID, key)
-}
-
-// LiveRun returns the session's running or suspended run.
-func (rt *Runtime) LiveRun(ctx context.Context, sessionID int64) (storage.Run, error) {
-	return rt.db.LiveRun(ctx, sessionID)
 }
 
 // Workspace returns the directory of a session's workspace.
@@ -416,11 +394,15 @@ func (rt *Runtime) History(ctx context.Context, sessionID int64, since time.Time
 		switch m.Role {
 		case model.RoleUser:
 			var b userBody
-			_ = json.Unmarshal(m.Body, &b)
+			if err := json.Unmarshal(m.Body, &b); err != nil {
+				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
+			}
 			h.Text = b.Text
 		case model.RoleAssistant:
 			var b assistantBody
-			_ = json.Unmarshal(m.Body, &b)
+			if err := json.Unmarshal(m.Body, &b); err != nil {
+				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
+			}
 			h.Text, h.Thinking, h.Usage = b.Text, b.Thinking, b.Usage
 			for _, t := range b.Transcript {
 				h.ToolCalls = append(h.ToolCalls, t.ToolCalls...)

@@ -99,7 +99,7 @@ func (r *run) spawn(p *pendingCall) (state, output, errMsg string) {
 
 // progress reports a subagent's state as a task_progress custom event.
 func (r *run) progress(taskID, name, status string, pct int) {
-	v, _ := json.Marshal(map[string]any{"taskId": taskID, "name": name, "status": status, "progress": pct})
+	v := mustJSON(map[string]any{"taskId": taskID, "name": name, "status": status, "progress": pct})
 	r.emit(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "task_progress", Value: v}})
 }
 

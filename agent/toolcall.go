@@ -196,11 +196,11 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 	var rows []storage.Ask
 	for _, a := range asks {
 		rows = append(rows, storage.Ask{AskID: a.AskID, Kind: storage.AskConfirm, RunID: r.rec.ID, UserID: r.spec.UserID,
-			CallID: a.CallID, ToolName: a.Name, ArgsHash: argsHash(a.Arguments), ExpiresAt: a.ExpiresAt})
+			CallID: a.CallID, ToolName: a.Name, Arguments: a.Arguments, ArgsHash: argsHash(a.Arguments), ExpiresAt: a.ExpiresAt})
 	}
 	for _, e := range externals {
 		rows = append(rows, storage.Ask{AskID: e.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID,
-			CallID: e.CallID, ToolName: e.Name, ArgsHash: argsHash(e.Arguments), ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout)})
+			CallID: e.CallID, ToolName: e.Name, Arguments: e.Arguments, ArgsHash: argsHash(e.Arguments), ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout)})
 	}
 	// The pending calls are saved before anything is announced: a crash after the client saw
 	// the ask leaves a run that can be answered and resumed.
@@ -229,7 +229,7 @@ func (r *run) waitAsync(p *pendingCall) {
 		timeout = r.rt.cfg.AskTimeout
 	}
 	row := storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
-		ToolName: p.Name, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
+		ToolName: p.Name, Arguments: p.Args, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
 	r.checkpoint()
 	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{row}); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)

@@ -277,9 +277,9 @@ func TestImpersonationRefused(t *testing.T) {
 }
 
 // mustSessions lists user's sessions with any key seen in the test.
-func mustSessions(t *testing.T, env *agenttest.Env, user string) []storage.Session {
+func mustSessions(t *testing.T, env *agenttest.Env, user string) []agent.SessionView {
 	t.Helper()
-	var out []storage.Session
+	var out []agent.SessionView
 	for _, key := range []string{"s1", "sess-alice"} {
 		if s, err := env.Runtime.Session(context.Background(), user, key); err == nil {
 			out = append(out, s)

@@ -11,6 +11,7 @@ import (
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
 
@@ -95,7 +96,7 @@ func TestBrowserCannotDriveDevelopmentMode(t *testing.T) {
 			created++
 		}
 	}
-	hs, err := reg.List(context.Background(), "", nil)
+	hs, err := reg.List(context.Background(), storage.HookFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}

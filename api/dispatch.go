@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"sort"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
@@ -192,11 +194,23 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	wire.OK(c, http.StatusOK, ds)
 }
 
+// breakers answers one page of the breakers of the receiver URLs hooks use, by URL.
 func (a dispatchAPI) breakers(c *gin.Context) {
-	if !wire.OnlyQuery(c) {
+	if !wire.OnlyQuery(c, "cursor", "limit") {
 		return
 	}
-	wire.OK(c, http.StatusOK, a.d.Breakers())
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
+	}
+	after, good := wire.CursorKey(c, cursor)
+	if !good {
+		return
+	}
+	all := a.d.Breakers()
+	rest := all[sort.Search(len(all), func(i int) bool { return all[i].URL > after }):]
+	rest = rest[:min(len(rest), limit+1)]
+	wire.OK(c, http.StatusOK, wire.PageOf(rest, limit, func(s breaker.Status) string { return s.URL }))
 }
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
 )
 
 type hooksAPI struct{ reg *dispatcher.Registry }
@@ -26,34 +27,49 @@ func (a hooksAPI) create(c *gin.Context) {
 	wire.OK(c, http.StatusCreated, out.Masked())
 }
 
+// list answers one page of hooks by id: ?hookType= and ?enabled= filter, ?agentId= keeps the
+// hooks that apply to that agent (its own and those of every agent).
 func (a hooksAPI) list(c *gin.Context) {
-	if !wire.OnlyQuery(c, "hookType", "agentId") {
+	if !wire.OnlyQuery(c, "hookType", "agentId", "enabled", "cursor", "limit") {
 		return
 	}
-	t := dispatcher.HookType(c.Query("hookType"))
-	if t != "" && !t.Valid() {
-		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not a hook type", t)
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
 		return
 	}
-	var agentID *int64
-	if s := c.Query("agentId"); s != "" {
+	f := storage.HookFilter{HookType: c.Query("hookType"), Limit: limit + 1}
+	if f.AfterID, good = wire.CursorID(c, cursor); !good {
+		return
+	}
+	if t := dispatcher.HookType(f.HookType); t != "" && !t.Valid() {
+		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not one of %v", t, dispatcher.HookTypes)
+		return
+	}
+	if s, found := c.GetQuery("agentId"); found {
 		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			wire.Fail(c, http.StatusBadRequest, "agentId: must be an integer")
+		if err != nil || v <= 0 {
+			wire.Fail(c, http.StatusBadRequest, "agentId: must be a positive integer")
 			return
 		}
-		agentID = &v
+		f.AppliesTo = &v
 	}
-	hooks, err := a.reg.List(c.Request.Context(), t, agentID)
+	if s, found := c.GetQuery("enabled"); found {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			wire.Fail(c, http.StatusBadRequest, "enabled: must be true or false")
+			return
+		}
+		f.Enabled = &v
+	}
+	hooks, err := a.reg.List(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	out := make([]dispatcher.Hook, len(hooks))
 	for i, h := range hooks {
-		out[i] = h.Masked()
+		hooks[i] = h.Masked()
 	}
-	wire.OK(c, http.StatusOK, out)
+	wire.OK(c, http.StatusOK, wire.PageOf(hooks, limit, func(h dispatcher.Hook) string { return wire.IDKey(h.ID) }))
 }
 
 func (a hooksAPI) get(c *gin.Context) {

@@ -97,11 +97,11 @@ func TestHookLifecycle(t *testing.T) {
 			t.Fatalf("list does not show the masked secret: %s", w.Data)
 		}
 		_, w = c.do("GET", "/api/hooks?hookType=post_tool_use", "")
-		if string(w.Data) != "[]" {
+		if string(w.Data) != `{"items":[]}` {
 			t.Fatalf("filter by type: %s", w.Data)
 		}
 		_, w = c.do("GET", "/api/hooks?agentId=1", "")
-		if string(w.Data) != "[]" {
+		if string(w.Data) != `{"items":[]}` {
 			t.Fatalf("filter by agent: %s", w.Data)
 		}
 
@@ -305,6 +305,18 @@ func TestAdminAuthAndErrors(t *testing.T) {
 }
 
 func itoa(v int64) string { b, _ := json.Marshal(v); return string(b) }
+
+// pageItems decodes the items of one page of a list answer.
+func pageItems[T any](t *testing.T, data json.RawMessage) []T {
+	t.Helper()
+	var p struct {
+		Items []T `json:"items"`
+	}
+	if err := json.Unmarshal(data, &p); err != nil || p.Items == nil {
+		t.Fatalf("not a page: %v %s", err, data)
+	}
+	return p.Items
+}
 
 func TestRulesAPI(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {

@@ -25,16 +25,31 @@ type ruleRequest struct {
 	ExpiresAt   *time.Time `json:"expiresAt"`
 }
 
+// list answers one page of rules by id, filtered by ?scope= and ?scopeKey=.
 func (a rulesAPI) list(c *gin.Context) {
-	if !wire.OnlyQuery(c, "scope", "scopeKey") {
+	if !wire.OnlyQuery(c, "scope", "scopeKey", "cursor", "limit") {
 		return
 	}
-	rules, err := a.db.ListRules(c.Request.Context(), c.Query("scope"), c.Query("scopeKey"))
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
+	}
+	f := storage.RuleFilter{Scope: c.Query("scope"), ScopeKey: c.Query("scopeKey"), Limit: limit + 1}
+	switch f.Scope {
+	case "", "session", "user", "global":
+	default:
+		wire.Fail(c, http.StatusBadRequest, "scope: must be session, user or global")
+		return
+	}
+	if f.AfterID, good = wire.CursorID(c, cursor); !good {
+		return
+	}
+	rules, err := a.db.ListRules(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, rules)
+	wire.OK(c, http.StatusOK, wire.PageOf(rules, limit, func(r storage.PermissionRule) string { return wire.IDKey(r.ID) }))
 }
 
 func (a rulesAPI) add(c *gin.Context) {

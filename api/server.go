@@ -23,6 +23,7 @@ import (
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/agents"
 	"github.com/hookd/hookd/api/agui"
+	"github.com/hookd/hookd/api/aisdk"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
@@ -110,10 +111,11 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	if !d.ChatDisabled {
 		harness.Register(r, harness.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log})
-		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, DB: d.DB, Heartbeat: d.Heartbeat})
-		platform.Register(r, platform.Deps{Runtime: d.Runtime, DB: d.DB, Workspaces: d.Workspaces, Keys: d.Keys,
+		volo.Register(r, volo.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
+		platform.Register(r, platform.Deps{Runtime: d.Runtime, Workspaces: d.Workspaces, Keys: d.Keys,
 			Heartbeat: d.Heartbeat, Log: d.Log})
 		agui.Register(r, agui.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
+		aisdk.Register(r, aisdk.Deps{Runtime: d.Runtime, Keys: d.Keys, Log: d.Log, Heartbeat: d.Heartbeat})
 	}
 	agents.Register(r, agents.Deps{Dispatcher: d.Dispatcher, Keys: d.Keys, Log: d.Log, Metrics: d.Metrics})
 
@@ -340,6 +342,8 @@ func streamDialect(method, path string) string {
 		return "volo"
 	case method == http.MethodPost && path == "/ag-ui/run":
 		return "agui"
+	case path == "/ai-sdk/chat" || strings.HasPrefix(path, "/ai-sdk/chat/") && strings.HasSuffix(path, "/stream"):
+		return "aisdk"
 	}
 	return ""
 }

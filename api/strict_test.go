@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
@@ -241,8 +243,9 @@ func newReceiver(t *testing.T, answer string) *receiver {
 	return r
 }
 
-// newDispatchServer serves the admin API with a running dispatcher.
-func newDispatchServer(t *testing.T, db *storage.DB) (client, *dispatcher.Registry) {
+// newDispatchServer serves the admin API with a running dispatcher, and returns the registry of
+// its metrics.
+func newDispatchServer(t *testing.T, db *storage.DB) (client, *prometheus.Registry) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -250,7 +253,8 @@ func newDispatchServer(t *testing.T, db *storage.DB) (client, *dispatcher.Regist
 	if err != nil {
 		t.Fatal(err)
 	}
-	disp := dispatcher.New(db, reg, log, dispatcher.Settings{Version: "test"})
+	metrics := prometheus.NewRegistry()
+	disp := dispatcher.New(db, reg, log, dispatcher.Settings{Version: "test", Metrics: metrics})
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +265,7 @@ func newDispatchServer(t *testing.T, db *storage.DB) (client, *dispatcher.Regist
 		defer cancel()
 		disp.Stop(c)
 	})
-	return client{t: t, base: srv.URL, tok: adminToken}, reg
+	return client{t: t, base: srv.URL, tok: adminToken}, metrics
 }
 
 // A dispatch names its subject: without toolName the fail-closed approval hook is never asked

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/gin-gonic/gin"
 
@@ -39,16 +38,25 @@ func (a tasksAPI) create(c *gin.Context) {
 	wire.OK(c, http.StatusCreated, out)
 }
 
+// list answers one page of tasks by id.
 func (a tasksAPI) list(c *gin.Context) {
-	if !a.ready(c) || !wire.OnlyQuery(c) {
+	if !a.ready(c) || !wire.OnlyQuery(c, "cursor", "limit") {
 		return
 	}
-	tasks, err := a.s.List(c.Request.Context())
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
+	}
+	f := storage.TaskFilter{Limit: limit + 1}
+	if f.AfterID, good = wire.CursorID(c, cursor); !good {
+		return
+	}
+	tasks, err := a.s.List(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, tasks)
+	wire.OK(c, http.StatusOK, wire.PageOf(tasks, limit, func(t scheduler.Task) string { return wire.IDKey(t.ID) }))
 }
 
 func (a tasksAPI) get(c *gin.Context) {
@@ -113,22 +121,21 @@ func (a tasksAPI) run(c *gin.Context) {
 	}
 }
 
-// runs lists the task's firings, newest first: ?status= filters, ?limit= caps (default 100).
+// runs answers one page of the task's firings, newest first, filtered by ?status=.
 func (a tasksAPI) runs(c *gin.Context) {
 	id, good := pathID(c)
-	if !good || !a.ready(c) || !wire.OnlyQuery(c, "status", "limit") {
+	if !good || !a.ready(c) || !wire.OnlyQuery(c, "status", "cursor", "limit") {
 		return
 	}
-	limit := 0
-	if s := c.Query("limit"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 || v > 1000 {
-			wire.Fail(c, http.StatusBadRequest, "limit: must be an integer from 1 to 1000")
-			return
-		}
-		limit = v
+	cursor, limit, good := wire.PageQuery(c)
+	if !good {
+		return
 	}
-	status := c.Query("status")
+	f := storage.TaskRunFilter{TaskID: id, Status: c.Query("status"), Limit: limit + 1}
+	if f.BeforeID, good = wire.CursorID(c, cursor); !good {
+		return
+	}
+	status := f.Status
 	switch status {
 	case "", storage.TaskRunRunning, storage.TaskRunSucceeded, storage.TaskRunFailed, storage.TaskRunSkipped,
 		storage.TaskRunDenied, storage.TaskRunInterrupted, storage.TaskRunSuspended:
@@ -136,10 +143,10 @@ func (a tasksAPI) runs(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "status: %q is not one of running, succeeded, failed, skipped, denied, interrupted, suspended", status)
 		return
 	}
-	runs, err := a.s.Runs(c.Request.Context(), id, status, limit)
+	runs, err := a.s.Runs(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, runs)
+	wire.OK(c, http.StatusOK, wire.PageOf(runs, limit, func(r storage.TaskRun) string { return wire.IDKey(r.ID) }))
 }

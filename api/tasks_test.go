@@ -185,9 +185,9 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 			t.Fatalf("read-only fields: %d %s", status, w.Data)
 		}
 		_, w = c.do("GET", "/api/tasks", "")
-		var list []scheduler.Task
-		json.Unmarshal(w.Data, &list)
-		if len(list) != 2 || list[0].ID != task.ID {
+		var page struct{ Items []scheduler.Task }
+		json.Unmarshal(w.Data, &page)
+		if list := page.Items; len(list) != 2 || list[0].ID != task.ID {
 			t.Fatalf("list: %s", w.Data)
 		}
 
@@ -224,7 +224,7 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 		var runs []storage.TaskRun
 		for {
 			_, w = c.do("GET", path+"/runs", "")
-			json.Unmarshal(w.Data, &runs)
+			runs = pageItems[storage.TaskRun](t, w.Data)
 			if len(runs) == 2 && runs[1].Status == storage.TaskRunSucceeded {
 				break
 			}
@@ -239,7 +239,7 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 			t.Fatalf("history: %s", w.Data)
 		}
 		_, w = c.do("GET", path+"/runs?status=skipped&limit=5", "")
-		if json.Unmarshal(w.Data, &runs); len(runs) != 1 || runs[0].Status != storage.TaskRunSkipped {
+		if runs = pageItems[storage.TaskRun](t, w.Data); len(runs) != 1 || runs[0].Status != storage.TaskRunSkipped {
 			t.Fatalf("history filtered: %s", w.Data)
 		}
 		_, w = c.do("GET", path, "")

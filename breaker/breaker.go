@@ -188,6 +188,19 @@ func (s *Set) OpenUntil(url string) time.Time {
 	return e.openedAt.Add(s.settings.OpenFor)
 }
 
+// Retain drops the breaker of every URL for which keep is false: a URL no hook uses any more
+// leaves States (and the metrics read from it). A request still in flight to a dropped URL ends
+// on the dropped breaker; the next Acquire starts a fresh one.
+func (s *Set) Retain(keep func(url string) bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for url := range s.entries {
+		if !keep(url) {
+			delete(s.entries, url)
+		}
+	}
+}
+
 // State names url's breaker now: StateClosed, StateOpen or StateHalfOpen (closed when unknown).
 func (s *Set) State(url string) string {
 	s.mu.RLock()

@@ -367,3 +367,25 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal("expected some state changes")
 	}
 }
+
+func TestRetainDropsURLs(t *testing.T) {
+	s := New(Settings{})
+	for _, u := range []string{"http://a", "http://b", "http://c"} {
+		done, err := s.Acquire(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done(nil)
+	}
+	s.Retain(func(u string) bool { return u != "http://b" })
+	var got []string
+	for _, st := range s.States() {
+		got = append(got, st.URL)
+	}
+	if len(got) != 2 || got[0] != "http://a" || got[1] != "http://c" {
+		t.Fatalf("after Retain: %v", got)
+	}
+	if _, err := s.Acquire("http://b"); err != nil || len(s.States()) != 3 {
+		t.Fatalf("a dropped URL comes back on its next Acquire: %v %d", err, len(s.States()))
+	}
+}

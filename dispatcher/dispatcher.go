@@ -140,7 +140,7 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 		wake:          make(chan struct{}, 1),
 		closeWrit:     make(chan struct{}),
 	}
-	d.metrics = newMetrics(s.Metrics, db, d.breakers, log)
+	d.metrics = newMetrics(s.Metrics, db, d.Breakers, log)
 	d.breakers.OnStateChange(func(url, from, to string) {
 		log.Warn("breaker state changed", "url", url, "from", from, "to", to)
 	})
@@ -190,8 +190,13 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	})
 }
 
-// Breakers lists the circuit breaker of every callback URL seen.
-func (d *Dispatcher) Breakers() []breaker.Status { return d.breakers.States() }
+// Breakers lists the circuit breakers of the receiver URLs that registered hooks use, by URL.
+// The breakers of URLs no hook uses any more (a hook deleted, or moved to another URL) are
+// dropped first, so neither this list nor the metrics keep them.
+func (d *Dispatcher) Breakers() []breaker.Status {
+	d.breakers.Retain(d.reg.usesURL)
+	return d.breakers.States()
+}
 
 // BulkheadRejected counts interceptive calls resolved by failureMode because the bulkhead was full.
 func (d *Dispatcher) BulkheadRejected() int64 { return d.bulkheadRejected.Load() }

@@ -113,7 +113,7 @@ const outboxStatsTimeout = 2 * time.Second
 // newMetrics registers the dispatcher's metrics on reg; nil when reg is nil (no metrics, and no
 // cost on the hot paths). Every series of a valid label combination exists from the start, at
 // zero, and the hot paths only touch series resolved here.
-func newMetrics(reg prometheus.Registerer, db *storage.DB, breakers *breaker.Set, log *slog.Logger) *metrics {
+func newMetrics(reg prometheus.Registerer, db *storage.DB, breakers func() []breaker.Status, log *slog.Logger) *metrics {
 	if reg == nil {
 		return nil
 	}
@@ -239,8 +239,8 @@ func deliveryOutcome(out storage.Outcome) int {
 var breakerStateDesc = prometheus.NewDesc("hookd_breaker_state",
 	"Circuit breaker state per receiver URL (query string removed): 0 closed, 1 half-open, 2 open.", []string{"url"}, nil)
 
-// breakerCollector reads the breakers at scrape time.
-type breakerCollector struct{ breakers *breaker.Set }
+// breakerCollector reads the breakers at scrape time: those of URLs hooks use (Dispatcher.Breakers).
+type breakerCollector struct{ breakers func() []breaker.Status }
 
 func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerStateDesc }
 
@@ -249,7 +249,7 @@ func (c *breakerCollector) Collect(ch chan<- prometheus.Metric) {
 	// out) share a series: the worst state among them.
 	states := map[string]float64{}
 	var order []string
-	for _, s := range c.breakers.States() {
+	for _, s := range c.breakers() {
 		v := 0.0
 		switch s.State {
 		case breaker.StateHalfOpen:

@@ -39,6 +39,7 @@ type snapshot struct {
 	version string
 	byType  map[HookType][]*boundHook // enabled hooks, in chain order (priority, then id)
 	all     map[int64]*boundHook      // every hook, enabled or not
+	urls    map[string]bool           // the receiver URL of every hook
 }
 
 // boundHook is a hook with its toolNameMatch compiled and what its requests need prepared.
@@ -99,7 +100,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}, all: map[int64]*boundHook{}}
+	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}, all: map[int64]*boundHook{}, urls: map[string]bool{}}
 	for _, row := range rows {
 		h, err := fromRow(row)
 		if err != nil {
@@ -112,6 +113,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 		}
 		b := &boundHook{Hook: h, match: m, wire: newHookWire(&h)}
 		s.all[h.ID] = b
+		s.urls[h.DispatchConfig.URL] = true
 		if *h.Enabled {
 			s.byType[h.HookType] = append(s.byType[h.HookType], b)
 		}
@@ -258,9 +260,9 @@ func (r *Registry) Get(ctx context.Context, id int64) (Hook, error) {
 	return fromRow(row)
 }
 
-// List returns hooks filtered by type and agent (zero values do not filter).
-func (r *Registry) List(ctx context.Context, t HookType, agentID *int64) ([]Hook, error) {
-	rows, err := r.db.ListHooks(ctx, storage.HookFilter{HookType: string(t), AgentID: agentID})
+// List returns the hooks of f, by id.
+func (r *Registry) List(ctx context.Context, f storage.HookFilter) ([]Hook, error) {
+	rows, err := r.db.ListHooks(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -298,6 +300,9 @@ func toRow(h *Hook) (storage.Hook, error) {
 func fromRow(row storage.Hook) (Hook, error) {
 	return join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
 }
+
+// usesURL reports whether a registered hook, enabled or not, sends to url.
+func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }
 
 // byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
 // deliveries of a hook disabled after they were queued are still delivered.

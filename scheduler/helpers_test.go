@@ -163,7 +163,7 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() bo
 // history is the task's firings, oldest first.
 func history(t *testing.T, s *scheduler.Scheduler, id int64) []storage.TaskRun {
 	t.Helper()
-	runs, err := s.Runs(context.Background(), id, "", 1000)
+	runs, err := s.Runs(context.Background(), storage.TaskRunFilter{TaskID: id, Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -209,7 +209,7 @@ func (s *Scheduler) Reload(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks, err := s.db.ListTasks(ctx)
+	tasks, err := s.db.ListTasks(ctx, storage.TaskFilter{})
 	if err != nil {
 		return err
 	}

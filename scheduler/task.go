@@ -166,9 +166,9 @@ func (s *Scheduler) Get(ctx context.Context, id int64) (Task, error) {
 	return fromRow(row), nil
 }
 
-// List returns every task, by id.
-func (s *Scheduler) List(ctx context.Context) ([]Task, error) {
-	rows, err := s.db.ListTasks(ctx)
+// List returns the tasks of f, by id.
+func (s *Scheduler) List(ctx context.Context, f storage.TaskFilter) ([]Task, error) {
+	rows, err := s.db.ListTasks(ctx, f)
 	if err != nil {
 		return nil, err
 	}
@@ -179,13 +179,13 @@ func (s *Scheduler) List(ctx context.Context) ([]Task, error) {
 	return out, nil
 }
 
-// Runs returns the firings of task id, newest first (status "" for all; limit 0 for 100);
-// storage.ErrNotFound when the task does not exist.
-func (s *Scheduler) Runs(ctx context.Context, id int64, status string, limit int) ([]storage.TaskRun, error) {
-	if _, err := s.db.GetTask(ctx, id); err != nil {
+// Runs returns the firings of task f.TaskID, newest first; storage.ErrNotFound when the task
+// does not exist.
+func (s *Scheduler) Runs(ctx context.Context, f storage.TaskRunFilter) ([]storage.TaskRun, error) {
+	if _, err := s.db.GetTask(ctx, f.TaskID); err != nil {
 		return nil, err
 	}
-	return s.db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: id, Status: status, Limit: limit})
+	return s.db.ListTaskRuns(ctx, f)
 }
 
 func (s *Scheduler) reloadAfterWrite(ctx context.Context) {

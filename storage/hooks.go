@@ -31,7 +31,11 @@ type Hook struct {
 // HookFilter narrows ListHooks; zero values do not filter.
 type HookFilter struct {
 	HookType string
-	AgentID  *int64
+	// AppliesTo keeps the hooks that apply to this agent: its own and those of every agent.
+	AppliesTo *int64
+	Enabled   *bool
+	AfterID   int64 // pages forwards: only hooks with a larger id
+	Limit     int   // 0: all
 }
 
 type hookRow struct {
@@ -97,8 +101,17 @@ func (db *DB) ListHooks(ctx context.Context, f HookFilter) ([]Hook, error) {
 	if f.HookType != "" {
 		q = q.Where("hook_type = ?", f.HookType)
 	}
-	if f.AgentID != nil {
-		q = q.Where("agent_id = ?", *f.AgentID)
+	if f.AppliesTo != nil {
+		q = q.Where("(agent_id = ? OR agent_id IS NULL)", *f.AppliesTo)
+	}
+	if f.Enabled != nil {
+		q = q.Where("enabled = ?", *f.Enabled)
+	}
+	if f.AfterID != 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
 	}
 	var rows []hookRow
 	if err := q.Find(&rows).Error; err != nil {

@@ -42,9 +42,27 @@ func TestHookCRUD(t *testing.T) {
 		if err != nil || len(list) != 1 || list[0].ID != h.ID {
 			t.Fatalf("filter by type: %v %+v", err, list)
 		}
-		list, _ = db.ListHooks(ctx, storage.HookFilter{AgentID: &agent})
-		if len(list) != 1 {
-			t.Fatalf("filter by agent: %+v", list)
+		// other applies to every agent, so to this one too; a third agent's hook does not.
+		thirdAgent := int64(77)
+		third := storage.Hook{HookType: "post_tool_use", AgentID: &thirdAgent, Enabled: true, Doc: []byte(`{}`)}
+		if err := db.CreateHook(ctx, &third); err != nil {
+			t.Fatal(err)
+		}
+		list, _ = db.ListHooks(ctx, storage.HookFilter{AppliesTo: &agent})
+		if len(list) != 2 || list[0].ID != h.ID || list[1].ID != other.ID {
+			t.Fatalf("hooks that apply to agent %d: %+v", agent, list)
+		}
+		off := false
+		list, _ = db.ListHooks(ctx, storage.HookFilter{AppliesTo: &agent, Enabled: &off})
+		if len(list) != 1 || list[0].ID != other.ID {
+			t.Fatalf("disabled hooks that apply to agent %d: %+v", agent, list)
+		}
+		list, _ = db.ListHooks(ctx, storage.HookFilter{AfterID: h.ID, Limit: 1})
+		if len(list) != 1 || list[0].ID != other.ID {
+			t.Fatalf("a page after %d: %+v", h.ID, list)
+		}
+		if err := db.DeleteHook(ctx, third.ID); err != nil {
+			t.Fatal(err)
 		}
 		list, _ = db.ListHooks(ctx, storage.HookFilter{})
 		if len(list) != 2 || list[0].ID > list[1].ID {

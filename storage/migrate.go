@@ -289,6 +289,11 @@ var migrations = []migration{
 		// Retention finds old rows by it; it is written once, at insert.
 		`CREATE INDEX deliveries_created ON deliveries (created_at)`,
 	}},
+	{15, "ask arguments", []string{
+		// An ask keeps the arguments of the tool call it is about (their hash alone bound the
+		// answer): clients show them without reading the run's events.
+		`ALTER TABLE asks ADD COLUMN arguments TEXT NOT NULL DEFAULT ''`,
+	}},
 	{25, "console sessions", []string{
 		`CREATE TABLE console_sessions (
 			token_hash {{blob}} PRIMARY KEY,

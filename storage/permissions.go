@@ -82,14 +82,27 @@ func (db *DB) RulesFor(ctx context.Context, sessionID int64, userID string, now 
 	return out, nil
 }
 
-// ListRules lists rules, optionally of one scope.
-func (db *DB) ListRules(ctx context.Context, scope, scopeKey string) ([]PermissionRule, error) {
+// RuleFilter narrows ListRules; zero values do not filter.
+type RuleFilter struct {
+	Scope, ScopeKey string
+	AfterID         int64 // pages forwards: only rules with a larger id
+	Limit           int   // 0: all
+}
+
+// ListRules lists the rules of f, by id.
+func (db *DB) ListRules(ctx context.Context, f RuleFilter) ([]PermissionRule, error) {
 	q := db.r.WithContext(ctx).Order("id")
-	if scope != "" {
-		q = q.Where("scope = ?", scope)
+	if f.Scope != "" {
+		q = q.Where("scope = ?", f.Scope)
 	}
-	if scopeKey != "" {
-		q = q.Where("scope_key = ?", scopeKey)
+	if f.ScopeKey != "" {
+		q = q.Where("scope_key = ?", f.ScopeKey)
+	}
+	if f.AfterID != 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
 	}
 	var rows []ruleRow
 	if err := q.Find(&rows).Error; err != nil {
@@ -124,6 +137,7 @@ const (
 
 // Ask is something a suspended run waits for: a person's decision on a tool call, bound to the
 // exact arguments asked about (ArgsHash), or a client-side tool's result. Each is answered once.
+// It keeps the call it is about (ToolName, Arguments), so nobody reads the run's events for it.
 type Ask struct {
 	AskID      string
 	Kind       string
@@ -131,6 +145,7 @@ type Ask struct {
 	UserID     string
 	CallID     string
 	ToolName   string
+	Arguments  string
 	ArgsHash   string
 	Status     string
 	Answer     []byte // the answer as the agent recorded it (JSON)
@@ -146,6 +161,7 @@ type askRow struct {
 	UserID     string
 	CallID     string
 	ToolName   string
+	Arguments  string
 	ArgsHash   string
 	Status     string
 	Answer     string
@@ -158,7 +174,7 @@ func (askRow) TableName() string { return "asks" }
 
 func (r askRow) plain() Ask {
 	return Ask{AskID: r.AskID, Kind: r.Kind, RunID: r.RunID, UserID: r.UserID, CallID: r.CallID, ToolName: r.ToolName,
-		ArgsHash: r.ArgsHash, Status: r.Status, Answer: []byte(r.Answer), ExpiresAt: fromMs(r.ExpiresAt),
+		Arguments: r.Arguments, ArgsHash: r.ArgsHash, Status: r.Status, Answer: []byte(r.Answer), ExpiresAt: fromMs(r.ExpiresAt),
 		CreatedAt: fromMs(r.CreatedAt), AnsweredAt: fromMs(r.AnsweredAt)}
 }
 
@@ -171,7 +187,7 @@ func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
 	rows := make([]askRow, len(asks))
 	for i, a := range asks {
 		rows[i] = askRow{AskID: a.AskID, Kind: a.Kind, RunID: a.RunID, UserID: a.UserID, CallID: a.CallID, ToolName: a.ToolName,
-			ArgsHash: a.ArgsHash, Status: AskPending, ExpiresAt: ms(a.ExpiresAt), CreatedAt: now}
+			Arguments: a.Arguments, ArgsHash: a.ArgsHash, Status: AskPending, ExpiresAt: ms(a.ExpiresAt), CreatedAt: now}
 	}
 	if err := db.w.WithContext(ctx).Create(&rows).Error; err != nil {
 		return fmt.Errorf("storage: add asks: %w", err)

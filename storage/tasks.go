@@ -82,10 +82,23 @@ func (db *DB) GetTask(ctx context.Context, id int64) (Task, error) {
 	return row.plain(), nil
 }
 
-// ListTasks returns every task, by id.
-func (db *DB) ListTasks(ctx context.Context) ([]Task, error) {
+// TaskFilter pages ListTasks; zero values do not filter.
+type TaskFilter struct {
+	AfterID int64 // only tasks with a larger id
+	Limit   int   // 0: all
+}
+
+// ListTasks returns the tasks of f, by id.
+func (db *DB) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 	var rows []taskRow
-	if err := db.r.WithContext(ctx).Order("id").Find(&rows).Error; err != nil {
+	q := db.r.WithContext(ctx).Order("id")
+	if f.AfterID != 0 {
+		q = q.Where("id > ?", f.AfterID)
+	}
+	if f.Limit > 0 {
+		q = q.Limit(f.Limit)
+	}
+	if err := q.Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("storage: list tasks: %w", err)
 	}
 	out := make([]Task, len(rows))
@@ -338,9 +351,10 @@ func (db *DB) GetTaskRun(ctx context.Context, id int64) (TaskRun, error) {
 
 // TaskRunFilter narrows ListTaskRuns; zero values do not filter.
 type TaskRunFilter struct {
-	TaskID int64
-	Status string
-	Limit  int // default 100, at most 1000
+	TaskID   int64
+	Status   string
+	BeforeID int64 // pages backwards: only firings with a smaller id
+	Limit    int   // default 100, at most 1000
 }
 
 // ListTaskRuns returns firings, newest first.
@@ -351,6 +365,9 @@ func (db *DB) ListTaskRuns(ctx context.Context, f TaskRunFilter) ([]TaskRun, err
 	}
 	if f.Status != "" {
 		q = q.Where("status = ?", f.Status)
+	}
+	if f.BeforeID != 0 {
+		q = q.Where("id < ?", f.BeforeID)
 	}
 	var rows []taskRunRow
 	if err := q.Find(&rows).Error; err != nil {

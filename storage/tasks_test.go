@@ -48,7 +48,7 @@ func TestTaskCRUD(t *testing.T) {
 		if v, _ := db.TasksVersion(ctx); v == v1 {
 			t.Fatal("update did not change the version")
 		}
-		list, err := db.ListTasks(ctx)
+		list, err := db.ListTasks(ctx, storage.TaskFilter{})
 		if err != nil || len(list) != 1 {
 			t.Fatalf("list: %v %+v", err, list)
 		}

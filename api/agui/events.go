@@ -155,7 +155,7 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 		m.step, m.lastText = fmt.Sprintf("step %d", ev.Step), ""
 		e(Event{Type: StepStarted, StepName: m.step})
 	case agent.KindModelEnded:
-		out = append(out, m.closeStreams(at)...)
+		out = append(out, m.closeBlocks(at)...)
 		out = append(out, m.endStep(at)...)
 	case agent.KindBlockStarted:
 		switch ev.Block.Type {
@@ -369,9 +369,10 @@ func (m *Mapper) closeBlock(id string, at int64) []Event {
 	return nil
 }
 
-// closeStreams ends what a model call left open (a call that failed mid-stream), so the run
-// can end as AG-UI requires: no message or call open.
-func (m *Mapper) closeStreams(at int64) []Event {
+// closeBlocks ends the text and reasoning messages a model call left open (it failed
+// mid-stream). Its tool calls stay open: the runtime ends them after the call, with their
+// final arguments.
+func (m *Mapper) closeBlocks(at int64) []Event {
 	var out []Event
 	for len(m.text) > 0 {
 		out = append(out, m.closeBlock(m.text[0], at)...)
@@ -379,6 +380,13 @@ func (m *Mapper) closeStreams(at int64) []Event {
 	for len(m.reasoning) > 0 {
 		out = append(out, m.closeBlock(m.reasoning[0], at)...)
 	}
+	return out
+}
+
+// closeStreams ends everything still open, so the run can end as AG-UI requires: no message
+// or call open.
+func (m *Mapper) closeStreams(at int64) []Event {
+	out := m.closeBlocks(at)
 	for len(m.callOrder) > 0 {
 		id := m.callOrder[0]
 		m.endCall(id)

@@ -1,20 +1,18 @@
 package agui_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
+	"github.com/hookd/hookd/test/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/agui")
@@ -195,118 +193,5 @@ func TestGoldenTranscripts(t *testing.T) {
 
 func compareGolden(t *testing.T, name string, exch []exchange) {
 	t.Helper()
-	n := &normaliser{seen: map[string]map[string]string{}}
-	doc := map[string]any{"scenario": name}
-	var xs []any
-	for _, x := range exch {
-		b, _ := json.Marshal(x)
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(b))
-		dec.UseNumber()
-		_ = dec.Decode(&v)
-		xs = append(xs, n.value("", v))
-	}
-	doc["exchanges"] = xs
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(goldenDir, name+".json")
-	if *update {
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got := buf.String(); got != string(want) {
-		gl, wl := strings.Split(got, "\n"), strings.Split(string(want), "\n")
-		for i := range max(len(gl), len(wl)) {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs at line %d:\n got  %s\n want %s\n(run with -update to accept)", path, i+1, g, w)
-			}
-		}
-	}
-}
-
-// normaliser replaces what differs from run to run (ids, times) with placeholders; equal values
-// get equal placeholders, so the transcript still shows which ids are shared.
-type normaliser struct{ seen map[string]map[string]string }
-
-var idREs = []struct {
-	class string
-	re    *regexp.Regexp
-}{
-	{"blk", regexp.MustCompile(`blk-[0-9a-f]{12}`)},
-	{"call", regexp.MustCompile(`call_[0-9A-Za-z_]+`)},
-	{"ask", regexp.MustCompile(`\bask_[0-9a-f]{20}\b`)},
-	{"uuid", regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)},
-	{"hex", regexp.MustCompile(`\b[0-9a-f]{32}\b`)},
-	{"request", regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{13}\b`)},
-}
-
-func (n *normaliser) ph(class, v string) string {
-	m := n.seen[class]
-	if m == nil {
-		m = map[string]string{}
-		n.seen[class] = m
-	}
-	p, ok := m[v]
-	if !ok {
-		p = fmt.Sprintf("<%s-%d>", class, len(m)+1)
-		m[v] = p
-	}
-	return p
-}
-
-func (n *normaliser) value(key string, v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			x[k] = n.value(k, x[k])
-		}
-		return x
-	case []any:
-		for i := range x {
-			x[i] = n.value(key, x[i])
-		}
-		return x
-	case json.Number:
-		if key == "timestamp" {
-			return "<timestamp>"
-		}
-	case string:
-		switch key {
-		case "expiresAt":
-			return "<expiresAt>"
-		case "sessionKey":
-			return x
-		}
-		for _, r := range idREs {
-			x = r.re.ReplaceAllStringFunc(x, func(s string) string { return n.ph(r.class, s) })
-		}
-		return x
-	}
-	return v
+	golden.Compare(t, filepath.Join(goldenDir, name+".json"), map[string]any{"scenario": name, "exchanges": exch}, *update)
 }

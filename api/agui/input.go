@@ -110,9 +110,7 @@ func (in *RunAgentInput) validate() (map[string]json.RawMessage, Props, error) {
 		if !isObject(in.State) || json.Unmarshal(in.State, &state) != nil {
 			return nil, props, fmt.Errorf("state: must be an object (hookd adds its view of the run under \"hookd\")")
 		}
-		if _, taken := state["hookd"]; taken {
-			return nil, props, fmt.Errorf("state.hookd: is hookd's own; the client may not set it")
-		}
+		delete(state, "hookd") // hookd's own view, echoed back by the client: replaced, never read
 	}
 	if !isNull(in.ForwardedProps) {
 		if !isObject(in.ForwardedProps) {

@@ -21,7 +21,6 @@ import (
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
-	"github.com/hookd/hookd/storage"
 )
 
 // Deps is what the Harness dialect needs.
@@ -198,7 +197,7 @@ func (h *handler) chat(c *gin.Context) {
 	}
 	resuming := len(req.ConfirmResults) > 0 || len(req.ToolResults) > 0
 	switch {
-	case live != nil && live.Status == storage.RunRunning:
+	case live != nil && live.Status == agent.StatusRunning:
 		wire.Fail(c, http.StatusConflict, "sessionId: session %q has a run in progress; send the next request after its AGENT_END", req.SessionID)
 	case live != nil:
 		h.resume(c, caller, &req, *live)
@@ -216,7 +215,7 @@ func (h *handler) chat(c *gin.Context) {
 }
 
 // liveRun is the session's running or paused run, nil when it has none.
-func (h *handler) liveRun(ctx context.Context, userID, key string) (*storage.Run, error) {
+func (h *handler) liveRun(ctx context.Context, userID, key string) (*agent.RunView, error) {
 	sess, err := h.rt.Session(ctx, userID, key)
 	if errors.Is(err, agent.ErrNotFound) {
 		return nil, nil
@@ -225,7 +224,7 @@ func (h *handler) liveRun(ctx context.Context, userID, key string) (*storage.Run
 		return nil, err
 	}
 	run, err := h.rt.LiveRun(ctx, sess.ID)
-	if errors.Is(err, storage.ErrNotFound) {
+	if errors.Is(err, agent.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -275,7 +274,7 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) {
 
 // resume applies what the request brings to the session's paused run and streams the run on
 // from its pause.
-func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, live storage.Run) {
+func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, live agent.RunView) {
 	ctx := c.Request.Context()
 	user, id := caller.UserID, live.RequestID
 	t0 := time.Now()

@@ -336,12 +336,8 @@ func TestChatModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spec struct {
-		Model       string
-		Temperature *float64
-	}
-	if err := json.Unmarshal(run.Spec, &spec); err != nil || spec.Model != "gpt-oss-120b" || spec.Temperature == nil || *spec.Temperature != 0.7 {
-		t.Fatalf("run spec %s (%v)", run.Spec, err)
+	if spec := run.Request; spec.Model != "gpt-oss-120b" || spec.Temperature == nil || *spec.Temperature != 0.7 {
+		t.Fatalf("run request %+v", spec)
 	}
 }
 

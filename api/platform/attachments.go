@@ -8,21 +8,13 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/storage"
 )
-
-// messageGetter is the look-up of a message by its id alone. storage.DB does not offer it yet;
-// once it does (with this signature), getByMessage needs no sessionId any more.
-type messageGetter interface {
-	GetMessage(ctx context.Context, id int64) (storage.Message, error)
-}
 
 // attachmentsByMessage is GET /api/agent/attachment/getByMessage?messageId=[&sessionId=]: the
 // attachments of one of the caller's messages.
@@ -44,43 +36,16 @@ func (a *api) attachmentsByMessage(c *gin.Context) {
 			return
 		}
 	}
-	checked := false // whether the message is known to be in sessionID
-	if g, ok := any(a.DB).(messageGetter); ok {
-		m, err := g.GetMessage(ctx, messageID)
-		if err != nil {
-			a.fail(c, "messageId", err)
-			return
-		}
-		if sessionID != 0 && sessionID != m.SessionID {
-			a.fail(c, "messageId", agent.ErrNotFound)
-			return
-		}
-		sessionID, checked = m.SessionID, true
+	sess, err := a.Runtime.MessageSession(ctx, caller.UserID, messageID)
+	if err == nil && sessionID != 0 && sessionID != sess.ID {
+		err = agent.ErrNotFound
 	}
-	if sessionID == 0 {
-		wire.Fail(c, http.StatusBadRequest, "sessionId: is required (the session of the message, as SESSION_CREATED gives it)")
-		return
-	}
-	if _, err := a.ownSession(ctx, caller, sessionID); err != nil {
+	if err != nil {
 		a.fail(c, "messageId", err)
 		return
 	}
-	if !checked {
-		msgs, err := a.DB.Messages(ctx, sessionID, time.Time{})
-		if err != nil {
-			a.fail(c, "messageId", err)
-			return
-		}
-		found := false
-		for _, m := range msgs {
-			found = found || m.ID == messageID
-		}
-		if !found {
-			a.fail(c, "messageId", agent.ErrNotFound)
-			return
-		}
-	}
-	all, err := a.DB.Attachments(ctx, sessionID)
+	sessionID = sess.ID
+	all, err := a.Runtime.Attachments(ctx, sessionID)
 	if err != nil {
 		a.fail(c, "messageId", err)
 		return
@@ -102,15 +67,8 @@ func (a *api) attachmentsByMessage(c *gin.Context) {
 }
 
 // ownSession returns the session if it is the caller's; another user's is ErrNotFound.
-func (a *api) ownSession(ctx context.Context, caller wire.Caller, id int64) (storage.Session, error) {
-	s, err := a.DB.GetSession(ctx, id)
-	if err != nil {
-		return storage.Session{}, err
-	}
-	if s.UserID != caller.UserID {
-		return storage.Session{}, agent.ErrNotFound
-	}
-	return s, nil
+func (a *api) ownSession(ctx context.Context, caller wire.Caller, id int64) (agent.SessionView, error) {
+	return a.Runtime.SessionByID(ctx, caller.UserID, id)
 }
 
 // workspace is the directory of a session's workspace.
@@ -169,12 +127,12 @@ func (a *api) download(c *gin.Context) {
 		a.fail(c, "path", err)
 		return
 	}
-	all, err := a.DB.Attachments(ctx, sessionID)
+	all, err := a.Runtime.Attachments(ctx, sessionID)
 	if err != nil {
 		a.fail(c, "path", err)
 		return
 	}
-	var att *storage.Attachment
+	var att *agent.Attachment
 	for i := range all {
 		if all[i].Path == runtimePath {
 			att = &all[i]

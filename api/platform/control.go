@@ -71,13 +71,13 @@ func (a *api) reply(c *gin.Context) {
 			return
 		}
 		if body.Remember {
-			spec, ok := a.toolSpec(call.Name)
+			spec, ok := a.toolSpec(call.ToolName)
 			if !ok {
-				wire.Fail(c, http.StatusConflict, "remember: tool %q is not registered here", call.Name)
+				wire.Fail(c, http.StatusConflict, "remember: tool %q is not registered here", call.ToolName)
 				return
 			}
 			subject := tools.Subject(spec, json.RawMessage(call.Arguments))
-			ans.Rules = []agent.RuleSpec{{ToolName: call.Name, RuleContent: exactly(subject), Behavior: agent.BehaviorAllow, Source: "userSettings"}}
+			ans.Rules = []agent.RuleSpec{{ToolName: call.ToolName, RuleContent: exactly(subject), Behavior: agent.BehaviorAllow, Source: "userSettings"}}
 			ans.RuleScope, remembered = "session", true
 		}
 	}
@@ -94,40 +94,24 @@ func (a *api) askOwner(ctx context.Context, caller wire.Caller, askID string) st
 	if caller.Role != wire.RoleReviewer {
 		return caller.UserID
 	}
-	if ask, err := a.DB.GetAsk(ctx, askID); err == nil && caller.MayAnswerFor(ask.UserID) {
+	if ask, err := a.Runtime.Ask(ctx, askID); err == nil && caller.MayAnswerFor(ask.UserID) {
 		return ask.UserID
 	}
 	return caller.UserID
 }
 
-// askCall is the call an ask is about, as the run's ask event announced it.
-func (a *api) askCall(ctx context.Context, userID, requestID, askID string) (agent.AskCall, error) {
-	run, err := a.Runtime.Run(ctx, userID, requestID)
+// askCall is the call an ask of userID's run requestID is about.
+func (a *api) askCall(ctx context.Context, userID, requestID, askID string) (agent.AskView, error) {
+	asks, err := a.Runtime.Asks(ctx, userID, requestID, "")
 	if err != nil {
-		return agent.AskCall{}, err
+		return agent.AskView{}, err
 	}
-	const page = 500
-	for after := int64(0); ; {
-		rows, err := a.DB.RunEvents(ctx, run.ID, after, page)
-		if err != nil {
-			return agent.AskCall{}, err
-		}
-		for _, row := range rows {
-			after = row.Seq
-			var ev agent.Event
-			if json.Unmarshal(row.Body, &ev) != nil || ev.Kind != agent.KindAsk || ev.Ask == nil {
-				continue
-			}
-			for _, call := range ev.Ask.Calls {
-				if call.AskID == askID {
-					return call, nil
-				}
-			}
-		}
-		if len(rows) < page {
-			return agent.AskCall{}, fmt.Errorf("%w: ask %s is not announced in run %s", agent.ErrNotWaiting, askID, requestID)
+	for _, ask := range asks {
+		if ask.AskID == askID {
+			return ask, nil
 		}
 	}
+	return agent.AskView{}, fmt.Errorf("%w: no ask %s in run %s", agent.ErrNotWaiting, askID, requestID)
 }
 
 // toolSpec is the spec of one of the runtime's tools: what names a call's subject.

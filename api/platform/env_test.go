@@ -83,7 +83,7 @@ func (e *tenv) serve() {
 		keys = wire.NewKeys(nil)
 	}
 	e.rt = e.env.Runtime
-	platform.Register(r, platform.Deps{Runtime: e.rt, DB: e.env.DB, Workspaces: e.ws, Keys: keys, Heartbeat: e.hb, Log: quiet()})
+	platform.Register(r, platform.Deps{Runtime: e.rt, Workspaces: e.ws, Keys: keys, Heartbeat: e.hb, Log: quiet()})
 	e.srv = httptest.NewServer(openapitest.Handler(e.t, r))
 	srv := e.srv
 	e.t.Cleanup(func() {

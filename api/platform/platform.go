@@ -26,7 +26,6 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/storage"
 )
 
 // DefaultHeartbeat is sse.heartbeat's default (CONTRACT §1).
@@ -35,7 +34,6 @@ const DefaultHeartbeat = 15 * time.Second
 // Deps is what the platform routes call into.
 type Deps struct {
 	Runtime *agent.Runtime
-	DB      *storage.DB
 	// Workspaces is the runtime's workspace root: attachments are files in a session's
 	// workspace. Nil: the runtime's own (Runtime.Workspace).
 	Workspaces *tools.Workspaces
@@ -169,10 +167,7 @@ func (a *api) sessionKey(c *gin.Context, caller wire.Caller, raw json.RawMessage
 		wire.Fail(c, http.StatusBadRequest, "sessionId: must be a positive integer (a session id) or a string (a session key)")
 		return "", false
 	}
-	s, err := a.DB.GetSession(c.Request.Context(), id)
-	if err == nil && s.UserID != caller.UserID {
-		err = agent.ErrNotFound // another user's session does not exist for this one
-	}
+	s, err := a.Runtime.SessionByID(c.Request.Context(), caller.UserID, id)
 	if err != nil {
 		a.fail(c, "sessionId", err)
 		return "", false

@@ -169,7 +169,7 @@ func newEnv(t *testing.T, o opts) *env {
 	if hb == 0 {
 		hb = time.Hour
 	}
-	volo.Register(r, volo.Deps{Runtime: rt, Keys: wire.NewKeys(o.keys), Log: quiet(), DB: db, Heartbeat: hb})
+	volo.Register(r, volo.Deps{Runtime: rt, Keys: wire.NewKeys(o.keys), Log: quiet(), Heartbeat: hb})
 	srv := httptest.NewServer(openapitest.Handler(t, r))
 	t.Cleanup(func() { // before the runtime stops (cleanups run last-registered first)
 		srv.CloseClientConnections()

@@ -13,7 +13,6 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/storage"
 )
 
 // Decision is one answer of a structured response (resume's `response`, or the body of
@@ -185,62 +184,9 @@ var (
 
 // ---- run inspection ----
 
-// askArguments maps each ask of a run (by askId, and by "call:"+callId) to the arguments it was
-// about.
-func askArguments(evs []agent.Event) map[string]string {
-	m := map[string]string{}
-	for _, ev := range evs {
-		if ev.Kind == agent.KindAsk && ev.Ask != nil && ev.Source == "" {
-			for _, c := range ev.Ask.Calls {
-				m[c.AskID], m["call:"+c.CallID] = c.Arguments, c.Arguments
-			}
-		}
-	}
-	return m
-}
-
-// withInput works around the runtime reading an absent Answer.Input back from storage as the
-// JSON null, and then running an approved call with null arguments: an answer that edits
-// nothing is sent with the very arguments that were asked about as its Input, which the runtime
-// takes as "unchanged".
-func withInput(a agent.Answer, args map[string]string) agent.Answer {
-	if len(a.Input) > 0 {
-		return a
-	}
-	if s, ok := args[a.AskID]; ok && a.AskID != "" {
-		a.Input = json.RawMessage(s)
-	} else if s, ok := args["call:"+a.CallID]; ok && a.CallID != "" {
-		a.Input = json.RawMessage(s)
-	}
-	return a
-}
-
-// runEvents reads every stored event of a run.
-func (h *handler) runEvents(ctx context.Context, runID int64) ([]agent.Event, error) {
-	var out []agent.Event
-	var after int64
-	for {
-		rows, err := h.d.DB.RunEvents(ctx, runID, after, 1000)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			var ev agent.Event
-			if err := json.Unmarshal(r.Body, &ev); err != nil {
-				return nil, err
-			}
-			out = append(out, ev)
-			after = r.Seq
-		}
-		if len(rows) < 1000 {
-			return out, nil
-		}
-	}
-}
-
 // traceOf is the trace of a run's frames: its session key and parent turn come with its
 // run.started event.
-func traceOf(run storage.Run, evs []agent.Event) TraceInfo {
+func traceOf(run agent.RunView, evs []agent.Event) TraceInfo {
 	tr := TraceInfo{TurnID: run.ReplyID}
 	for _, ev := range evs {
 		if ev.Kind == agent.KindRunStarted && ev.Run != nil && ev.Source == "" {
@@ -248,8 +194,7 @@ func traceOf(run storage.Run, evs []agent.Event) TraceInfo {
 			return tr
 		}
 	}
-	req := runRequest(run)
-	tr.SessionID, tr.ParentTurnID = req.SessionKey, req.ParentTurnID
+	tr.SessionID, tr.ParentTurnID = run.Request.SessionKey, run.Request.ParentTurnID
 	return tr
 }
 
@@ -301,7 +246,7 @@ func (h *handler) resume(c *gin.Context) {
 		h.earlyError(c, tr, controlError(err, turnNotFound))
 		return
 	}
-	evs, err := h.runEvents(ctx, run.ID)
+	evs, err := h.rt.Replay(ctx, caller.UserID, run.RequestID, 0)
 	if err != nil {
 		h.earlyError(c, tr, internal(err))
 		return
@@ -312,7 +257,7 @@ func (h *handler) resume(c *gin.Context) {
 		h.earlyError(c, tr, e)
 		return
 	}
-	h.stream(c, streamSpec{userID: caller.UserID, requestID: run.RequestID, after: from, trace: tr, noTools: runRequest(run).NoTools})
+	h.stream(c, streamSpec{userID: caller.UserID, requestID: run.RequestID, after: from, trace: tr, noTools: run.Request.NoTools})
 }
 
 // resumePoint applies a resume's response to the turn's pause and returns the seq to stream on
@@ -326,7 +271,7 @@ func (h *handler) resume(c *gin.Context) {
 //     a turn paused otherwise just resumes.
 //   - the turn is not paused (its pause was answered with interaction-response or tool-approval,
 //     or it ended since): the stream starts after its last pause; a response is moot and ignored.
-func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run storage.Run, evs []agent.Event, resp response) (int64, *apiError) {
+func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run agent.RunView, evs []agent.Event, resp response) (int64, *apiError) {
 	var pauses []agent.Event
 	for _, ev := range evs {
 		if ev.Kind == agent.KindSuspended && ev.Source == "" {
@@ -337,10 +282,10 @@ func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run stora
 		return 0, &apiError{status: http.StatusConflict, key: errNotPaused, detail: "the turn never paused: there is nothing to resume"}
 	}
 	cur := pauses[len(pauses)-1]
-	if run.Status != storage.RunSuspended {
+	if run.Status != agent.StatusSuspended {
 		return cur.Seq, nil
 	}
-	pending, err := h.d.DB.RunAsks(ctx, run.ID, storage.AskPending)
+	pending, err := h.rt.Asks(ctx, caller.UserID, run.RequestID, agent.AskPending)
 	if err != nil {
 		return 0, internal(err)
 	}
@@ -357,7 +302,7 @@ func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run stora
 			return 0, &apiError{status: http.StatusConflict, key: errResponseRequired,
 				detail: "the turn waits for an answer to its interaction: send a response, or use interaction-response/{interactionId}"}
 		default:
-			if e := h.answerPending(ctx, caller, run, askArguments(evs), pending, resp); e != nil {
+			if e := h.answerPending(ctx, caller, run, pending, resp); e != nil {
 				return 0, e
 			}
 		}
@@ -370,8 +315,8 @@ func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run stora
 }
 
 // answerPending answers a paused turn's pending asks from a response.
-func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run storage.Run, args map[string]string, pending []storage.Ask, resp response) *apiError {
-	match := func(a storage.Ask) (Decision, bool) {
+func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run agent.RunView, pending []agent.AskView, resp response) *apiError {
+	match := func(a agent.AskView) (Decision, bool) {
 		for _, d := range resp.decisions {
 			if (d.InteractionID != "" && d.InteractionID == a.AskID) || (d.ToolCallID != "" && d.ToolCallID == a.CallID) {
 				return d, true
@@ -384,9 +329,9 @@ func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run sto
 		}
 		return Decision{}, false
 	}
-	var confirms, externals []storage.Ask
+	var confirms, externals []agent.AskView
 	for _, a := range pending {
-		if a.Kind == storage.AskExternal {
+		if a.Kind == agent.AskExternal {
 			externals = append(externals, a)
 		} else {
 			confirms = append(confirms, a)
@@ -405,8 +350,8 @@ func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run sto
 		if e := checkRules(d.Rules, d.RuleScope); e != nil {
 			return e
 		}
-		answers = append(answers, withInput(agent.Answer{AskID: a.AskID, Approved: approved, Reason: reason, Input: d.Input,
-			Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope}, args))
+		answers = append(answers, agent.Answer{AskID: a.AskID, Approved: approved, Reason: reason, Input: d.Input,
+			Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope})
 	}
 	var results []agent.ToolOutput
 	for _, a := range externals {
@@ -434,7 +379,7 @@ func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run sto
 
 // resumePaused resumes a turn paused by the user, its token budget or a shutdown; text that is
 // not a plain "continue" joins the turn as appended input first.
-func (h *handler) resumePaused(ctx context.Context, caller wire.Caller, run storage.Run, text string) *apiError {
+func (h *handler) resumePaused(ctx context.Context, caller wire.Caller, run agent.RunView, text string) *apiError {
 	if text != "" && !IsApproval(text) {
 		if _, err := h.rt.AppendInput(ctx, caller.UserID, run.RequestID, text); err != nil {
 			return controlError(err, turnNotFound)
@@ -461,7 +406,7 @@ type InteractionRequest struct {
 	ResponseRaw json.RawMessage `json:"response"`
 }
 
-func acceptance(key, id string, run storage.Run) gin.H {
+func acceptance(key, id string, run agent.RunView) gin.H {
 	return gin.H{"accepted": true, key: id, "turnId": run.ReplyID, "timestamp": time.Now().Format(time.RFC3339)}
 }
 
@@ -515,18 +460,14 @@ func (h *handler) interactionResponse(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	if ask, err := h.d.DB.GetAsk(ctx, id); err == nil && ask.UserID == caller.UserID {
-		requestID, err := h.rt.RunOfAsk(ctx, caller.UserID, id)
-		if err != nil {
-			h.fail(c, controlError(err, interactionNotFound))
-			return
-		}
+	if ask, err := h.rt.Ask(ctx, id); err == nil && ask.UserID == caller.UserID {
+		requestID := ask.RequestID
 		run, err := h.rt.Run(ctx, caller.UserID, requestID)
 		if err != nil {
 			h.fail(c, controlError(err, interactionNotFound))
 			return
 		}
-		if ask.Kind == storage.AskExternal {
+		if ask.Kind == agent.AskExternal {
 			out := resp.text
 			if len(d.Output) > 0 {
 				out = outputText(d.Output)
@@ -544,13 +485,8 @@ func (h *handler) interactionResponse(c *gin.Context) {
 				h.fail(c, badRequest("approved: is required (true or false), or a response such as \"approve\" or \"deny\""))
 				return
 			}
-			evs, rerr := h.runEvents(ctx, run.ID)
-			if rerr != nil {
-				h.fail(c, internal(rerr))
-				return
-			}
-			err = h.rt.Answer(ctx, caller.UserID, requestID, []agent.Answer{withInput(agent.Answer{AskID: id, Approved: approved,
-				Reason: reason, Input: d.Input, Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope}, askArguments(evs))})
+			err = h.rt.Answer(ctx, caller.UserID, requestID, []agent.Answer{{AskID: id, Approved: approved,
+				Reason: reason, Input: d.Input, Arguments: d.Arguments, Rules: d.Rules, RuleScope: d.RuleScope}})
 		}
 		if err != nil {
 			h.fail(c, controlError(err, interactionNotFound))
@@ -565,11 +501,11 @@ func (h *handler) interactionResponse(c *gin.Context) {
 		h.fail(c, controlError(err, interactionNotFound))
 		return
 	}
-	if run.Status != storage.RunSuspended {
+	if run.Status != agent.StatusSuspended {
 		h.fail(c, &apiError{status: http.StatusConflict, key: errNotWaiting, detail: "the turn is not paused"})
 		return
 	}
-	if pending, err := h.d.DB.RunAsks(ctx, run.ID, storage.AskPending); err != nil {
+	if pending, err := h.rt.Asks(ctx, caller.UserID, run.RequestID, agent.AskPending); err != nil {
 		h.fail(c, internal(err))
 		return
 	} else if len(pending) > 0 {
@@ -605,17 +541,17 @@ type ApprovalRequest struct {
 
 // toolRun finds the caller's run of the turn a tool call belongs to (turnId in the body or the
 // query).
-func (h *handler) toolRun(c *gin.Context, caller wire.Caller, bodyTurn string) (storage.Run, *apiError) {
+func (h *handler) toolRun(c *gin.Context, caller wire.Caller, bodyTurn string) (agent.RunView, *apiError) {
 	turnID := strings.TrimSpace(bodyTurn)
 	if turnID == "" {
 		turnID = strings.TrimSpace(c.Query("turnId"))
 	}
 	if turnID == "" {
-		return storage.Run{}, badRequest("turnId: is required (the turn of the tool call, from the INTERACTION frame's traceInfo)")
+		return agent.RunView{}, badRequest("turnId: is required (the turn of the tool call, from the INTERACTION frame's traceInfo)")
 	}
 	run, err := h.rt.RunByReply(c.Request.Context(), caller.UserID, turnID)
 	if err != nil {
-		return storage.Run{}, controlError(err, turnNotFound)
+		return agent.RunView{}, controlError(err, turnNotFound)
 	}
 	return run, nil
 }
@@ -641,13 +577,8 @@ func (h *handler) toolApproval(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	evs, err := h.runEvents(ctx, run.ID)
-	if err != nil {
-		h.fail(c, internal(err))
-		return
-	}
-	err = h.rt.Answer(ctx, caller.UserID, run.RequestID, []agent.Answer{withInput(agent.Answer{CallID: callID, Approved: *req.Approved,
-		Reason: req.Reason, Input: req.Input, Arguments: req.Arguments, Rules: req.Rules, RuleScope: req.RuleScope}, askArguments(evs))})
+	err := h.rt.Answer(ctx, caller.UserID, run.RequestID, []agent.Answer{{CallID: callID, Approved: *req.Approved,
+		Reason: req.Reason, Input: req.Input, Arguments: req.Arguments, Rules: req.Rules, RuleScope: req.RuleScope}})
 	if errors.Is(err, agent.ErrNotWaiting) {
 		h.fail(c, toolCallNotFound)
 		return

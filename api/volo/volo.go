@@ -23,7 +23,6 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/api/wire"
-	"github.com/hookd/hookd/storage"
 )
 
 // Prefix is where the VOLO routes live.
@@ -35,10 +34,6 @@ type Deps struct {
 	// Keys identifies callers (auth.apiKeys); nil means no keys: the loopback development mode.
 	Keys *wire.Keys
 	Log  *slog.Logger
-	// DB is the runtime's database. It is read (never written) for what the runtime does not
-	// expose yet: a run's stored events (where it paused), its pending asks, and the turn each
-	// history message belongs to.
-	DB *storage.DB
 	// Heartbeat is the SSE keep-alive interval (sse.heartbeat); 0 means 15 s.
 	Heartbeat time.Duration
 }
@@ -453,19 +448,19 @@ func validateIntent(key string, req *ChatRequest) *apiError {
 
 // liveRun finds the caller's running or suspended turn in a session; another user's session is
 // no session for this one.
-func (h *handler) liveRun(ctx context.Context, caller wire.Caller, key string) (storage.Run, *apiError) {
+func (h *handler) liveRun(ctx context.Context, caller wire.Caller, key string) (agent.RunView, *apiError) {
 	none := &apiError{status: http.StatusNotFound, key: errNoRunningTask, detail: "the session has no running turn"}
 	sess, err := h.rt.Session(ctx, caller.UserID, key)
 	if errors.Is(err, agent.ErrNotFound) {
-		return storage.Run{}, none
+		return agent.RunView{}, none
 	} else if err != nil {
-		return storage.Run{}, internal(err)
+		return agent.RunView{}, internal(err)
 	}
 	run, err := h.rt.LiveRun(ctx, sess.ID)
 	if errors.Is(err, agent.ErrNotFound) {
-		return storage.Run{}, none
+		return agent.RunView{}, none
 	} else if err != nil {
-		return storage.Run{}, internal(err)
+		return agent.RunView{}, internal(err)
 	}
 	return run, nil
 }
@@ -519,7 +514,7 @@ func (h *handler) appendMessage(c *gin.Context) {
 		h.fail(c, e)
 		return
 	}
-	if runRequest(run).NoTools {
+	if run.Request.NoTools {
 		h.fail(c, &apiError{status: http.StatusConflict, key: errAppendNotSupported,
 			detail: "the running turn is FAST (a single model call): appended text would never be read"})
 		return
@@ -533,13 +528,6 @@ func (h *handler) appendMessage(c *gin.Context) {
 		return
 	}
 	reply(c, http.StatusOK, msgAppended, gin.H{"inputId": id, "turnId": run.ReplyID, "timestamp": time.Now().Format(time.RFC3339)})
-}
-
-// runRequest is what a run was asked to do (its stored spec holds the StartRequest's fields).
-func runRequest(run storage.Run) agent.StartRequest {
-	var req agent.StartRequest
-	_ = json.Unmarshal(run.Spec, &req)
-	return req
 }
 
 // ---- messages ----
@@ -602,7 +590,7 @@ func (h *handler) messages(c *gin.Context) {
 		h.fail(c, internal(err))
 		return
 	}
-	turns, err := h.turnsOf(ctx, sess.ID, since)
+	turns, err := h.turnsOf(ctx, sess.ID, hist)
 	if err != nil {
 		h.fail(c, internal(err))
 		return
@@ -626,37 +614,20 @@ type turnRef struct {
 }
 
 // turnsOf maps the session's messages (changed since) to their turns.
-func (h *handler) turnsOf(ctx context.Context, sessionID int64, since time.Time) (map[int64]turnRef, error) {
+func (h *handler) turnsOf(ctx context.Context, sessionID int64, hist []agent.HistoryMessage) (map[int64]turnRef, error) {
+	runs, err := h.rt.SessionRuns(ctx, sessionID, 1000)
+	if err != nil {
+		return nil, err
+	}
+	byRequest := map[string]turnRef{}
+	for _, r := range runs {
+		byRequest[r.RequestID] = turnRef{turnID: r.ReplyID, parent: r.Request.ParentTurnID}
+	}
 	out := map[int64]turnRef{}
-	if h.d.DB == nil {
-		return out, nil
-	}
-	msgs, err := h.d.DB.Messages(ctx, sessionID, since)
-	if err != nil {
-		return nil, err
-	}
-	runs := map[int64]turnRef{}
-	recent, err := h.d.DB.SessionRuns(ctx, sessionID, 1000)
-	if err != nil {
-		return nil, err
-	}
-	for _, r := range recent {
-		runs[r.ID] = turnRef{turnID: r.ReplyID, parent: runRequest(r).ParentTurnID}
-	}
-	for _, m := range msgs {
-		if m.RunID == nil {
-			continue
+	for _, m := range hist {
+		if t, ok := byRequest[m.RunID]; ok {
+			out[m.ID] = t
 		}
-		t, ok := runs[*m.RunID]
-		if !ok {
-			r, err := h.d.DB.RunsByID(ctx, *m.RunID)
-			if err != nil {
-				continue
-			}
-			t = turnRef{turnID: r.ReplyID, parent: runRequest(r).ParentTurnID}
-			runs[r.ID] = t
-		}
-		out[m.ID] = t
 	}
 	return out, nil
 }

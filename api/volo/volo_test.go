@@ -55,8 +55,8 @@ func TestGoldenFast(t *testing.T) {
 		t.Fatalf("first frame %+v", fs[0].ev)
 	}
 	run, err := e.rt.RunByReply(context.Background(), "local", turnOf(fs))
-	if err != nil || !strings.Contains(string(run.Spec), `"NoTools":true`) {
-		t.Fatalf("FAST run %v %s", err, run.Spec)
+	if err != nil || !run.Request.NoTools {
+		t.Fatalf("FAST run %v %+v", err, run.Request)
 	}
 }
 
@@ -546,7 +546,7 @@ func TestCatchUpAfterDroppedConnection(t *testing.T) {
 		}
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			run, _ = e.rt.RunByReply(context.Background(), "local", turn)
-			if run.Status == storage.RunCompleted {
+			if run.Status == agent.StatusCompleted {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/base64"
 	"net/http"
 	"slices"
 	"strconv"
@@ -54,3 +55,49 @@ func PageQuery(c *gin.Context) (cursor string, limit int, ok bool) {
 	}
 	return c.Query("cursor"), limit, true
 }
+
+// Cursor is the cursor of the page that follows key: the id, URL, … of the last item of this
+// page, in the order of its list.
+func Cursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+// CursorKey reads a cursor back into its key ("" for the first page), answering 400 for one no
+// list gave out.
+func CursorKey(c *gin.Context, cursor string) (string, bool) {
+	key, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil || (cursor != "" && len(key) == 0) {
+		Fail(c, http.StatusBadRequest, "cursor: is not a cursor a list gave out; pass its next unchanged")
+		return "", false
+	}
+	return string(key), true
+}
+
+// CursorID reads the cursor of a list ordered by id: the id the previous page ended with (0 for
+// the first page).
+func CursorID(c *gin.Context, cursor string) (int64, bool) {
+	key, ok := CursorKey(c, cursor)
+	if !ok || key == "" {
+		return 0, ok
+	}
+	id, err := strconv.ParseInt(key, 10, 64)
+	if err != nil || id <= 0 {
+		Fail(c, http.StatusBadRequest, "cursor: is not a cursor a list gave out; pass its next unchanged")
+		return 0, false
+	}
+	return id, true
+}
+
+// PageOf cuts items, read one beyond limit, to one page: Next is the cursor after the last item
+// kept when there was more.
+func PageOf[T any](items []T, limit int, key func(T) string) Page[T] {
+	if items == nil {
+		items = []T{}
+	}
+	if len(items) <= limit {
+		return Page[T]{Items: items}
+	}
+	items = items[:limit]
+	return Page[T]{Items: items, Next: Cursor(key(items[limit-1]))}
+}
+
+// IDKey is the key of a list ordered by id.
+func IDKey(id int64) string { return strconv.FormatInt(id, 10) }

@@ -45,7 +45,8 @@ func run(bin string) error {
 	recvAddr, daemonAddr := freeAddr(), freeAddr()
 	step("1", "start the sample receiver: it verifies signatures and denies the http_request tool")
 	recv := exec.CommandContext(ctx, filepath.Join(bin, "hookd-receiver"), "--listen", recvAddr, "--secret", secret, "--deny", "http_request")
-	if err := startPrefixed(recv, "   receiver │ "); err != nil {
+	seen := newTally()
+	if err := startPrefixed(recv, "   receiver │ ", seen.line); err != nil {
 		return err
 	}
 	defer stop(recv)
@@ -55,7 +56,7 @@ func run(bin string) error {
 	os.WriteFile(cfg, []byte(fmt.Sprintf("listen: %s\ndatabase: sqlite:%s\nlog: {level: warn}\nwebhooks: {allowPrivateNetworks: true}\nagent: {toolDefault: allow}\n",
 		daemonAddr, filepath.Join(dir, "hookd.db"))), 0o600)
 	daemon := exec.CommandContext(ctx, filepath.Join(bin, "hookd"), "serve", "--config", cfg)
-	if err := startPrefixed(daemon, "   hookd    │ "); err != nil {
+	if err := startPrefixed(daemon, "   hookd    │ ", nil); err != nil {
 		return err
 	}
 	defer stop(daemon)
@@ -83,14 +84,22 @@ func run(bin string) error {
 		fmt.Printf("   hook %d: %s on %s (secret stored sealed, shown as ***)\n", out.ID, out.HookName, out.HookType)
 	}
 
+	var last *turn
 	for i, input := range []string{"帮我整理今天的任务清单 tasks", "transfer 100 to ACC-002"} {
 		step(fmt.Sprint(4+i), fmt.Sprintf("chat over SSE (POST /api/agent/run/stream): %q", input))
-		if err := chat(ctx, base, fmt.Sprintf("demo-%d", i), input); err != nil {
+		if last, err = chat(ctx, base, fmt.Sprintf("demo-%d", i), input); err != nil {
 			return err
 		}
 	}
-
-	time.Sleep(500 * time.Millisecond) // the audit events are delivered from the outbox
+	if err := checkDenied(last, "http_request", "compliance policy: http_request is not allowed"); err != nil {
+		return err
+	}
+	// The audit events go out from the outbox after the turn; the receiver's lines say when.
+	wait, cancelWait := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelWait()
+	if err := seen.await(wait, expectedEvents); err != nil {
+		return err
+	}
 	step("6", "what hookd recorded: the decision log of interceptive calls")
 	var decisions []struct {
 		HookName, HookType, Outcome, Reason string
@@ -103,24 +112,29 @@ func run(bin string) error {
 		d := decisions[i]
 		fmt.Printf("   %-14s %-6s %3d ms  %s %s\n", d.HookType, d.Outcome, d.LatencyMs, d.HookName, d.Reason)
 	}
-	fmt.Println("\ndone: the denied tool never ran, and every event the receiver got was signed and verified.")
+	verified, rejected := seen.total()
+	if rejected > 0 {
+		return fmt.Errorf("the receiver rejected %d requests whose signature did not verify", rejected)
+	}
+	fmt.Printf("\ndone: the denied tool never ran, and the receiver verified the signature of all %d events it got.\n", verified)
 	return nil
 }
 
-// chat runs one turn and prints its stream readably.
-func chat(ctx context.Context, base, session, input string) error {
+// chat runs one turn, prints its stream readably and returns what it saw of the tools.
+func chat(ctx context.Context, base, session, input string) (*turn, error) {
 	body, _ := json.Marshal(map[string]string{"sessionId": session, "userInput": input})
 	req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/agent/run/stream", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		b, _ := io.ReadAll(resp.Body)
-		return fmt.Errorf("chat: HTTP %d: %s", resp.StatusCode, b)
+		return nil, fmt.Errorf("chat: HTTP %d: %s", resp.StatusCode, b)
 	}
+	seen := newTurn()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	inText, inReasoning := false, false
@@ -164,23 +178,25 @@ func chat(ctx context.Context, base, session, input string) error {
 		case "TOOL_COMPLETED":
 			endLine()
 			fmt.Printf("   client   │ ✅ %v: %v\n", d["toolName"], firstLine(fmt.Sprint(d["output"])))
+			seen.completed[fmt.Sprint(d["toolName"])] = true
 		case "TOOL_FAILED":
 			endLine()
 			fmt.Printf("   client   │ ⛔ %v: %v\n", d["toolName"], d["errorMessage"])
+			seen.failed[fmt.Sprint(d["toolName"])] = fmt.Sprint(d["errorMessage"])
 		case "ATTACHMENT_CHANGED":
 			endLine()
 			fmt.Printf("   client   │ 📎 %v (%v bytes)\n", d["fileName"], d["fileSize"])
 		case "MESSAGE_COMPLETED":
 			endLine()
 			fmt.Println("   client   │ (completed)")
-			return nil
+			return seen, nil
 		case "MESSAGE_FAILED":
 			endLine()
 			fmt.Printf("   client   │ (failed: %v)\n", d["errorMessage"])
-			return nil
+			return nil, fmt.Errorf("the turn failed: %v", d["errorMessage"])
 		}
 	}
-	return fmt.Errorf("the stream ended without a final event")
+	return nil, fmt.Errorf("the stream ended without a final event")
 }
 
 func firstLine(s string) string {
@@ -201,8 +217,9 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-// startPrefixed starts cmd with its output printed line by line behind a prefix.
-func startPrefixed(cmd *exec.Cmd, prefix string) error {
+// startPrefixed starts cmd with its output printed line by line behind a prefix, each line also
+// given to tap (if not nil).
+func startPrefixed(cmd *exec.Cmd, prefix string, tap func(string)) error {
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
@@ -212,6 +229,9 @@ func startPrefixed(cmd *exec.Cmd, prefix string) error {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {
 			fmt.Println(prefix + sc.Text())
+			if tap != nil {
+				tap(sc.Text())
+			}
 		}
 	}()
 	go func() { cmd.Wait(); w.Close() }()

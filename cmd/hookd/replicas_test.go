@@ -357,8 +357,9 @@ func TestReplicas(t *testing.T) {
 	// 6. The cron task: no tick fired twice, whichever replica fired it.
 	var runs []storage.TaskRun
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		runs = nil
-		a.call("GET", fmt.Sprintf("/api/tasks/%d/runs?limit=1000", task.ID), "", &runs)
+		var page struct{ Items []storage.TaskRun }
+		a.call("GET", fmt.Sprintf("/api/tasks/%d/runs?limit=500", task.ID), "", &page)
+		runs = page.Items
 		if len(runs) >= 5 {
 			break
 		}

@@ -1,0 +1,435 @@
+// Package aisdk is the Vercel AI SDK dialect: POST /ai-sdk/chat answers useChat's default
+// transport with the UI message stream protocol (SSE `data:` parts, header
+// x-vercel-ai-ui-message-stream: v1), and GET /ai-sdk/chat/{id}/stream resumes a chat's stream
+// from hookd's event log. The chat id is hookd's session; a permission ask is the protocol's
+// tool approval, a client-side tool a tool call without a server result. docs/chat-ai-sdk.md
+// has the whole mapping.
+package aisdk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// Deps is what the AI SDK dialect needs.
+type Deps struct {
+	Runtime *agent.Runtime
+	Keys    *wire.Keys   // nil: no API keys (the loopback-only development mode)
+	Log     *slog.Logger // nil: discard
+	// Heartbeat is the SSE keep-alive interval (an SSE comment); 0 means 15 s.
+	Heartbeat time.Duration
+}
+
+// Register adds POST /ai-sdk/chat and GET /ai-sdk/chat/:id/stream to r.
+func Register(r gin.IRouter, d Deps) {
+	if d.Keys == nil {
+		d.Keys = wire.NewKeys(nil)
+	}
+	if d.Log == nil {
+		d.Log = slog.New(slog.DiscardHandler)
+	}
+	if d.Heartbeat <= 0 {
+		d.Heartbeat = 15 * time.Second
+	}
+	h := &handler{d: d}
+	r.POST("/ai-sdk/chat", h.chat)
+	r.GET("/ai-sdk/chat/:id/stream", h.resumeStream)
+}
+
+// Header is the header that names the protocol on every stream.
+const Header = "X-Vercel-Ai-Ui-Message-Stream"
+
+// The agent's run statuses a dialect tells apart.
+const (
+	statusRunning   = "running"
+	statusSuspended = "suspended"
+)
+
+type handler struct{ d Deps }
+
+// chatBody is the request's top level, decoded strictly; the messages are the client's own
+// records and are read leniently (the SDK adds fields to them release by release).
+type chatBody struct {
+	ChatRequest
+	Messages json.RawMessage `json:"messages"`
+}
+
+func (h *handler) chat(c *gin.Context) {
+	caller, err := h.d.Keys.Identify(c.Request, "")
+	if err != nil {
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return
+	}
+	var raw json.RawMessage
+	if !wire.BindJSON(c, &raw) {
+		return
+	}
+	var body chatBody
+	if err := decodeStrict(raw, &body); err != nil {
+		wire.Fail(c, http.StatusBadRequest, "body: %s", strings.TrimPrefix(err.Error(), "json: "))
+		return
+	}
+	req := body.ChatRequest
+	if len(body.Messages) > 0 {
+		if err := json.Unmarshal(body.Messages, &req.Messages); err != nil {
+			wire.Fail(c, http.StatusBadRequest, "messages: must be an array of UI messages: %s", strings.TrimPrefix(err.Error(), "json: "))
+			return
+		}
+	}
+	if err := req.validate(); err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		return
+	}
+	ctx := c.Request.Context()
+	rt := h.d.Runtime
+	var requestID string
+	var after int64
+	live, found, err := h.liveRun(ctx, caller.UserID, req.ID)
+	switch {
+	case err != nil:
+		h.internal(c, "looking up the chat's run failed", err)
+		return
+	case found && live.Status == statusRunning && !h.pausing(ctx, caller.UserID, live.RequestID):
+		wire.Fail(c, http.StatusConflict, "id: chat %q has a run in progress; resume its stream with GET /ai-sdk/chat/%s/stream", req.ID, req.ID)
+		return
+	case found:
+		requestID = live.RequestID
+		if after, err = h.resume(c, caller, &req, live.RequestID); err != nil {
+			return // answered
+		}
+	default:
+		if requestID, err = h.start(c, caller, &req); err != nil {
+			return // answered
+		}
+	}
+	f, err := rt.Follow(ctx, caller.UserID, requestID, after)
+	if err != nil {
+		h.internal(c, "following the run failed", err)
+		return
+	}
+	defer f.Close()
+	h.stream(c, f, h.mapper(&req), false)
+}
+
+func (h *handler) mapper(req *ChatRequest) *Mapper {
+	names := make([]string, len(req.Tools))
+	for i, t := range req.Tools {
+		names[i] = strings.TrimSpace(t.Name)
+	}
+	return NewMapper(req.ID, names)
+}
+
+// liveRun is the chat's running or paused run.
+func (h *handler) liveRun(ctx context.Context, userID, chat string) (run struct{ RequestID, Status string }, found bool, err error) {
+	sess, err := h.d.Runtime.Session(ctx, userID, chat)
+	if errors.Is(err, agent.ErrNotFound) {
+		return run, false, nil
+	}
+	if err != nil {
+		return run, false, err
+	}
+	live, err := h.d.Runtime.LiveRun(ctx, sess.ID)
+	if errors.Is(err, agent.ErrNotFound) {
+		return run, false, nil
+	}
+	if err != nil {
+		return run, false, err
+	}
+	run.RequestID, run.Status = live.RequestID, live.Status
+	return run, true, nil
+}
+
+// pausing reports whether a run that is still running has announced its pause: the runtime
+// records the pause a moment after it announces it, and a client acts on the announcement.
+func (h *handler) pausing(ctx context.Context, userID, requestID string) bool {
+	_, err := h.d.Runtime.Pause(ctx, userID, requestID)
+	return err == nil
+}
+
+var errAnswered = errors.New("answered")
+
+// start begins a new turn from the chat's last message, which must be the user's.
+func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) (string, error) {
+	n := len(req.Messages)
+	last := req.Messages[n-1]
+	if last.Role != "user" {
+		wire.Fail(c, http.StatusBadRequest, "messages[%d].role: the last message must be the user's new message (nothing in chat %q waits for an answer)", n-1, req.ID)
+		return "", errAnswered
+	}
+	text, err := last.text()
+	if err == nil && blank(text) {
+		err = errors.New("parts: no text")
+	}
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "messages[%d].%v", n-1, err)
+		return "", errAnswered
+	}
+	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: req.ID, Input: text,
+		TriggerSource: dispatcher.SourceHuman, Model: strings.TrimSpace(req.Model), Temperature: req.Temperature}
+	for _, t := range req.Tools {
+		schema := t.InputSchema
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		sr.ExternalTools = append(sr.ExternalTools, model.ToolSpec{Name: strings.TrimSpace(t.Name), Description: t.Description, Parameters: schema})
+	}
+	info, err := h.d.Runtime.StartRun(c.Request.Context(), sr)
+	if errors.Is(err, agent.ErrSessionBusy) {
+		wire.Fail(c, http.StatusConflict, "id: chat %q has a run in progress", req.ID)
+		return "", err
+	}
+	if err != nil {
+		h.internal(c, "starting the run failed", err)
+		return "", err
+	}
+	return info.RequestID, nil
+}
+
+// resume hands the paused run what the last message brings — approval responses, outputs of
+// client-side tools, or new words — and returns the seq of its pause, after which this
+// response reads.
+func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, requestID string) (int64, error) {
+	ctx := c.Request.Context()
+	rt := h.d.Runtime
+	pause, err := rt.Pause(ctx, caller.UserID, requestID)
+	if err != nil {
+		h.refused(c, "id", req.ID, err)
+		return 0, err
+	}
+	asks := map[string]bool{}
+	external := map[string]agent.PendingCall{}
+	for _, p := range pause.Suspend.PendingCalls {
+		switch {
+		case p.External:
+			external[p.CallID] = p
+		case p.State == "asking":
+			asks[p.AskID] = true
+		}
+	}
+	last := req.Messages[len(req.Messages)-1]
+	var answers []agent.Answer
+	var results []agent.ToolOutput
+	if last.Role == "assistant" {
+		for _, p := range last.Parts {
+			if !p.isTool() {
+				continue
+			}
+			if a := p.Approval; p.State == "approval-responded" && a != nil && asks[a.ID] && a.Approved != nil {
+				answers = append(answers, agent.Answer{AskID: a.ID, Approved: *a.Approved, Reason: a.Reason})
+			}
+			if x, ok := external[p.ToolCallID]; ok {
+				switch p.State {
+				case "output-available":
+					results = append(results, agent.ToolOutput{CallID: x.CallID, Name: x.Name, Output: outputText(p.Output), State: agent.ToolSuccess})
+				case "output-error":
+					results = append(results, agent.ToolOutput{CallID: x.CallID, Name: x.Name, Output: p.ErrorText, State: agent.ToolError})
+				}
+			}
+		}
+	}
+	switch {
+	case len(asks) > 0 && len(answers) == 0:
+		wire.Fail(c, http.StatusConflict, "messages: chat %q waits for responses to its tool approval requests (addToolApprovalResponse)", req.ID)
+		return 0, errAnswered
+	case len(external) > 0 && len(results) == 0 && len(answers) == 0:
+		wire.Fail(c, http.StatusConflict, "messages: chat %q waits for the outputs of its client-side tool calls (addToolOutput)", req.ID)
+		return 0, errAnswered
+	}
+	if len(answers) > 0 {
+		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
+			h.refused(c, "messages", req.ID, err)
+			return 0, err
+		}
+	}
+	if len(results) > 0 {
+		if err := rt.SubmitToolResults(ctx, caller.UserID, requestID, results); err != nil {
+			h.refused(c, "messages", req.ID, err)
+			return 0, err
+		}
+	}
+	if len(answers) == 0 && len(results) == 0 {
+		// A pause that waits for nothing (a shutdown, a manual suspend, the budget) goes on;
+		// new words of the user's reach the model at the run's next step.
+		if err := rt.Resume(ctx, caller.UserID, requestID); err != nil {
+			h.refused(c, "id", req.ID, err)
+			return 0, err
+		}
+		if last.Role == "user" {
+			if text, err := last.text(); err == nil && !blank(text) {
+				if _, err := rt.AppendInput(ctx, caller.UserID, requestID, text); err != nil {
+					h.d.Log.Warn("ai-sdk: input sent with a resume was not queued", "requestId", requestID, "err", err)
+				}
+			}
+		}
+	}
+	return pause.Seq, nil
+}
+
+// resumeStream is GET /ai-sdk/chat/{id}/stream, the AI SDK's resumeStream: the response of
+// the chat's run in progress, from its start (the client replaces what it had), then live; a
+// run a restart or a suspend paused goes on; 204 when nothing streams (no run, or one that
+// waits for the client's answers).
+func (h *handler) resumeStream(c *gin.Context) {
+	caller, err := h.d.Keys.Identify(c.Request, "")
+	if err != nil {
+		wire.Fail(c, wire.Status(err), "%v", err)
+		return
+	}
+	if !wire.OnlyQuery(c) {
+		return
+	}
+	chat := c.Param("id")
+	ctx := c.Request.Context()
+	rt := h.d.Runtime
+	live, found, err := h.liveRun(ctx, caller.UserID, chat)
+	if err != nil {
+		h.internal(c, "looking up the chat's run failed", err)
+		return
+	}
+	if !found {
+		c.Status(http.StatusNoContent)
+		return
+	}
+	var after int64
+	replay := true
+	if live.Status == statusSuspended || h.pausing(ctx, caller.UserID, live.RequestID) {
+		pause, err := rt.Pause(ctx, caller.UserID, live.RequestID)
+		if err != nil || len(pause.Suspend.PendingCalls) > 0 && waits(pause.Suspend.PendingCalls) {
+			c.Status(http.StatusNoContent) // its stream is complete; the client answers first
+			return
+		}
+		if err := rt.Resume(ctx, caller.UserID, live.RequestID); err != nil {
+			c.Status(http.StatusNoContent)
+			return
+		}
+		after, replay = pause.Seq, false
+	}
+	f, err := rt.Follow(ctx, caller.UserID, live.RequestID, after)
+	if err != nil {
+		h.internal(c, "following the run failed", err)
+		return
+	}
+	defer f.Close()
+	h.stream(c, f, NewMapper(chat, nil), replay)
+}
+
+// waits reports whether a pause's calls wait for the client (an approval, a client-side tool).
+func waits(calls []agent.PendingCall) bool {
+	for _, p := range calls {
+		if p.External || p.State == "asking" {
+			return true
+		}
+	}
+	return false
+}
+
+// refused answers a resume the run would not take.
+func (h *handler) refused(c *gin.Context, field, chat string, err error) {
+	switch {
+	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered), errors.Is(err, agent.ErrArgumentsChanged),
+		errors.Is(err, agent.ErrNotLive), errors.Is(err, agent.ErrNotFound):
+		wire.Fail(c, http.StatusConflict, "%s: chat %q: %v", field, chat, err)
+	default:
+		h.internal(c, "resuming the run failed", err)
+	}
+}
+
+func (h *handler) internal(c *gin.Context, what string, err error) {
+	h.d.Log.Error("ai-sdk: "+what, "path", c.FullPath(), "err", err)
+	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
+}
+
+// stream writes the run's parts until the response's finish or the client goes away (the run
+// goes on; GET …/stream picks it up). With replay, the run's stored events are read from its
+// start and only the share of its latest response is written: each resume starts a response
+// afresh, and until the reader has caught up with the log it cannot know which is the latest.
+func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, replay bool) {
+	ctx := c.Request.Context()
+	sse := wire.StartSSE(c.Writer, http.Header{Header: {"v1"}})
+	tick := time.NewTicker(h.d.Heartbeat)
+	defer tick.Stop()
+	var held []Part
+	for {
+		select {
+		case <-f.Ready():
+			evs, err := f.Next(ctx)
+			if err != nil {
+				h.brokeOff(ctx, sse, m, err)
+				return
+			}
+			if replay && len(evs) == 0 { // caught up: what is held is the latest response so far
+				replay = false
+				if writeAll(sse, held) != nil {
+					return
+				}
+				held = nil
+				if m.Done() {
+					_ = done(sse)
+					return
+				}
+				continue
+			}
+			for _, ev := range evs {
+				if replay {
+					if ev.Source == "" && ev.Kind == agent.KindResumed {
+						m, held = NewMapper(m.sessionKey, nil), nil // a later response begins
+					}
+					held = append(held, m.Map(ev)...)
+					continue
+				}
+				if writeAll(sse, m.Map(ev)) != nil {
+					return
+				}
+				if m.Done() {
+					_ = done(sse)
+					return
+				}
+			}
+		case <-tick.C:
+			if sse.Comment("ping") != nil {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// brokeOff ends a response whose run's events stopped before its end (a failed read).
+func (h *handler) brokeOff(ctx context.Context, sse *wire.SSE, m *Mapper, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	h.d.Log.Error("ai-sdk: the run's events ended early", "err", err)
+	_ = writeAll(sse, []Part{{Type: "error", ErrorText: agent.CodeInternal + ": the event stream of the run broke off; the run may still be going on"},
+		{Type: "finish", FinishReason: FinishError}})
+	_ = done(sse)
+}
+
+func writeAll(sse *wire.SSE, parts []Part) error {
+	for _, p := range parts {
+		b, err := json.Marshal(p)
+		if err != nil {
+			return err
+		}
+		if err := sse.Event("", "", b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// done is the stream's last frame.
+func done(sse *wire.SSE) error { return sse.Event("", "", []byte("[DONE]")) }

@@ -1,0 +1,88 @@
+package aisdk_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// With API keys, every request needs one; a chat is the key's user's own: another user's
+// approval finds nothing to approve and another user's resume finds no stream.
+func TestAPIKeysAndIsolation(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk},
+		wire.APIKey{Key: "key-alice", UserID: "alice", PrincipalID: 1}, wire.APIKey{Key: "key-bob", UserID: "bob", PrincipalID: 2})
+	alice, bob := []string{"Authorization", "Bearer key-alice"}, []string{"Authorization", "Bearer key-bob"}
+	msgs := []any{user("m1", "confirm the write")}
+	if r := e.do(chat("c-1", msgs), nil); r.Status != http.StatusUnauthorized {
+		t.Fatalf("no key: %d %s", r.Status, r.Body)
+	}
+	if r := e.resume("c-1", []string{"Authorization", "Bearer nope"}); r.Status != http.StatusUnauthorized {
+		t.Fatalf("resume, wrong key: %d %s", r.Status, r.Body)
+	}
+	p1 := e.do(chat("c-1", msgs), alice)
+	ask := first(t, p1.Events, "tool-approval-request")
+	in := first(t, p1.Events, "tool-input-available")
+	msgs = append(msgs, assistant(requestID(t, p1), map[string]any{"type": "dynamic-tool", "toolName": "workspace_write_file",
+		"toolCallId": in["toolCallId"], "state": "approval-responded", "input": in["input"],
+		"approval": map[string]any{"id": ask["approvalId"], "approved": true}}))
+	if r := e.do(chat("c-1", msgs), bob); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "nothing in chat") {
+		t.Fatalf("bob approved alice's call: %d %s", r.Status, r.Body)
+	}
+	if r := e.resume("c-1", bob); r.Status != http.StatusNoContent {
+		t.Fatalf("bob resumed alice's stream: %d", r.Status)
+	}
+	if r := e.resume("c-1", alice); r.Status != http.StatusNoContent {
+		t.Fatalf("a stream that waits for an approval is complete: %d", r.Status)
+	}
+	p2 := e.do(chat("c-1", msgs), alice)
+	if last(p2.Events)["finishReason"] != "stop" {
+		t.Fatalf("alice's approval: %s", types(p2.Events))
+	}
+}
+
+func TestBadRequestsNameTheField(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	for _, c := range []struct {
+		in   map[string]any
+		want string
+	}{
+		{chat("", []any{user("m1", "hi")}), "id: is required"},
+		{chat("c", []any{}), "messages: is required"},
+		{chat("c", []any{user("m1", "hi")}, "trigger", "regenerate-message"), "trigger:"},
+		{chat("c", []any{user("m1", "hi")}, "bogus", true), "body: unknown field"},
+		{chat("c", []any{map[string]any{"id": "m1", "role": "robot", "parts": []any{}}}), "messages[0].role"},
+		{chat("c", []any{map[string]any{"id": "m1", "role": "assistant", "parts": []any{}}}), "the last message must be the user's"},
+		{chat("c", []any{map[string]any{"id": "m1", "role": "user", "parts": []any{map[string]any{"type": "file", "url": "x"}}}}), "hookd reads the text parts"},
+		{chat("c", []any{user("m1", "hi")}, "temperature", 3), "temperature:"},
+	} {
+		if r := e.stream(c.in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), c.want) {
+			t.Errorf("%v: %d %s (want %q)", c.in, r.Status, r.Body, c.want)
+		}
+	}
+	if r := e.resume("nobody", nil); r.Status != http.StatusNoContent {
+		t.Errorf("unknown chat: %d", r.Status)
+	}
+	if r := e.send(mustReq(t, e.srv.URL+"/ai-sdk/chat/c/stream?since=1"), nil); r.Status != http.StatusBadRequest {
+		t.Errorf("unknown query parameter: %d %s", r.Status, r.Body)
+	}
+	p1 := e.stream(chat("c-ask", []any{user("m1", "confirm the write")}))
+	if last(p1.Events)["finishReason"] != "tool-calls" {
+		t.Fatal(types(p1.Events))
+	}
+	if r := e.stream(chat("c-ask", []any{user("m1", "confirm the write"), user("m2", "and now?")})); r.Status != http.StatusConflict ||
+		!strings.Contains(string(r.Body), "waits for responses to its tool approval requests") {
+		t.Errorf("a new message during an approval: %d %s", r.Status, r.Body)
+	}
+}
+
+func mustReq(t *testing.T, url string) *http.Request {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
