@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"time"
 
@@ -14,15 +16,17 @@ import (
 
 // Approval is a pending permission ask as an inbox shows it.
 type Approval struct {
-	AskID     string    `json:"askId"`
-	RequestID string    `json:"requestId"`
-	UserID    string    `json:"userId"`
-	SessionID int64     `json:"sessionId"`
-	ToolName  string    `json:"toolName"`
-	CallID    string    `json:"toolCallId"`
-	ArgsHash  string    `json:"argumentsHash"`
-	Since     time.Time `json:"since"`
-	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	AskID     string `json:"askId"`
+	RequestID string `json:"requestId"`
+	UserID    string `json:"userId"`
+	SessionID int64  `json:"sessionId"`
+	ToolName  string `json:"toolName"`
+	CallID    string `json:"toolCallId"`
+	// Arguments are those of the call asked about; an answer is bound to them (ArgsHash).
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+	ArgsHash  string          `json:"argumentsHash"`
+	Since     time.Time       `json:"since"`
+	ExpiresAt time.Time       `json:"expiresAt,omitzero"`
 }
 
 // Approvals lists the pending asks, oldest first; users, when not nil, keeps those of the listed
@@ -38,8 +42,15 @@ func (rt *Runtime) Approvals(ctx context.Context, users []string, cursor string,
 		if err != nil {
 			return nil, "", err
 		}
-		out = append(out, Approval{AskID: a.AskID, RequestID: run.RequestID, UserID: a.UserID, SessionID: run.SessionID,
-			ToolName: a.ToolName, CallID: a.CallID, ArgsHash: a.ArgsHash, Since: a.CreatedAt, ExpiresAt: a.ExpiresAt})
+		ap := Approval{AskID: a.AskID, RequestID: run.RequestID, UserID: a.UserID, SessionID: run.SessionID,
+			ToolName: a.ToolName, CallID: a.CallID, ArgsHash: a.ArgsHash, Since: a.CreatedAt, ExpiresAt: a.ExpiresAt}
+		if a.Arguments != "" {
+			if !json.Valid([]byte(a.Arguments)) {
+				return nil, "", fmt.Errorf("agent: ask %s: stored arguments are not JSON", a.AskID)
+			}
+			ap.Arguments = json.RawMessage(a.Arguments)
+		}
+		out = append(out, ap)
 	}
 	return out, next, nil
 }

@@ -244,7 +244,8 @@ func startConsoleDaemon(t *testing.T) *daemon {
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: sqlite:%s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1},
-  {key: rev-test, userId: reviewer-1, principalId: 2, role: reviewer, reviews: [tester]}]}
+  {key: rev-test, userId: reviewer-1, principalId: 2, role: reviewer, reviews: [tester]},
+  {key: key-outsider, userId: outsider, principalId: 3}]}
 webhooks: {allowPrivateNetworks: true, retry: {fast: [50ms], ladder: [50ms], jitter: 0}}
 model: {provider: scripted, script: %s}
 agent: {toolDefault: ask}
@@ -393,4 +394,118 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("the signed-out session's cookie: %v %v, want 401", err, resp)
 	}
 	b.clean()
+}
+
+// consoleClient signs in to the console over plain HTTP and keeps its cookie and CSRF token.
+type consoleClient struct {
+	t      *testing.T
+	d      *daemon
+	cookie string
+	csrf   string
+}
+
+func signIn(t *testing.T, d *daemon, credential string) (*consoleClient, int) {
+	t.Helper()
+	c := &consoleClient{t: t, d: d}
+	resp, body := c.do("POST", "/console/session", fmt.Sprintf(`{"credential":%q}`, credential), true)
+	if resp.StatusCode != http.StatusCreated {
+		return nil, resp.StatusCode
+	}
+	for _, ck := range resp.Cookies() {
+		if ck.Name == "hookd_console" {
+			c.cookie = ck.Name + "=" + ck.Value
+		}
+	}
+	var w struct{ Data struct{ CSRFToken string } }
+	json.Unmarshal(body, &w)
+	c.csrf = w.Data.CSRFToken
+	if c.cookie == "" || c.csrf == "" {
+		t.Fatalf("sign-in gave no cookie or CSRF token: %s", body)
+	}
+	return c, resp.StatusCode
+}
+
+func (c *consoleClient) do(method, path, body string, withCSRF bool) (*http.Response, []byte) {
+	c.t.Helper()
+	req, _ := http.NewRequest(method, c.d.url(path), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if c.cookie != "" {
+		req.Header.Set("Cookie", c.cookie)
+	}
+	if withCSRF && c.csrf != "" {
+		req.Header.Set("X-CSRF-Token", c.csrf)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// A reviewer's console session opens its approvals inbox and nothing else; a chat key or a wrong
+// token signs nobody in.
+func TestConsoleSessionsAndRoles(t *testing.T) {
+	d := startConsoleDaemon(t)
+	for _, bad := range []string{"key-test", "wrong", "adm-test "} {
+		if _, st := signIn(t, d, strings.TrimSpace(bad)+"x"); st != http.StatusUnauthorized {
+			t.Fatalf("sign-in with %q: %d, want 401", bad, st)
+		}
+	}
+	if _, st := signIn(t, d, "key-test"); st != http.StatusUnauthorized {
+		t.Fatalf("a chat key signed in to the console: %d", st)
+	}
+	// Two users ask: tester (whom the reviewer reviews) and outsider (whom it does not).
+	asks := map[string]string{}
+	for user, key := range map[string]string{"tester": "key-test", "outsider": "key-outsider"} {
+		req, _ := http.NewRequest("POST", d.url("/api/agent/run/stream"), strings.NewReader(`{"sessionId":"roles-1","userInput":"write it"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("run of %s: %v %v", user, err, resp)
+		}
+		for _, f := range readFrames(t, resp, func(f frame) bool { return f.EventType == "MESSAGE_SUSPENDED" }) {
+			if f.EventType == "PERMISSION_ASK" {
+				var a struct{ AskID string }
+				json.Unmarshal(f.Data, &a)
+				asks[user] = a.AskID
+			}
+		}
+	}
+	rev, st := signIn(t, d, "rev-test")
+	if st != http.StatusCreated {
+		t.Fatalf("reviewer sign-in: %d", st)
+	}
+	if resp, _ := rev.do("GET", "/api/hooks", "", false); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a reviewer read the hooks: %d", resp.StatusCode)
+	}
+	resp, body := rev.do("GET", "/api/approvals", "", false)
+	var inbox struct{ Data struct{ Items []struct{ AskID, UserID string } } }
+	json.Unmarshal(body, &inbox)
+	if resp.StatusCode != 200 || len(inbox.Data.Items) != 1 || inbox.Data.Items[0].UserID != "tester" {
+		t.Fatalf("the reviewer's inbox: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := rev.do("POST", "/api/approvals/"+asks["outsider"], `{"approved":true}`, true); resp.StatusCode != http.StatusNotFound {
+		t.Fatalf("a reviewer answered the ask of a user it does not review: %d", resp.StatusCode)
+	}
+	if resp, _ := rev.do("POST", "/api/approvals/"+asks["tester"], `{"approved":false,"reason":"no"}`, false); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an answer without the CSRF token: %d", resp.StatusCode)
+	}
+	if resp, body := rev.do("POST", "/api/approvals/"+asks["tester"], `{"approved":false,"reason":"not today"}`, true); resp.StatusCode != 200 {
+		t.Fatalf("the reviewer's answer: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ := rev.do("POST", "/api/approvals/"+asks["tester"], `{"approved":true}`, true); resp.StatusCode != http.StatusConflict {
+		t.Fatalf("a second answer: %d, want 409", resp.StatusCode)
+	}
+	// The admin sees the outsider's ask; a typo in the body is refused by name.
+	adm, _ := signIn(t, d, "adm-test")
+	resp, body = adm.do("GET", "/api/approvals", "", false)
+	if json.Unmarshal(body, &inbox); resp.StatusCode != 200 || len(inbox.Data.Items) != 1 || inbox.Data.Items[0].UserID != "outsider" {
+		t.Fatalf("the admin's inbox: %s", body)
+	}
+	if resp, body := adm.do("POST", "/api/approvals/"+asks["outsider"], `{"aproved":true}`, true); resp.StatusCode != 400 || !strings.Contains(string(body), "approved") {
+		t.Fatalf("a typo in the answer: %d %s", resp.StatusCode, body)
+	}
 }

@@ -165,7 +165,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	srv := &http.Server{
 		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
 			LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
-			Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
+			Workspaces: workspaces, ConsoleTTL: cfg.Console.SessionTTL.Std(), Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
 			AllowedOrigins: cfg.HTTP.AllowedOrigins}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
