@@ -147,6 +147,7 @@ func (rt *Runtime) poll(ctx context.Context) {
 // not safe for concurrent use.
 type Follower struct {
 	rt        *Runtime
+	start     storage.RunHead // the run when following began
 	runID     int64
 	requestID string
 	cursor    int64 // the seq of the last event returned
@@ -172,8 +173,14 @@ func (rt *Runtime) Follow(ctx context.Context, userID, requestID string, after i
 	if err != nil {
 		return nil, err
 	}
-	return rt.follow(head.ID, requestID, after), nil
+	f := rt.follow(head.ID, requestID, after)
+	f.start = head
+	return f, nil
 }
+
+// Start is the run's status and the seq of its last stored event when following began: a
+// reader tells from it whether a cursor is at the end of a finished run, or beyond the run.
+func (f *Follower) Start() (status string, lastSeq int64) { return f.start.Status, f.start.LastSeq }
 
 func (rt *Runtime) follow(runID int64, requestID string, after int64) *Follower {
 	rt.hub.join(runID)

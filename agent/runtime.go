@@ -339,6 +339,9 @@ func (rt *Runtime) ownRun(ctx context.Context, userID, requestID string) (storag
 	return r, nil
 }
 
+// Final reports whether a run status is final (completed, failed or interrupted).
+func Final(status string) bool { return isFinal(status) }
+
 func isFinal(status string) bool {
 	return status == storage.RunCompleted || status == storage.RunFailed || status == storage.RunInterrupted
 }

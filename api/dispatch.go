@@ -46,6 +46,15 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "hookType: %q is not one of %v", req.HookType, dispatcher.HookTypes)
 		return
 	}
+	for _, id := range []struct {
+		name string
+		v    *int64
+	}{{"sessionId", req.SessionID}, {"principalId", req.PrincipalID}, {"agentId", req.AgentID}} {
+		if id.v != nil && *id.v <= 0 {
+			wire.Fail(c, http.StatusBadRequest, "%s: must be a positive id, or absent", id.name)
+			return
+		}
+	}
 	ctxValue, err := dispatcher.DecodeContext(req.HookType, req.Context)
 	if err != nil {
 		wire.FailErr(c, err)

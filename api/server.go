@@ -59,6 +59,8 @@ type Deps struct {
 	ChatDisabled bool
 	// AllowedOrigins may call a development-mode daemon from a browser besides its own origin.
 	AllowedOrigins []string
+	// Limits bound connections (NewServer) and request bodies and stream writes (New).
+	Limits Limits
 
 	Workspaces *tools.Workspaces
 	Heartbeat  time.Duration
@@ -82,7 +84,9 @@ func newEngine(d Deps) *gin.Engine {
 		d.Keys = wire.NewKeys(nil)
 	}
 	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
-	r.Use(recoverer(d.Log), browserSafe(dev, d.AllowedOrigins), limitBody, logErrors(d.Log), countStreams(d.Metrics))
+	lim := d.Limits.withDefaults()
+	r.Use(recoverer(d.Log), browserSafe(dev, d.AllowedOrigins), limitBody, readBody(lim.ReadTimeout),
+		streamWriteDeadline(lim.SSEWriteTimeout), logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
 			wire.Fail(c, http.StatusNotFound, "the chat APIs are off on this daemon (auth.chat: disabled)")

@@ -313,6 +313,15 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 		if n := recv.calls.Load(); n != 1 {
 			t.Fatalf("receiver calls = %d, want 1", n)
 		}
+		for _, id := range []string{"sessionId", "principalId", "agentId"} {
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "`+id+`": 0, "context": {"toolName": "transferFunds"}}`); status != 400 ||
+				w.Message != id+": must be a positive id, or absent" {
+				t.Errorf("%s 0: %d %q", id, status, w.Message)
+			}
+		}
+		if n := recv.calls.Load(); n != 1 {
+			t.Fatalf("receiver calls = %d, want 1", n)
+		}
 		for _, ctx := range []string{`{"taskId": 9001}`, `{"taskName": "daily"}`} {
 			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_scheduled_task", "context": `+ctx+`}`); status != 200 {
 				t.Errorf("pre_scheduled_task %s: %d %s", ctx, status, w.Message)
@@ -524,4 +533,38 @@ func TestAuthUpdateRuleAtTheReceiver(t *testing.T) {
 			t.Errorf("a mask for a credential never stored: %d %q", status, w.Message)
 		}
 	})
+}
+
+// Fields the document says have no effect for a hook's type (failureMode on an observational
+// hook, maxRetries on an interceptive one) are shown by GET, so PUT takes them back unchanged.
+func TestGetPutRoundTripsUnchanged(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	for _, body := range []string{
+		`{"hookName": "audit", "hookType": "post_tool_use", "dispatchConfig": {"url": "https://r.example/a", "failureMode": "DENY", "signingSecret": "s"}}`,
+		`{"hookName": "gate", "hookType": "pre_tool_use", "toolNameMatch": "a|b", "dispatchConfig": {"url": "https://r.example/g", "maxRetries": 1,
+			"auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "body": "{\"k\":1}", "headers": {"X-K": "v"}, "tokenPath": "t"}}}}`,
+	} {
+		status, w := c.do("POST", "/api/hooks", body)
+		if status != 201 {
+			t.Fatal(w.Message)
+		}
+		var h dispatcher.Hook
+		json.Unmarshal(w.Data, &h)
+		path := "/api/hooks/" + itoa(h.ID)
+		_, got := c.do("GET", path, "")
+		status, put := c.do("PUT", path, string(got.Data))
+		if status != 200 {
+			t.Fatalf("PUT of what GET showed: %d %s", status, put.Message)
+		}
+		_, again := c.do("GET", path, "")
+		strip := func(raw json.RawMessage) string {
+			var m map[string]any
+			json.Unmarshal(raw, &m)
+			delete(m, "updatedAt")
+			return marshal(t, m)
+		}
+		if strip(got.Data) != strip(again.Data) {
+			t.Errorf("GET → PUT changed the hook:\n  before %s\n  after  %s", got.Data, again.Data)
+		}
+	}
 }

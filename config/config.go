@@ -103,6 +103,10 @@ agent:
 http:
   allowedOrigins: []                  # development mode: web origins (scheme://host[:port]) besides the daemon's own
                                       # that may call it from a browser
+  readTimeout: 30s                    # a request body must arrive within this (streams: only their body)
+  idleTimeout: 2m                     # a keep-alive connection with no request is closed after this
+  maxHeaderBytes: 65536               # request headers beyond this get 431
+  maxConnections: 0                   # connections served at once; 0 = no cap (the rest wait to be accepted)
 
 decisions:
   durability: sync                    # sync: a decision is committed before it is returned (a crash never
@@ -120,6 +124,7 @@ console:
 
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
+  writeTimeout: 30s                   # a stream whose client stops reading is dropped after this
 
 log:
   level: info                         # debug | info | warn | error
@@ -251,6 +256,13 @@ type HTTP struct {
 	// AllowedOrigins are the browser origins (scheme://host[:port]) that may call a daemon in
 	// development mode besides its own; every other Origin is refused there.
 	AllowedOrigins []string `yaml:"allowedOrigins"`
+	// ReadTimeout bounds the arrival of a request's body (a stream's too, but not the stream).
+	ReadTimeout Duration `yaml:"readTimeout"`
+	// IdleTimeout closes keep-alive connections with no request in flight.
+	IdleTimeout    Duration `yaml:"idleTimeout"`
+	MaxHeaderBytes int      `yaml:"maxHeaderBytes"`
+	// MaxConnections caps the connections served at once; 0 is no cap.
+	MaxConnections int `yaml:"maxConnections"`
 }
 
 // Decisions configures the decision log.
@@ -276,6 +288,8 @@ type Console struct {
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
+	// WriteTimeout drops a stream whose client has stopped reading.
+	WriteTimeout Duration `yaml:"writeTimeout"`
 }
 
 // Log configures the daemon's log.
@@ -354,11 +368,12 @@ func Default() Config {
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
-		HTTP:      HTTP{AllowedOrigins: []string{}},
+		HTTP: HTTP{AllowedOrigins: []string{}, ReadTimeout: Duration(30 * time.Second),
+			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
 		Console:   Console{SessionTTL: Duration(8 * time.Hour)},
-		SSE:       SSE{Heartbeat: Duration(15 * time.Second)},
+		SSE:       SSE{Heartbeat: Duration(15 * time.Second), WriteTimeout: Duration(30 * time.Second)},
 		Log:       Log{Level: "info", Format: "auto"},
 	}
 }
@@ -1058,6 +1073,21 @@ func (c Config) Validate() error {
 	}
 	if t := c.Console.SessionTTL; t < Duration(5*time.Minute) || t > Duration(720*time.Hour) {
 		bad("console.sessionTTL", "must be from 5m to 720h")
+	}
+	if c.HTTP.ReadTimeout < Duration(10*time.Millisecond) {
+		bad("http.readTimeout", "must be at least 10ms")
+	}
+	if c.HTTP.IdleTimeout < Duration(10*time.Millisecond) {
+		bad("http.idleTimeout", "must be at least 10ms")
+	}
+	if c.HTTP.MaxHeaderBytes < 4096 {
+		bad("http.maxHeaderBytes", "must be at least 4096")
+	}
+	if c.HTTP.MaxConnections < 0 {
+		bad("http.maxConnections", "must be 0 (no cap) or more")
+	}
+	if c.SSE.WriteTimeout < Duration(10*time.Millisecond) {
+		bad("sse.writeTimeout", "must be at least 10ms")
 	}
 	if c.SSE.Heartbeat < Duration(time.Second) {
 		bad("sse.heartbeat", "must be at least 1s")

@@ -170,11 +170,11 @@ func TestFullFile(t *testing.T) {
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
-		HTTP:      HTTP{AllowedOrigins: []string{}},
+		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
 		Retention: Retention{Deliveries: sec(48 * 3600)},
 		Console:   Console{SessionTTL: sec(2 * 3600)},
-		SSE:       SSE{Heartbeat: sec(5)},
+		SSE:       SSE{Heartbeat: sec(5), WriteTimeout: sec(30)},
 		Log:       Log{Level: "debug", Format: "json"},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -314,6 +314,10 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_DECISIONS_DURABILITY",
 		"HOOKD_DECISIONS_RECORD_ARGUMENTS",
 		"HOOKD_HTTP_ALLOWED_ORIGINS",
+		"HOOKD_HTTP_IDLE_TIMEOUT",
+		"HOOKD_HTTP_MAX_CONNECTIONS",
+		"HOOKD_HTTP_MAX_HEADER_BYTES",
+		"HOOKD_HTTP_READ_TIMEOUT",
 		"HOOKD_LISTEN",
 		"HOOKD_LOG_FORMAT",
 		"HOOKD_LOG_LEVEL",
@@ -327,6 +331,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_RETENTION_DELIVERIES",
 		"HOOKD_SHUTDOWN_TIMEOUT",
 		"HOOKD_SSE_HEARTBEAT",
+		"HOOKD_SSE_WRITE_TIMEOUT",
 		"HOOKD_WEBHOOKS_ALLOW_CIDRS",
 		"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS",
 		"HOOKD_WEBHOOKS_BREAKER_CONSECUTIVE_FAILURES",
@@ -407,6 +412,9 @@ func TestValidate(t *testing.T) {
 			`config: listen: 0.0.0.0:8080 is not loopback and auth has no apiKeys, so nobody could be told from anybody else on the chat APIs; add auth.apiKeys, or set auth.chat: disabled to serve the admin API alone`},
 		{"allowedOrigins", func(c *Config) { c.HTTP.AllowedOrigins = []string{"https://ok.example", "https://x.example/path"} },
 			`config: http.allowedOrigins[1]: "https://x.example/path" is not an origin like https://console.example:8443`},
+		{"readTimeout", func(c *Config) { c.HTTP.ReadTimeout = 0 }, `config: http.readTimeout: must be at least 10ms`},
+		{"maxConnections", func(c *Config) { c.HTTP.MaxConnections = -1 }, `config: http.maxConnections: must be 0 (no cap) or more`},
+		{"sse writeTimeout", func(c *Config) { c.SSE.WriteTimeout = 0 }, `config: sse.writeTimeout: must be at least 10ms`},
 		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
 		{"apiKey is an admin token", func(c *Config) {
 			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/hookd/hookd/dispatcher"
@@ -48,6 +49,20 @@ var adapters = map[string]Adapter{
 	Codex:      codex{},
 	GeminiCLI:  geminiCLI{},
 	Cursor:     cursor{},
+}
+
+// points are the events of each harness that map onto a hookd point.
+var points = map[string]map[string]dispatcher.HookType{
+	ClaudeCode: claudePoints, Codex: codexPoints, GeminiCLI: geminiPoints, Cursor: cursorPoints}
+
+// Events lists the events of kind that map onto a hookd point, sorted: what an installer hooks.
+func Events(kind string) []string {
+	out := make([]string, 0, len(points[kind]))
+	for e := range points[kind] {
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // For returns the adapter of kind, or nil.

@@ -131,11 +131,12 @@ func (h *handler) hook(c *gin.Context) {
 	h.answer(c, ad, m, Verdict{Decision: dec.Decision, Reason: dec.Reason, Modified: dec.ModifiedValue})
 }
 
-// answer writes the adapter's rendering of v: 200 with the harness's JSON, or an empty 200.
+// answer writes the adapter's rendering of v: 200 with the harness's JSON, or 204 with no body
+// (Claude Code's "nothing to say": any 2xx with an empty body).
 func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {
 	body := ad.Answer(m, v)
 	if body == nil {
-		c.Status(http.StatusOK)
+		c.Status(http.StatusNoContent)
 		return
 	}
 	c.Data(http.StatusOK, "application/json", body)

@@ -104,14 +104,16 @@ func HeartbeatFrame(now time.Time) []byte {
 
 // ---- SSE ids ----
 
-// FrameID is the SSE id of the k-th frame (0-based) that the canonical event seq maps to: "seq"
-// for the first, "seq.k" for the others. Ids derive from the persisted seq alone, so they are
-// the same on every replay and after a restart, and they increase in (seq, k) order.
+// FramesPerEvent bounds the frames one canonical event maps to; it spaces the SSE ids.
+const FramesPerEvent = 1000
+
+// FrameID is the SSE id of the k-th frame (0-based) that the canonical event seq maps to:
+// seq·FramesPerEvent + k, an integer. Ids derive from the persisted seq alone, so they are the
+// same on every replay and after a restart; they increase strictly within a run and stay far
+// below 2^53, so a client that reads them as a number (a JS parseInt, a Java long) orders them
+// right.
 func FrameID(seq int64, k int) string {
-	if k == 0 {
-		return strconv.FormatInt(seq, 10)
-	}
-	return strconv.FormatInt(seq, 10) + "." + strconv.Itoa(k)
+	return strconv.FormatInt(seq*FramesPerEvent+int64(k), 10)
 }
 
 // Cursor is a position in a run's stream: right after frame K of canonical event Seq. The zero
@@ -127,20 +129,22 @@ func ParseCursor(id string) (Cursor, error) {
 	if id == "" {
 		return Cursor{}, nil
 	}
-	seqPart, kPart, dotted := strings.Cut(id, ".")
-	seq, err := strconv.ParseInt(seqPart, 10, 64)
-	if err != nil || seq < 0 || strings.HasPrefix(seqPart, "+") {
-		return Cursor{}, errors.New(`must be an event id of this stream ("<seq>" or "<seq>.<k>")`)
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil || n < 0 || strings.HasPrefix(id, "+") || n > maxFrameID {
+		return Cursor{}, errors.New("must be an event id of this stream (a non-negative integer)")
 	}
-	c := Cursor{Seq: seq}
-	if dotted {
-		k, err := strconv.Atoi(kPart)
-		if err != nil || k < 0 || strings.HasPrefix(kPart, "+") {
-			return Cursor{}, errors.New(`must be an event id of this stream ("<seq>" or "<seq>.<k>")`)
-		}
-		c.K = k
+	return Cursor{Seq: n / FramesPerEvent, K: int(n % FramesPerEvent)}, nil
+}
+
+// maxFrameID is the largest id a JavaScript number holds exactly (2^53 - 1).
+const maxFrameID = 1<<53 - 1
+
+// Newer is the later of two cursors.
+func (c Cursor) Newer(o Cursor) Cursor {
+	if o.Seq > c.Seq || (o.Seq == c.Seq && o.K > c.K) {
+		return o
 	}
-	return c, nil
+	return c
 }
 
 // After is the canonical seq to subscribe after; Skip says whether frame k of event seq was
@@ -333,6 +337,9 @@ func Map(ev agent.Event) []Frame {
 	}
 	var out []Frame
 	add := func(eventType string, data any) {
+		if len(out) == FramesPerEvent {
+			return // beyond what the ids can tell apart (an ask of a thousand calls)
+		}
 		f := Frame{ID: FrameID(ev.Seq, len(out)), EventType: eventType, Data: data, Timestamp: ev.At.UTC().Format(TimeLayout)}
 		if ev.Step > 0 && ev.Kind != agent.KindRunStarted {
 			step, total := ev.Step, ev.TotalTokens

@@ -78,7 +78,7 @@ func TestFrameIDs(t *testing.T) {
 		seq int64
 		k   int
 		id  string
-	}{{1, 0, "1"}, {42, 0, "42"}, {42, 1, "42.1"}, {42, 12, "42.12"}} {
+	}{{1, 0, "1000"}, {42, 0, "42000"}, {42, 1, "42001"}, {42, 12, "42012"}} {
 		if got := platform.FrameID(c.seq, c.k); got != c.id {
 			t.Fatalf("FrameID(%d,%d) = %s", c.seq, c.k, got)
 		}
@@ -94,7 +94,7 @@ func TestFrameIDs(t *testing.T) {
 	if cur, err := platform.ParseCursor(""); err != nil || cur.After() != 0 || cur.Skip(1, 0) {
 		t.Fatalf("empty cursor %+v %v", cur, err)
 	}
-	for _, bad := range []string{"x", "-1", "1.", ".1", "1.x", "1.-2", "+3", "1.2.3"} {
+	for _, bad := range []string{"x", "-1", "1.", ".1", "1.1", "1.x", "+3", "9007199254740992", "1e3"} {
 		if _, err := platform.ParseCursor(bad); err == nil {
 			t.Fatalf("ParseCursor(%q) accepted", bad)
 		}
@@ -109,7 +109,7 @@ func TestMapFanOutAndSilence(t *testing.T) {
 		{AskID: "ask_1", CallID: "c1", Name: "w", Arguments: "{}", PrincipalID: ptr(int64(7))},
 		{AskID: "ask_2", CallID: "c2", Name: "w", Arguments: "{}"}}}}
 	fs := platform.Map(ask)
-	if len(fs) != 2 || fs[0].ID != "9" || fs[1].ID != "9.1" || fs[0].Timestamp != "2026-05-07T10:30:05.007" || *fs[1].Step != 2 || *fs[1].TotalTokens != 100 {
+	if len(fs) != 2 || fs[0].ID != "9000" || fs[1].ID != "9001" || fs[0].Timestamp != "2026-05-07T10:30:05.007" || *fs[1].Step != 2 || *fs[1].TotalTokens != 100 {
 		t.Fatalf("frames %+v", fs)
 	}
 	if !strings.Contains(string(fs[0].Encode()), `"principalId":7`) || !strings.Contains(string(fs[1].Encode()), `"principalId":null`) {

@@ -196,14 +196,15 @@ func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Curso
 		wire.Fail(c, http.StatusBadRequest, "requestId: is required")
 		return "", "", cur, false
 	}
-	last, field := q.Get("lastEventId"), "lastEventId"
-	if _, given := q["lastEventId"]; !given {
-		last, field = c.GetHeader("Last-Event-ID"), "Last-Event-ID"
-	}
-	cur, err := ParseCursor(last)
-	if err != nil {
-		wire.Fail(c, http.StatusBadRequest, "%s: %v", field, err)
-		return "", "", cur, false
+	// A browser's EventSource reconnects to the URL it was given and sends its newest id in the
+	// header, so of a query id and a header id the newer wins.
+	for _, src := range []struct{ field, id string }{{"lastEventId", q.Get("lastEventId")}, {"Last-Event-ID", c.GetHeader("Last-Event-ID")}} {
+		c2, err := ParseCursor(src.id)
+		if err != nil {
+			wire.Fail(c, http.StatusBadRequest, "%s: %v", src.field, err)
+			return "", "", cur, false
+		}
+		cur = cur.Newer(c2)
 	}
 	return caller.UserID, requestID, cur, true
 }
@@ -220,6 +221,14 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor) {
 		return
 	}
 	defer run.Close()
+	switch status, last := run.Start(); {
+	case cur.Seq > last:
+		wire.Fail(c, http.StatusBadRequest, "lastEventId: %s is beyond the last event of run %s", FrameID(cur.Seq, cur.K), requestID)
+		return
+	case cur.Seq == last && last > 0 && agent.Final(status):
+		c.Status(http.StatusNoContent) // the end of a finished run: nothing follows, and an EventSource stops
+		return
+	}
 	sse := wire.StartSSE(c.Writer, http.Header{"X-Request-Id": {requestID}})
 	beat := time.NewTicker(a.Heartbeat)
 	defer beat.Stop()

@@ -3,6 +3,8 @@ package platform_test
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,12 +45,15 @@ func TestResumeLive(t *testing.T) {
 		sameFrames(t, "before the drop", first, all[:n])
 		sameFrames(t, "after the reconnect", rest, all[n:])
 
-		// The Last-Event-ID header, as an EventSource sends it; the query parameter wins over it.
+		// The Last-Event-ID header, as an EventSource sends it; of it and the query id the newer wins.
 		h := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID, http.Header{"Last-Event-Id": {all[5].LastEventID}}, nil)
 		sameFrames(t, "Last-Event-ID", h.rest(nil), all[6:])
 		q := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID+"&lastEventId="+all[9].LastEventID,
 			http.Header{"Last-Event-Id": {all[2].LastEventID}}, nil)
-		sameFrames(t, "lastEventId over Last-Event-ID", q.rest(nil), all[10:])
+		sameFrames(t, "a newer lastEventId over Last-Event-ID", q.rest(nil), all[10:])
+		hq := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID+"&lastEventId="+all[2].LastEventID,
+			http.Header{"Last-Event-Id": {all[9].LastEventID}}, nil)
+		sameFrames(t, "a newer Last-Event-ID over lastEventId", hq.rest(nil), all[10:])
 		if q.Header.Get("X-Request-Id") != requestID {
 			t.Fatalf("X-Request-Id on a resumed stream: %q", q.Header.Get("X-Request-Id"))
 		}
@@ -69,6 +74,14 @@ func TestResumeAfterEveryFrame(t *testing.T) {
 	for i := range all {
 		if _, k := cursorOf(t, all[i]); k > 0 {
 			dotted++
+		}
+		if i == len(all)-1 {
+			// At the end of a finished run: 204, which tells an EventSource to stop reconnecting.
+			end := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID+"&lastEventId="+all[i].LastEventID, nil, nil)
+			if end.Status != http.StatusNoContent {
+				t.Fatalf("after the terminal frame: %d %s, want 204", end.Status, end.Body)
+			}
+			continue
 		}
 		got := e.replay(alice, requestID, all[i].LastEventID).rest(nil)
 		sameFrames(t, "after "+all[i].LastEventID, got, all[i+1:])
@@ -190,5 +203,50 @@ func TestHeartbeats(t *testing.T) {
 	e2.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+s2.Header.Get("X-Request-Id")+"/stop", nil, "success")
 	if end := withoutHeartbeats(s2.rest(nil)); len(end) != 1 || end[0].EventType != platform.MessageFailed {
 		t.Fatalf("after stop: %s", types(end))
+	}
+}
+
+// A browser's EventSource reconnects to the URL it was opened with — here one that names an id
+// — and sends the newest id it got in the Last-Event-ID header. Two reconnects in a live run
+// deliver every frame exactly once; an id beyond the live run's last event is a 400 naming
+// lastEventId; ids are strictly increasing integers.
+func TestEventSourceReconnects(t *testing.T) {
+	e := newTEnv(t, storagetest.SQLite(t), platformScript, agent.Config{}, time.Hour)
+	s := e.startRun(alice, map[string]any{"userInput": "long"})
+	requestID := s.Header.Get("X-Request-Id")
+	var got []frame
+	read := func(s *stream, n int) {
+		for range n {
+			f, err := s.next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, f)
+		}
+		s.close()
+	}
+	read(s, 3)
+	url := "/api/agent/run/stream?requestId=" + requestID + "&lastEventId=" + got[1].LastEventID // the URL the page opened
+	for range 2 {
+		read(e.openStream(alice, http.MethodGet, url, http.Header{"Last-Event-Id": {got[len(got)-1].LastEventID}}, nil), 3)
+	}
+	if run, _ := e.rt.Run(t.Context(), "alice", requestID); run.Status != agent.StatusRunning {
+		t.Fatalf("the run is %s already; the test needs it live", run.Status)
+	}
+	beyond := platform.FrameID(1<<20, 0)
+	bad := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID, http.Header{"Last-Event-Id": {beyond}}, nil)
+	if bad.Status != http.StatusBadRequest || !strings.Contains(string(bad.Body), "lastEventId") {
+		t.Fatalf("an id beyond the live run: %d %s", bad.Status, bad.Body)
+	}
+	got = append(got, e.openStream(alice, http.MethodGet, url, http.Header{"Last-Event-Id": {got[len(got)-1].LastEventID}}, nil).rest(nil)...)
+	all := e.replay(alice, requestID, "").rest(nil)
+	sameFrames(t, "across two EventSource reconnects", got, all)
+	prev := int64(-1)
+	for _, f := range all {
+		n, err := strconv.ParseInt(f.LastEventID, 10, 64)
+		if err != nil || n <= prev || n > 1<<53-1 {
+			t.Fatalf("id %q after %d: not a strictly increasing JS-safe integer", f.LastEventID, prev)
+		}
+		prev = n
 	}
 }

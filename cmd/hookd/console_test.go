@@ -482,7 +482,11 @@ func TestConsoleSessionsAndRoles(t *testing.T) {
 		t.Fatalf("a reviewer read the hooks: %d", resp.StatusCode)
 	}
 	resp, body := rev.do("GET", "/api/approvals", "", false)
-	var inbox struct{ Data struct{ Items []struct{ AskID, UserID string } } }
+	var inbox struct {
+		Data struct {
+			Items []struct{ AskID, UserID string }
+		}
+	}
 	json.Unmarshal(body, &inbox)
 	if resp.StatusCode != 200 || len(inbox.Data.Items) != 1 || inbox.Data.Items[0].UserID != "tester" {
 		t.Fatalf("the reviewer's inbox: %d %s", resp.StatusCode, body)

@@ -40,7 +40,9 @@ func newRootCmd() *cobra.Command {
 	root.SetVersionTemplate("hookd {{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
+		newAgentsCmd(),
 		newDeliveriesCmd(),
+		newHookCmd(),
 		newHooksCmd(),
 		newServeCmd(),
 		newVerifyCmd(),

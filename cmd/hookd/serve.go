@@ -162,19 +162,19 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	// Request contexts derive from baseCtx, so ending it ends the streams still open at shutdown.
 	baseCtx, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
-	srv := &http.Server{
-		Handler: api.New(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
-			LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
-			Workspaces: workspaces, ConsoleTTL: cfg.Console.SessionTTL.Std(), Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
-			AllowedOrigins: cfg.HTTP.AllowedOrigins}),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
+	srv := api.NewServer(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
+		LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
+		Workspaces: workspaces, ConsoleTTL: cfg.Console.SessionTTL.Std(), Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
+		AllowedOrigins: cfg.HTTP.AllowedOrigins, Limits: api.Limits{ReadTimeout: cfg.HTTP.ReadTimeout.Std(),
+			IdleTimeout: cfg.HTTP.IdleTimeout.Std(), MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
+			SSEWriteTimeout: cfg.SSE.WriteTimeout.Std()}})
+	srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
+	srv.BaseContext = func(net.Listener) context.Context { return baseCtx }
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	ln = api.LimitListener(ln, cfg.HTTP.MaxConnections)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String(), "database", string(db.Dialect()))

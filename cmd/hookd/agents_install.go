@@ -1,0 +1,276 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/api/agents"
+)
+
+func newAgentsCmd() *cobra.Command {
+	return newGroup("agents", "connect coding agents (Claude Code, Codex, Gemini CLI, Cursor) to hookd", newAgentsInstallCmd())
+}
+
+type installFlags struct {
+	project                string
+	user, write, uninstall bool
+	addr, hookd            string
+}
+
+// newAgentsInstallCmd writes a harness's hook entries pointing at this daemon into its settings
+// file, next to the user's own hooks, which it never removes.
+func newAgentsInstallCmd() *cobra.Command {
+	var f installFlags
+	cmd := &cobra.Command{
+		Use:   "install KIND",
+		Short: "print (or --write) the hook entries that send a coding agent's hooks to hookd",
+		Long: `Merge into the harness's settings file one hook entry per event hookd has a point for:
+Claude Code gets HTTP hooks to the daemon's /v1/agents/claude-code/hooks (the API key from
+HOOKD_CLI_TOKEN, through allowedEnvVars, never written into the file); Codex, Gemini CLI and Cursor
+get the command hook "hookd hook --agent KIND EVENT", which reads HOOKD_CLI_ADDR and HOOKD_CLI_TOKEN.
+The user's own hooks stay as they are; running it again replaces hookd's entries; --uninstall removes
+only hookd's entries. Without --write it prints the merged file and writes nothing.
+
+  claude-code  .claude/settings.json   (--user: ~/.claude/settings.json)
+  codex        .codex/hooks.json       (--user: ~/.codex/hooks.json)
+  gemini-cli   .gemini/settings.json   (--user: ~/.gemini/settings.json)
+  cursor       .cursor/hooks.json      (--user: ~/.cursor/hooks.json)`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return install(cmd, f, args[0]) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.project, "project", "", "the project directory whose settings to change (default: the current directory)")
+	fl.BoolVar(&f.user, "user", false, "change the user's settings in the home directory instead")
+	fl.BoolVar(&f.write, "write", false, "write the file (default: print it)")
+	fl.BoolVar(&f.uninstall, "uninstall", false, "remove hookd's entries only")
+	fl.StringVar(&f.addr, "addr", envOr("HOOKD_CLI_ADDR", "http://127.0.0.1:8080"), "the daemon's address the hooks call (HOOKD_CLI_ADDR)")
+	fl.StringVar(&f.hookd, "hookd", "", "the hookd binary the command hooks run (default: this one)")
+	return cmd
+}
+
+// harnessSettings says where a harness keeps its hooks and how one of hookd's entries looks.
+type harnessSettings struct {
+	dir, file string
+	// entry is hookd's hook for one event, in the harness's shape; grouped says whether the
+	// event's list holds matcher groups ({"hooks": [entry]}) rather than entries (Cursor).
+	entry   func(f installFlags, kind, event string) map[string]any
+	grouped bool
+}
+
+var settingsOf = map[string]harnessSettings{
+	agents.ClaudeCode: {dir: ".claude", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+		e := map[string]any{"type": "http", "url": hookURL(f.addr, kind), "timeout": 15,
+			"headers": map[string]any{"Authorization": "Bearer $HOOKD_CLI_TOKEN"}, "allowedEnvVars": []any{"HOOKD_CLI_TOKEN"}}
+		if agents.Interceptive(kind, event) {
+			e["onFailure"] = "block" // a daemon that cannot be reached blocks, as the forwarder does
+		}
+		return e
+	}},
+	agents.Codex: {dir: ".codex", file: "hooks.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+		return map[string]any{"type": "command", "command": hookCommand(f, kind, event), "timeout": 15}
+	}},
+	agents.GeminiCLI: {dir: ".gemini", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+		return map[string]any{"type": "command", "name": "hookd", "command": hookCommand(f, kind, event), "timeout": 15000}
+	}},
+	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
+		return map[string]any{"command": hookCommand(f, kind, event)}
+	}},
+}
+
+func hookURL(addr, kind string) string {
+	return strings.TrimRight(addr, "/") + "/v1/agents/" + kind + "/hooks"
+}
+
+// hookCommand is the forwarder's command line; the address is on it only when it is not the
+// default, so that HOOKD_CLI_ADDR keeps working.
+func hookCommand(f installFlags, kind, event string) string {
+	c := shellQuote(f.hookd) + " hook --agent " + kind
+	if f.addr != "http://127.0.0.1:8080" {
+		c += " --addr " + shellQuote(f.addr)
+	}
+	return c + " " + event
+}
+
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-:") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// isHookd says whether a hook entry is one hookd installed for kind: its HTTP hook's URL or its
+// forwarder command.
+func isHookd(e map[string]any, kind string) bool {
+	if u, _ := e["url"].(string); strings.HasSuffix(u, "/v1/agents/"+kind+"/hooks") {
+		return true
+	}
+	c, _ := e["command"].(string)
+	return strings.Contains(c, " hook --agent "+kind+" ")
+}
+
+func install(cmd *cobra.Command, f installFlags, kind string) error {
+	hs, ok := settingsOf[kind]
+	if !ok {
+		return usageErrorf("KIND: %q is not one of %s", kind, strings.Join(agents.Kinds, ", "))
+	}
+	if f.user && f.project != "" {
+		return usageErrorf("--user and --project: choose one")
+	}
+	base := f.project
+	if f.user {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return err
+		}
+		base = home
+	} else if base == "" {
+		base = "."
+	}
+	if f.hookd == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		f.hookd = exe
+	}
+	path := filepath.Join(base, hs.dir, hs.file)
+	doc := map[string]any{}
+	old, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return err
+	default:
+		if err := json.Unmarshal(old, &doc); err != nil || doc == nil {
+			return fmt.Errorf("%s is not a JSON object, so it is left alone: %v", path, err)
+		}
+	}
+	if err := mergeHooks(doc, hs, f, kind); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	out, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	out = append(out, '\n')
+	if !f.write {
+		_, err := cmd.OutOrStdout().Write(out)
+		fmt.Fprintf(cmd.ErrOrStderr(), "hookd: this is %s as --write would leave it\n", path)
+		return err
+	}
+	if bytes.Equal(out, old) {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s is up to date\n", path)
+		return nil
+	}
+	if err := writeFileAtomic(path, out); err != nil {
+		return err
+	}
+	what := "hookd's hooks written to"
+	if f.uninstall {
+		what = "hookd's hooks removed from"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", what, path)
+	return nil
+}
+
+// mergeHooks removes hookd's entries of kind from doc's "hooks" and, unless uninstalling, adds
+// one for each event hookd has a point for. Everything else in doc stays.
+func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind string) error {
+	hooks, ok := doc["hooks"].(map[string]any)
+	if doc["hooks"] != nil && !ok {
+		return errors.New(`"hooks" is not an object`)
+	}
+	if hooks == nil {
+		hooks = map[string]any{}
+	}
+	for event, v := range hooks {
+		list, ok := v.([]any)
+		if !ok {
+			continue // not hookd's to judge
+		}
+		kept := list[:0:0]
+		for _, item := range list {
+			m, _ := item.(map[string]any)
+			switch {
+			case m == nil:
+				kept = append(kept, item)
+			case !hs.grouped:
+				if !isHookd(m, kind) {
+					kept = append(kept, item)
+				}
+			default:
+				inner, ok := m["hooks"].([]any)
+				if !ok {
+					kept = append(kept, item)
+					break
+				}
+				rest := inner[:0:0]
+				for _, h := range inner {
+					if hm, _ := h.(map[string]any); hm == nil || !isHookd(hm, kind) {
+						rest = append(rest, h)
+					}
+				}
+				if len(rest) > 0 || len(inner) == 0 {
+					m["hooks"] = rest
+					kept = append(kept, m)
+				}
+			}
+		}
+		if len(kept) == 0 {
+			delete(hooks, event)
+		} else {
+			hooks[event] = kept
+		}
+	}
+	if !f.uninstall {
+		for _, event := range agents.Events(kind) {
+			var item any = hs.entry(f, kind, event)
+			if hs.grouped {
+				item = map[string]any{"hooks": []any{item}}
+			}
+			list, _ := hooks[event].([]any)
+			hooks[event] = append(list, item)
+		}
+	}
+	doc["hooks"] = hooks
+	if kind == agents.Cursor && doc["version"] == nil {
+		doc["version"] = 1
+	}
+	return nil
+}
+
+// writeFileAtomic replaces path with b, keeping an existing file's mode.
+func writeFileAtomic(path string, b []byte) error {
+	mode := fs.FileMode(0o644)
+	if st, err := os.Stat(path); err == nil {
+		mode = st.Mode().Perm()
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

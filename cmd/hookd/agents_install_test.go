@@ -1,0 +1,178 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/api/agents"
+)
+
+// A project's settings with the user's own hooks for each harness.
+var userSettings = map[string]struct{ path, body string }{
+	agents.ClaudeCode: {".claude/settings.json", `{"permissions": {"allow": ["Bash(make test)"]},
+ "hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./scripts/check-bash.sh"}]}],
+           "Notification": [{"hooks": [{"type": "command", "command": "notify-send claude"}]}]}}`},
+	agents.Codex: {".codex/hooks.json", `{"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "./scripts/summarize.py", "timeout": 30}]}]}}`},
+	agents.GeminiCLI: {".gemini/settings.json", `{"theme": "GitHub", "hooks": {"BeforeTool": [{"matcher": "write_file",
+ "hooks": [{"type": "command", "command": "./lint.sh", "name": "lint"}]}]}}`},
+	agents.Cursor: {".cursor/hooks.json", `{"version": 1, "hooks": {"afterFileEdit": [{"command": "./format.sh"}],
+ "beforeShellExecution": [{"command": "./audit.sh"}]}}`},
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return v
+}
+
+// hookdEntries counts hookd's entries per event in a settings document.
+func hookdEntries(doc map[string]any, kind string) map[string]int {
+	n := map[string]int{}
+	hooks, _ := doc["hooks"].(map[string]any)
+	for event, v := range hooks {
+		list, _ := v.([]any)
+		for _, item := range list {
+			m, _ := item.(map[string]any)
+			inner, grouped := m["hooks"].([]any)
+			if !grouped {
+				inner = []any{m}
+			}
+			for _, h := range inner {
+				if hm, _ := h.(map[string]any); hm != nil && isHookd(hm, kind) {
+					n[event]++
+				}
+			}
+		}
+	}
+	return n
+}
+
+// agents install merges hookd's entries next to the user's hooks, prints without --write, is
+// idempotent, and --uninstall gives back the user's file as it was.
+func TestAgentsInstall(t *testing.T) {
+	for kind, s := range userSettings {
+		dir := t.TempDir()
+		path := filepath.Join(dir, s.path)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(s.body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		before := readJSON(t, path)
+
+		out, errs, code := runCLI(t, "agents", "install", kind, "--project", dir, "--addr", "http://hookd.internal:8080")
+		if code != 0 || !strings.Contains(errs, path) {
+			t.Fatalf("%s print: %d %s", kind, code, errs)
+		}
+		var printed map[string]any
+		if err := json.Unmarshal([]byte(out), &printed); err != nil {
+			t.Fatalf("%s print: %v\n%s", kind, err, out)
+		}
+		if !reflect.DeepEqual(readJSON(t, path), before) {
+			t.Fatalf("%s: printing changed the file", kind)
+		}
+
+		for round := 0; round < 2; round++ {
+			if _, errs, code := runCLI(t, "agents", "install", kind, "--project", dir, "--write", "--addr", "http://hookd.internal:8080"); code != 0 {
+				t.Fatalf("%s write: %d %s", kind, code, errs)
+			}
+			doc := readJSON(t, path)
+			if round == 0 && !reflect.DeepEqual(doc, printed) {
+				t.Errorf("%s: the written file differs from the printed one", kind)
+			}
+			n := hookdEntries(doc, kind)
+			for _, ev := range agents.Events(kind) {
+				if n[ev] != 1 {
+					t.Errorf("%s round %d: %d hookd entries for %s: %v", kind, round, n[ev], ev, n)
+				}
+			}
+			if len(n) != len(agents.Events(kind)) {
+				t.Errorf("%s: hookd entries for %v, want %v", kind, n, agents.Events(kind))
+			}
+			// The user's hooks are all still there.
+			var userLeft func(v any) bool
+			userLeft = func(v any) bool {
+				switch v := v.(type) {
+				case map[string]any:
+					if c, _ := v["command"].(string); c != "" && strings.HasPrefix(c, "./") || strings.HasPrefix(c, "notify") {
+						return true
+					}
+					for _, x := range v {
+						if userLeft(x) {
+							return true
+						}
+					}
+				case []any:
+					for _, x := range v {
+						if userLeft(x) {
+							return true
+						}
+					}
+				}
+				return false
+			}
+			if !userLeft(doc["hooks"]) {
+				t.Errorf("%s: the user's hooks are gone: %v", kind, doc["hooks"])
+			}
+		}
+		raw, _ := os.ReadFile(path)
+		if kind == agents.ClaudeCode {
+			if strings.Contains(string(raw), agentKey) || !strings.Contains(string(raw), `"$HOOKD_CLI_TOKEN"`) && !strings.Contains(string(raw), "Bearer $HOOKD_CLI_TOKEN") ||
+				!strings.Contains(string(raw), "http://hookd.internal:8080/v1/agents/claude-code/hooks") || !strings.Contains(string(raw), `"onFailure": "block"`) {
+				t.Errorf("claude-code settings:\n%s", raw)
+			}
+		} else if !strings.Contains(string(raw), " hook --agent "+kind+" --addr http://hookd.internal:8080 ") {
+			t.Errorf("%s settings:\n%s", kind, raw)
+		}
+		if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v", kind, st.Mode())
+		}
+
+		if _, errs, code := runCLI(t, "agents", "install", kind, "--project", dir, "--write", "--uninstall"); code != 0 {
+			t.Fatalf("%s uninstall: %d %s", kind, code, errs)
+		}
+		if after := readJSON(t, path); !reflect.DeepEqual(after, before) {
+			t.Errorf("%s: uninstall left\n%v\nwant\n%v", kind, after, before)
+		}
+	}
+
+	// A file that is not JSON is left alone; an unknown kind and --user with --project are misuse.
+	dir := t.TempDir()
+	bad := filepath.Join(dir, ".codex", "hooks.json")
+	os.MkdirAll(filepath.Dir(bad), 0o755)
+	os.WriteFile(bad, []byte("# not json"), 0o644)
+	if _, errs, code := runCLI(t, "agents", "install", "codex", "--project", dir, "--write"); code != 1 || !strings.Contains(errs, "not a JSON object") {
+		t.Errorf("not JSON: %d %s", code, errs)
+	}
+	for _, args := range [][]string{{"agents", "install", "claude"}, {"agents", "install", "codex", "--user", "--project", dir}} {
+		if _, _, code := runCLI(t, args...); code != 2 {
+			t.Errorf("%v: exit %d", args, code)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/api/agents"
+)
+
+// newHookCmd is the command-hook forwarder: a coding agent runs `hookd hook --agent KIND EVENT`
+// as its hook command, with the hook input on stdin, and gets hookd's answer on stdout and in the
+// exit code, as that harness expects.
+func newHookCmd() *cobra.Command {
+	var f hookFlags
+	cmd := &cobra.Command{
+		Use:   "hook --agent KIND EVENT",
+		Short: "forward a coding agent's command hook to hookd (stdin: the hook input)",
+		Long: `Forward a coding agent's command hook to the daemon's /v1/agents/KIND/hooks and answer as
+the harness expects: the daemon's answer on stdout and exit code 0. When the daemon cannot be asked
+(unreachable, timed out, or answering an error), --on-error decides: deny (the default for the
+events hookd decides: tool calls and prompts) prints the harness's block, writes the reason on
+stderr and exits 2, which every supported harness takes as a block; allow (the default for the
+others) says nothing and exits 0, naming the failure on stderr.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return forward(cmd, f, args[0]) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.kind, "agent", "", "the harness: "+strings.Join(agents.Kinds, ", "))
+	fl.StringVar(&f.addr, "addr", envOr("HOOKD_CLI_ADDR", "http://127.0.0.1:8080"), "daemon address (HOOKD_CLI_ADDR)")
+	fl.StringVar(&f.token, "token", "", "API key (default: HOOKD_CLI_TOKEN)")
+	fl.StringVar(&f.onError, "on-error", "", "when the daemon cannot be asked: deny or allow (default: deny for tool and prompt events, allow for the others)")
+	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the daemon")
+	fl.Int64Var(&f.agentID, "agent-id", 0, "select the hooks of this agentId")
+	_ = cmd.MarkFlagRequired("agent")
+	return cmd
+}
+
+type hookFlags struct {
+	kind, addr, token, onError string
+	timeout                    time.Duration
+	agentID                    int64
+}
+
+// hookExitBlock is the exit code with which the harnesses take a command hook's stderr as the
+// reason of a block.
+const hookExitBlock = 2
+
+func forward(cmd *cobra.Command, f hookFlags, event string) error {
+	ad := agents.For(f.kind)
+	if ad == nil {
+		return usageErrorf("--agent: %q is not one of %s", f.kind, strings.Join(agents.Kinds, ", "))
+	}
+	deny := agents.Interceptive(f.kind, event)
+	switch f.onError {
+	case "":
+	case "deny", "allow":
+		deny = f.onError == "deny"
+	default:
+		return usageErrorf("--on-error: %q is not deny or allow", f.onError)
+	}
+	body, err := forwardOnce(cmd, f, event)
+	if err == nil {
+		_, err = cmd.OutOrStdout().Write(body)
+		return err
+	}
+	m := agents.Mapped{Event: event, Point: ad.Point(event)}
+	if !deny {
+		fmt.Fprintf(cmd.ErrOrStderr(), "hookd: %v; the event goes on without hookd (--on-error allow)\n", err)
+		_, werr := cmd.OutOrStdout().Write(ad.Answer(m, agents.Verdict{}))
+		return werr
+	}
+	// The harness's block on stdout for those that read it, and the reason on stderr (the
+	// command line prints the error there as "hookd: …") with exit code 2 for those that block so.
+	blocked := fmt.Errorf("%v; blocked (--on-error deny)", err)
+	if _, werr := cmd.OutOrStdout().Write(ad.Answer(m, agents.Verdict{Decision: "deny", Reason: "hookd: " + blocked.Error()})); werr != nil {
+		return werr
+	}
+	return codeError{hookExitBlock, blocked}
+}
+
+// forwardOnce asks the daemon, returning its answer body (empty for a 204).
+func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) {
+	in, err := io.ReadAll(io.LimitReader(cmd.InOrStdin(), 1<<20+1))
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the hook input: %w", err)
+	}
+	if len(in) > 1<<20 {
+		return nil, errors.New("the hook input is over 1 MiB")
+	}
+	var head struct {
+		Event string `json:"hook_event_name"`
+	}
+	if err := json.Unmarshal(in, &head); err != nil {
+		return nil, errors.New("the hook input on stdin is not JSON")
+	}
+	if head.Event != event {
+		return nil, fmt.Errorf("the hook input is a %q event, not %s", head.Event, event)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	url := strings.TrimRight(f.addr, "/") + "/v1/agents/" + f.kind + "/hooks"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(in))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token := cmp.Or(f.token, os.Getenv("HOOKD_CLI_TOKEN")); token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if f.agentID > 0 {
+		req.Header.Set(agents.AgentIDHeader, fmt.Sprint(f.agentID))
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("no answer from %s within %s", f.addr, f.timeout)
+		}
+		return nil, fmt.Errorf("cannot reach the daemon at %s", f.addr)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return nil, fmt.Errorf("the daemon's answer broke off: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusNoContent {
+		var w struct{ Message string }
+		_ = json.Unmarshal(body, &w)
+		return nil, fmt.Errorf("the daemon answered HTTP %d: %s", resp.StatusCode, cmp.Or(w.Message, "no message"))
+	}
+	return body, nil
+}

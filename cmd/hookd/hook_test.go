@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
+)
+
+// runHook runs the real binary as a harness runs its command hook: the fixture on stdin.
+func runHook(t *testing.T, addr, token string, input []byte, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(binary, append([]string{"hook"}, args...)...)
+	cmd.Env = append(os.Environ(), "HOOKD_CLI_ADDR="+addr, "HOOKD_CLI_TOKEN="+token)
+	cmd.Stdin = bytes.NewReader(input)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func readFixture(t *testing.T, kind, event string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(agentsDir, kind, event+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func readGolden(t *testing.T, kind, event, scenario string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(agentsDir, kind, "golden", event+"."+scenario+".golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The forwarder under each harness's exit-code and stdout contract: the daemon's answer verbatim
+// with exit 0; when the daemon cannot be asked, a block (the harness's deny on stdout, the reason
+// on stderr, exit 2) for tool and prompt events, and nothing to say for the others.
+func TestHookForwarder(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	recv.answer(scenarios[1].answer) // deny
+	for _, typ := range []dispatcher.HookType{dispatcher.PreToolUse, dispatcher.UserMessage} {
+		spec := fmt.Sprintf(`{"hookName":"team %s","hookType":%q,"dispatchConfig":{"url":%q,"signingSecret":%q,"failureMode":"DENY"}}`,
+			typ, typ, recv.srv.URL, hookSecret)
+		if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+			t.Fatalf("register %s: %d", typ, s)
+		}
+	}
+	go func() {
+		for range recv.got {
+		}
+	}()
+	down := closedAddr(t)
+	// A daemon that never answers (it reads the body, so that a caller's leaving ends the request).
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hang.Close)
+
+	events := map[string][3]string{ // pre-tool, prompt, observational
+		agents.ClaudeCode: {"PreToolUse", "UserPromptSubmit", "PostToolUse"},
+		agents.Codex:      {"PreToolUse", "UserPromptSubmit", "Stop"},
+		agents.GeminiCLI:  {"BeforeTool", "BeforeAgent", "AfterTool"},
+		agents.Cursor:     {"beforeShellExecution", "beforeSubmitPrompt", "afterShellExecution"},
+	}
+	for kind, evs := range events {
+		for i, ev := range evs {
+			in := readFixture(t, kind, ev)
+			want := "deny"
+			if i == 2 {
+				want = "observed"
+			}
+			out, errs, code := runHook(t, d.url(""), agentKey, in, "--agent", kind, ev)
+			if code != 0 || out != readGolden(t, kind, ev, want) || errs != "" {
+				t.Errorf("%s %s: exit %d stdout %q stderr %q", kind, ev, code, out, errs)
+			}
+
+			// The daemon down, answering an error (a wrong key), or not answering in time.
+			for _, c := range []struct{ name, addr, token, errText string }{
+				{"down", down, agentKey, "cannot reach the daemon"},
+				{"wrong key", d.url(""), "key-wrong", "HTTP 401"},
+				{"timeout", hang.URL, agentKey, "no answer from"},
+			} {
+				out, errs, code := runHook(t, c.addr, c.token, in, "--agent", kind, ev, "--timeout", "300ms")
+				if i == 2 {
+					if code != 0 || !strings.Contains(errs, c.errText) || !strings.Contains(errs, "--on-error allow") ||
+						out != string(agents.For(kind).Answer(agents.Mapped{Event: ev, Point: agents.For(kind).Point(ev)}, agents.Verdict{})) {
+						t.Errorf("%s %s %s: exit %d stdout %q stderr %q", kind, ev, c.name, code, out, errs)
+					}
+					continue
+				}
+				if code != 2 || !strings.Contains(errs, c.errText) || !strings.Contains(errs, "blocked (--on-error deny)") ||
+					!strings.Contains(out, c.errText) {
+					t.Errorf("%s %s %s: exit %d stdout %q stderr %q", kind, ev, c.name, code, out, errs)
+				}
+			}
+			// --on-error allow lets a tool call through when the daemon is down, saying so.
+			if i == 0 {
+				_, errs, code := runHook(t, down, agentKey, in, "--agent", kind, ev, "--on-error", "allow")
+				if code != 0 || !strings.Contains(errs, "--on-error allow") {
+					t.Errorf("%s %s allow: exit %d stderr %q", kind, ev, code, errs)
+				}
+			}
+		}
+	}
+
+	// Misuse is exit 2 before anything is sent.
+	for _, args := range [][]string{{"--agent", "claude", "PreToolUse"}, {"PreToolUse"}, {"--agent", "codex"},
+		{"--agent", "codex", "--on-error", "maybe", "PreToolUse"}} {
+		if _, errs, code := runHook(t, d.url(""), agentKey, nil, args...); code != 2 || errs == "" {
+			t.Errorf("%v: exit %d %q", args, code, errs)
+		}
+	}
+	// An input of another event than the command line says is not forwarded.
+	if _, errs, code := runHook(t, d.url(""), agentKey, readFixture(t, agents.Codex, "Stop"), "--agent", "codex", "PreToolUse"); code != 2 ||
+		!strings.Contains(errs, `"Stop" event`) {
+		t.Errorf("mismatched event: exit %d %q", code, errs)
+	}
+}
+
+// closedAddr is the address of a port nobody listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "http://" + l.Addr().String()
+	l.Close()
+	return addr
+}
