@@ -31,7 +31,8 @@ type Overview struct {
 		Deny            int64 `json:"deny"`
 		FromFailureMode int64 `json:"fromFailureMode"`
 	} `json:"decisions"`
-	// Deliveries counts outbox rows by status.
+	// Deliveries counts outbox rows by status, and the paused ones (pending, of a disabled hook)
+	// under "paused" instead of "pending".
 	Deliveries       map[string]int64 `json:"deliveries"`
 	PendingApprovals int64            `json:"pendingApprovals"`
 }
@@ -100,6 +101,15 @@ func (db *DB) ReadOverview(ctx context.Context, since, now time.Time) (Overview,
 	}
 	if err := st.Err(); err != nil {
 		return o, fmt.Errorf("storage: overview of deliveries: %w", err)
+	}
+	// A disabled hook's queued deliveries are pending but paused: shown apart.
+	var paused int64
+	if err := r.Raw(`SELECT COUNT(*) FROM deliveries WHERE status = ? AND paused`, StatusPending).Scan(&paused).Error; err != nil {
+		return o, fmt.Errorf("storage: overview of paused deliveries: %w", err)
+	}
+	if paused > 0 {
+		o.Deliveries["paused"] = paused
+		o.Deliveries[StatusPending] -= paused
 	}
 	err = r.Raw(`SELECT COUNT(*) FROM asks WHERE status = ? AND kind = ?`, AskPending, AskConfirm).Scan(&o.PendingApprovals).Error
 	if err != nil {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromedp/cdproto/cdp"
 	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
@@ -512,4 +513,76 @@ func TestConsoleSessionsAndRoles(t *testing.T) {
 	if resp, body := adm.do("POST", "/api/approvals/"+asks["outsider"], `{"aproved":true}`, true); resp.StatusCode != 400 || !strings.Contains(string(body), "approved") {
 		t.Fatalf("a typo in the answer: %d %s", resp.StatusCode, body)
 	}
+}
+
+// Every page, in both languages and at a phone's width, renders without an error, sends nothing
+// to another origin, and fits the screen; the keyboard reaches the navigation.
+func TestConsolePagesAreClean(t *testing.T) {
+	chromiumPath(t)
+	recv := newConsoleReceiver(t)
+	d := startConsoleDaemon(t)
+	// A decision for the detail view: a pre_tool_use hook and one dispatch.
+	if st := d.call("POST", "/api/hooks", fmt.Sprintf(`{"hookName":"pages-gate","hookType":"pre_tool_use",
+		"toolNameMatch":"shell","dispatchType":"webhook","dispatchConfig":{"url":%q,"failureMode":"DENY"}}`, recv.srv.URL), nil); st != 201 {
+		t.Fatalf("create hook: %d", st)
+	}
+	if st := d.call("POST", "/api/hooks/dispatch", `{"hookType":"pre_tool_use","sessionId":7,
+		"context":{"toolName":"shell","toolCallId":"call-1","arguments":{"cmd":"ls"}}}`, nil); st != 200 {
+		t.Fatalf("dispatch: %d", st)
+	}
+	b := newBrowser(t, "http://"+d.addr)
+	b.run("sign in", 20*time.Second,
+		chromedp.Navigate(d.url("/console/")),
+		chromedp.WaitVisible(chromedp.CSS(`input[name=credential]`)),
+		chromedp.SendKeys(chromedp.CSS(`input[name=credential]`), "adm-test"),
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.CSS(`#nav a[data-page=overview]`)))
+
+	pages := map[string]string{"overview": "Overview", "hooks": "Hooks", "decisions": "Decisions", "deliveries": "Deliveries",
+		"breakers": "Breakers", "approvals": "Approvals", "tasks": "Scheduled tasks"}
+	zh := map[string]string{"overview": "概览", "hooks": "钩子", "decisions": "决策记录", "deliveries": "投递",
+		"breakers": "熔断器", "approvals": "审批", "tasks": "定时任务"}
+	visit := func(tag string, names map[string]string) {
+		for page, title := range names {
+			b.run(tag+" "+page, 10*time.Second,
+				chromedp.Navigate(d.url("/console/#/"+page)),
+				chromedp.WaitVisible(chromedp.Search(fmt.Sprintf(`//h1[text()=%q]`, title))))
+			over := value(b, tag+" "+page+" width", chromedp.Evaluate[bool](`document.documentElement.scrollWidth > window.innerWidth + 1`))
+			if over && tag == "phone" {
+				t.Errorf("%s at a phone's width is wider than the screen: %s", page, b.shot(page+"-too-wide"))
+			}
+		}
+	}
+	visit("desktop", pages)
+
+	// The decision's detail: its place in the chain, which verifies up to it.
+	b.run("decision detail", 10*time.Second,
+		chromedp.Navigate(d.url("/console/#/decisions")),
+		chromedp.Click(chromedp.Search(`//td[text()="shell"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//p[contains(., "The chain verifies up to this row")]`)))
+
+	// The keyboard: Tab reaches the skip link, then the navigation; Enter follows a link.
+	b.run("keyboard", 10*time.Second,
+		chromedp.Navigate("about:blank"),
+		chromedp.Navigate(d.url("/console/#/hooks")),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Hooks"]`)),
+		chromedp.KeyEvent("\t"), chromedp.KeyEvent("\t"))
+	if focused := value(b, "focus", chromedp.Evaluate[string](`document.activeElement.outerHTML`)); !strings.Contains(focused, `data-page="overview"`) {
+		t.Fatalf("two Tabs focus %s, want the first navigation link", focused)
+	}
+	b.run("keyboard enter", 10*time.Second,
+		chromedp.KeyEvent("\r"),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="Overview"]`)))
+
+	// Chinese, from the switch; then a phone's width.
+	b.run("switch to Chinese", 10*time.Second,
+		chromedp.Click(chromedp.CSS(`#lang`)),
+		chromedp.WaitVisible(chromedp.Search(`//h1[text()="概览"]`)))
+	visit("zh", zh)
+	if _, err := chromedp.Call(b.ctx, emulation.SetDeviceMetricsOverride,
+		emulation.SetDeviceMetricsOverrideParams{Width: 390, Height: 844, DeviceScaleFactor: 2, Mobile: true}); err != nil {
+		t.Fatal(err)
+	}
+	visit("phone", zh)
+	b.clean()
 }

@@ -184,9 +184,9 @@
           stat(total, t("decisionsHour"), "#/decisions"),
           stat(pct(s.decisions.deny), t("denyRate")),
           stat(pct(s.decisions.fromFailureMode), t("fmRate")),
-          stat(s.deliveries.pending, t("pending"), "#/deliveries"),
-          stat(s.deliveries.paused, t("paused"), "#/deliveries"),
-          stat(s.deliveries.dead, t("dead"), "#/deliveries"),
+          stat(s.deliveries.pending || 0, t("pending"), "#/deliveries"),
+          stat(s.deliveries.paused || 0, t("paused"), "#/deliveries"),
+          stat(s.deliveries.dead || 0, t("dead"), "#/deliveries"),
           stat(s.openBreakers, t("openBreakers"), "#/breakers"),
           stat(s.pendingApprovals, t("pendingApprovals"), "#/approvals")),
         el("div", { class: "card" }, el("h2", { text: t("lastHour") }), chart(s.perMinute)));
