@@ -146,7 +146,9 @@ func (r *run) execute() {
 	}
 	input := spec.Input
 	switch dec.Decision {
-	case dispatcher.Deny:
+	case dispatcher.Deny, dispatcher.Ask:
+		// A run has no one to ask before it starts: an ask on the input refuses it, with the
+		// hook's reason (docs/policies.md).
 		reason := dec.Reason
 		if reason == "" {
 			reason = "the input was refused by policy"

@@ -43,6 +43,9 @@ type pendingCall struct {
 	State    string         `json:"state,omitempty"` // the result state once done
 	Result   *model.Message `json:"result,omitempty"`
 	Async    *AsyncInfo     `json:"async,omitempty"` // work a tool started elsewhere
+	// HookAsk is the reason a pre_tool_use hook answered ask: a person decides, whatever the
+	// permission rules would allow.
+	HookAsk string `json:"hookAsk,omitempty"`
 }
 
 // settle takes the current step's calls to results. It returns false when the run paused or
@@ -118,6 +121,9 @@ func (r *run) decide(p *pendingCall) {
 	if p.Name == spawnTool && r.canSpawn() {
 		if r.preToolUse(p) {
 			p.Stage = stageReady // the subagent's own calls face the rules
+			if p.HookAsk != "" {
+				p.Stage, p.AskID = stageAsking, "ask_"+newEventID()[:20]
+			}
 		}
 		return
 	}
@@ -129,10 +135,19 @@ func (r *run) decide(p *pendingCall) {
 		return
 	}
 	if external {
+		if p.HookAsk != "" {
+			// The client runs the call the moment it is handed over: there is no point left
+			// at which a person could be asked, so the call does not run.
+			p.Stage, p.Reason = stageDenied, "a hook asks a person to approve this call, and a client-executed tool cannot wait for one: "+p.HookAsk
+			return
+		}
 		p.External, p.Stage, p.AskID = true, stageExternal, "ext_"+newEventID()[:20]
 		return
 	}
 	behavior, _, _ := r.permission(tool.Spec(), json.RawMessage(p.Args))
+	if p.HookAsk != "" && behavior != BehaviorDeny {
+		behavior = BehaviorAsk // a hook's ask outranks a rule's allow, not its deny
+	}
 	switch behavior {
 	case BehaviorDeny:
 		p.Stage, p.Reason = stageDenied, "denied by a permission rule"
@@ -160,6 +175,14 @@ func (r *run) preToolUse(p *pendingCall) bool {
 		return false
 	case dispatcher.Modify:
 		p.Args = *dec.ModifiedValue
+	case dispatcher.Ask:
+		if dec.ModifiedValue != nil {
+			p.Args = *dec.ModifiedValue // the person is asked about the call as modified
+		}
+		p.HookAsk = dec.Reason
+		if p.HookAsk == "" {
+			p.HookAsk = "a pre_tool_use hook asks a person to approve this call"
+		}
 	}
 	return true
 }
@@ -174,8 +197,13 @@ func (r *run) isExternal(name string) bool {
 }
 
 func (r *run) askCall(p pendingCall) AskCall {
-	tool, _ := r.rt.tools.Get(p.Name)
-	_, desc, pattern := r.permission(tool.Spec(), json.RawMessage(p.Args))
+	var desc, pattern string
+	if p.HookAsk != "" {
+		desc = p.HookAsk
+	} else {
+		tool, _ := r.rt.tools.Get(p.Name)
+		_, desc, pattern = r.permission(tool.Spec(), json.RawMessage(p.Args))
+	}
 	return AskCall{AskID: p.AskID, CallID: p.ID, Name: p.Name, Arguments: p.Args, RuleDescription: desc,
 		RulePattern: pattern, PrincipalID: r.spec.PrincipalID, ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout).UTC()}
 }

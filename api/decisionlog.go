@@ -13,8 +13,8 @@ import (
 	"github.com/hookd/hookd/storage"
 )
 
-// decisionLogAPI is the decision log as it grows (a live tail) and the check of its chain up to a
-// row; the list itself is GET /api/decisions.
+// decisionLogAPI is the decision log as it grows (a live tail); the list itself is GET
+// /api/decisions.
 type decisionLogAPI struct {
 	db        *storage.DB
 	heartbeat time.Duration
@@ -86,23 +86,6 @@ func (a decisionLogAPI) stream(c *gin.Context) {
 			}
 		}
 	}
-}
-
-// verify checks the chain from its start (or where retention cut it) up to the row upTo.
-func (a decisionLogAPI) verify(c *gin.Context) {
-	if !wire.OnlyQuery(c, "upTo") {
-		return
-	}
-	upTo, good := queryInt(c, "upTo")
-	if !good {
-		return
-	}
-	rep, err := a.db.VerifyDecisionsThrough(c.Request.Context(), upTo)
-	if err != nil {
-		wire.FailErr(c, err)
-		return
-	}
-	wire.OK(c, http.StatusOK, rep)
 }
 
 // orDefault is the heartbeat of the admin API's streams when the config gives none.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -108,19 +109,17 @@ type deliveryView struct {
 }
 
 func (a dispatchAPI) deliveries(c *gin.Context) {
-	f := storage.DeliveryFilter{EventID: c.Query("eventId"), Status: c.Query("status")}
-	var good bool
-	if f.HookID, good = queryInt(c, "hookId"); !good {
+	if !wire.OnlyQuery(c, "hookId", "eventId", "status", "cursor", "limit") {
 		return
 	}
-	if f.BeforeID, good = queryInt(c, "before"); !good {
-		return
-	}
-	limit, good := queryInt(c, "limit")
+	cursor, limit, good := pageQuery(c)
 	if !good {
 		return
 	}
-	f.Limit = int(limit)
+	f := storage.DeliveryFilter{EventID: c.Query("eventId"), Status: c.Query("status"), BeforeID: cursor, Limit: limit + 1}
+	if f.HookID, good = queryInt(c, "hookId"); !good {
+		return
+	}
 	switch f.Status {
 	case "", storage.StatusPending, storage.StatusDelivering, storage.StatusDelivered, storage.StatusFailed, storage.StatusDead:
 	default:
@@ -132,6 +131,8 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
+	page := wire.PageOf(ds, limit, func(d storage.Delivery) string { return wire.IDKey(d.ID) })
+	ds = page.Items
 	ids := make([]int64, len(ds))
 	for i, d := range ds {
 		ids[i] = d.ID
@@ -141,14 +142,81 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	out := make([]deliveryView, len(ds))
+	out := wire.Page[deliveryView]{Items: make([]deliveryView, len(ds)), Next: page.Next}
 	for i, d := range ds {
-		out[i] = deliveryView{Delivery: d, Attempts: attempts[d.ID]}
-		if out[i].Attempts == nil {
-			out[i].Attempts = []storage.Attempt{}
+		out.Items[i] = deliveryView{Delivery: d, Attempts: attempts[d.ID]}
+		if out.Items[i].Attempts == nil {
+			out.Items[i].Attempts = []storage.Attempt{}
 		}
 	}
 	wire.OK(c, http.StatusOK, out)
+}
+
+// deleteDelivery removes one delivery and its attempts, in whatever state unless a worker holds
+// it right now: a pending one is then never delivered.
+func (a dispatchAPI) deleteDelivery(c *gin.Context) {
+	id, good := pathID(c)
+	if !good || !wire.OnlyQuery(c) {
+		return
+	}
+	if deliveryFailed(c, id, a.db.DeleteDelivery(c.Request.Context(), id)) {
+		return
+	}
+	wire.OK(c, http.StatusOK, gin.H{"deleted": 1})
+}
+
+// deliveryFailed answers err of an operation on delivery id, if any: 409 while a worker holds it.
+func deliveryFailed(c *gin.Context, id int64, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, storage.ErrBusy):
+		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
+	default:
+		wire.FailErr(c, err)
+	}
+	return true
+}
+
+// purgeDeliveries removes the failed or dead deliveries a filter names (status is required: a
+// purge never takes rows that may still be delivered), in batches.
+func (a dispatchAPI) purgeDeliveries(c *gin.Context) {
+	if !wire.OnlyQuery(c, "status", "hookId", "before") {
+		return
+	}
+	var f storage.PurgeFilter
+	switch st := c.Query("status"); st {
+	case storage.StatusFailed, storage.StatusDead:
+		f.Statuses = []string{st}
+	case "failed,dead", "dead,failed":
+		f.Statuses = []string{storage.StatusFailed, storage.StatusDead}
+	case "":
+		wire.Fail(c, http.StatusBadRequest, "status: is required (failed, dead or failed,dead)")
+		return
+	default:
+		wire.Fail(c, http.StatusBadRequest, "status: must be failed, dead or failed,dead")
+		return
+	}
+	var good bool
+	if f.HookID, good = queryInt(c, "hookId"); !good {
+		return
+	}
+	if f.Before, good = queryTime(c, "before"); !good {
+		return
+	}
+	var total int64
+	for {
+		n, err := a.db.PurgeDeliveries(c.Request.Context(), f, 500)
+		if err != nil {
+			wire.FailErr(c, err)
+			return
+		}
+		total += n
+		if n < 500 {
+			break
+		}
+	}
+	wire.OK(c, http.StatusOK, gin.H{"deleted": total})
 }
 
 func (a dispatchAPI) redeliver(c *gin.Context) {
@@ -157,12 +225,7 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 		return
 	}
 	d, err := a.d.Redeliver(c.Request.Context(), id)
-	if errors.Is(err, storage.ErrBusy) {
-		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
-		return
-	}
-	if err != nil {
-		wire.FailErr(c, err)
+	if deliveryFailed(c, id, err) {
 		return
 	}
 	attempts, err := a.db.Attempts(c.Request.Context(), []int64{id})
@@ -174,33 +237,95 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 }
 
 func (a dispatchAPI) decisions(c *gin.Context) {
-	f := storage.DecisionFilter{HookType: c.Query("hookType"), DecisionID: c.Query("decisionId")}
+	if !wire.OnlyQuery(c, "hookType", "hookId", "sessionId", "principalId", "toolName", "outcome", "decisionId",
+		"since", "until", "cursor", "limit") {
+		return
+	}
+	cursor, limit, good := pageQuery(c)
+	if !good {
+		return
+	}
+	f := storage.DecisionFilter{HookType: c.Query("hookType"), DecisionID: c.Query("decisionId"),
+		ToolName: c.Query("toolName"), Outcome: c.Query("outcome"), BeforeID: cursor, Limit: limit + 1}
 	if f.HookType != "" && !dispatcher.HookType(f.HookType).Interceptive() {
 		wire.Fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
 		return
 	}
-	if c.Query("sessionId") != "" {
-		v, good := queryInt(c, "sessionId")
-		if !good {
-			return
+	switch f.Outcome {
+	case "", dispatcher.Allow, dispatcher.Deny, dispatcher.Modify, storage.OutcomeError:
+	default:
+		wire.Fail(c, http.StatusBadRequest, "outcome: must be allow, deny, modify or error")
+		return
+	}
+	if f.HookID, good = queryInt(c, "hookId"); !good {
+		return
+	}
+	for _, p := range []struct {
+		name string
+		dst  **int64
+	}{{"sessionId", &f.SessionID}, {"principalId", &f.PrincipalID}} {
+		if c.Query(p.name) != "" {
+			v, good := queryInt(c, p.name)
+			if !good {
+				return
+			}
+			*p.dst = &v
 		}
-		f.SessionID = &v
 	}
-	var good bool
-	if f.BeforeID, good = queryInt(c, "before"); !good {
+	if f.Since, good = queryTime(c, "since"); !good {
 		return
 	}
-	limit, good := queryInt(c, "limit")
-	if !good {
+	if f.Until, good = queryTime(c, "until"); !good {
 		return
 	}
-	f.Limit = int(limit)
 	ds, err := a.db.ListDecisions(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, ds)
+	wire.OK(c, http.StatusOK, wire.PageOf(ds, limit, func(d storage.Decision) string { return wire.IDKey(d.ID) }))
+}
+
+// verifyDecisions checks the decision log's hash chain (hookd decisions verify).
+func (a dispatchAPI) verifyDecisions(c *gin.Context) {
+	if !wire.OnlyQuery(c, "upTo") {
+		return
+	}
+	upTo, good := queryInt(c, "upTo") // 0: every row; else whether the record up to that row holds
+	if !good {
+		return
+	}
+	rep, err := a.db.VerifyDecisionsThrough(c.Request.Context(), upTo)
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusOK, rep)
+}
+
+// pageQuery reads the paging parameters of a list newest first by id: the cursor is the id the
+// next page starts below.
+func pageQuery(c *gin.Context) (beforeID int64, limit int, ok bool) {
+	cursor, limit, ok := wire.PageQuery(c)
+	if !ok {
+		return 0, 0, false
+	}
+	beforeID, ok = wire.CursorID(c, cursor)
+	return beforeID, limit, ok
+}
+
+// queryTime reads an optional RFC 3339 time query parameter (zero when absent).
+func queryTime(c *gin.Context, name string) (time.Time, bool) {
+	s := c.Query(name)
+	if s == "" {
+		return time.Time{}, true
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%s: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z", name)
+		return time.Time{}, false
+	}
+	return t, true
 }
 
 // breakers answers one page of the breakers of the receiver URLs hooks use, by URL.

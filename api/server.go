@@ -139,7 +139,10 @@ func newEngine(d Deps) *gin.Engine {
 	admin.POST("/hooks/:id/test", da.probe)
 	admin.GET("/deliveries", da.deliveries)
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
+	admin.DELETE("/deliveries/:id", da.deleteDelivery)
+	admin.DELETE("/deliveries", da.purgeDeliveries)
 	admin.GET("/decisions", da.decisions)
+	admin.GET("/decisions/verify", da.verifyDecisions)
 	admin.GET("/breakers", da.breakers)
 	if d.Metrics != nil {
 		metrics := promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})
@@ -165,7 +168,6 @@ func newEngine(d Deps) *gin.Engine {
 	admin.POST("/approvals/:askId", aa.answer)
 	dl := decisionLogAPI{db: d.DB, heartbeat: d.Heartbeat}
 	admin.GET("/decisions/stream", dl.stream)
-	admin.GET("/decisions/verify", dl.verify)
 	return r
 }
 

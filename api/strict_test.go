@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
@@ -258,7 +259,8 @@ func newDispatchServer(t *testing.T, db *storage.DB) (client, *prometheus.Regist
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp, AdminTokens: []string{adminToken}, Log: log}))
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp,
+		AdminTokens: []string{adminToken}, Log: log})))
 	t.Cleanup(func() {
 		srv.Close()
 		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -34,6 +34,8 @@ type Settings struct {
 	Metrics prometheus.Registerer
 	// DecisionDurability is DurabilitySync (the default) or DurabilityBatched.
 	DecisionDurability string
+	// Retention prunes finished deliveries and old decisions; zero keeps them.
+	Retention Retention
 	// RecordArguments keeps a decision's tool arguments or user input in its log row, besides
 	// their hash.
 	RecordArguments bool
@@ -125,6 +127,9 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	if s.Transport == nil {
 		s.Transport = http.DefaultTransport
 	}
+	if s.Retention.Every <= 0 {
+		s.Retention.Every = time.Minute
+	}
 	if s.DecisionDurability == "" {
 		s.DecisionDurability = DurabilitySync
 	}
@@ -161,9 +166,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			return err
 		}
 	}
-	d.claimers.Add(2)
+	d.claimers.Add(3)
 	go d.claimLoop()
 	go d.rescueLoop()
+	go d.retentionLoop()
 	return nil
 }
 

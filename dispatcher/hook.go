@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/hookdtype"
+	"github.com/hookd/hookd/policy"
 )
 
 // HookType is a lifecycle point a hook can be registered on.
@@ -54,6 +55,12 @@ const (
 	FailClosed = "DENY"
 )
 
+// Dispatch types: a webhook asks a receiver, a policy evaluates CEL rules in-process.
+const (
+	DispatchWebhook = "webhook"
+	DispatchPolicy  = "policy"
+)
+
 // Signature schemes.
 const (
 	SchemeHookd    = "hookd"
@@ -74,13 +81,15 @@ type Hook struct {
 	Enabled        *bool          `json:"enabled"`
 	DispatchType   string         `json:"dispatchType"`
 	DispatchConfig DispatchConfig `json:"dispatchConfig"`
-	CreatedAt      *time.Time     `json:"createdAt,omitempty"`
-	UpdatedAt      *time.Time     `json:"updatedAt,omitempty"`
+	// PolicyConfig holds the rules of a dispatchType "policy" hook (docs/policies.md).
+	PolicyConfig *policy.Config `json:"policyConfig,omitempty"`
+	CreatedAt    *time.Time     `json:"createdAt,omitempty"`
+	UpdatedAt    *time.Time     `json:"updatedAt,omitempty"`
 }
 
 // DispatchConfig says where and how a hook's events are sent.
 type DispatchConfig struct {
-	URL        string `json:"url"`
+	URL        string `json:"url,omitempty"` // webhooks only
 	TimeoutMs  int    `json:"timeoutMs,omitempty"`
 	MaxRetries *int   `json:"maxRetries,omitempty"`
 	// SigningSecret is tri-state on update: nil or "***" keeps, "" clears, a value replaces.
@@ -169,12 +178,58 @@ func (h *Hook) Normalize() error {
 		h.Enabled = &t
 	}
 	if h.DispatchType == "" {
-		h.DispatchType = "webhook"
+		h.DispatchType = DispatchWebhook
 	}
-	if h.DispatchType != "webhook" {
-		return invalid("dispatchType", "must be \"webhook\"")
+	switch h.DispatchType {
+	case DispatchWebhook:
+		if h.PolicyConfig != nil {
+			return invalid("policyConfig", "only applies to dispatchType \"policy\"")
+		}
+		return h.DispatchConfig.normalize(h.HookType)
+	case DispatchPolicy:
+		if !h.HookType.Interceptive() {
+			return invalid("dispatchType", "\"policy\" only applies to the interceptive hook types user_message, pre_tool_use and pre_scheduled_task")
+		}
+		if h.PolicyConfig == nil {
+			return invalid("policyConfig", "is required for dispatchType \"policy\"")
+		}
+		if err := h.DispatchConfig.normalizePolicy(); err != nil {
+			return err
+		}
+		_, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
+		return err
+	default:
+		return invalid("dispatchType", "%q is not one of webhook, policy", h.DispatchType)
 	}
-	return h.DispatchConfig.normalize(h.HookType)
+}
+
+// normalizePolicy checks the dispatchConfig of a policy hook: only failureMode applies (what an
+// evaluation error or a cost overrun decides); anything about a receiver is refused rather than
+// stored unused.
+func (c *DispatchConfig) normalizePolicy() error {
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"url", c.URL != ""}, {"timeoutMs", c.TimeoutMs != 0}, {"maxRetries", c.MaxRetries != nil},
+		{"signingSecret", c.SigningSecret != nil && *c.SigningSecret != ""},
+		{"signatureScheme", c.SignatureScheme != ""}, {"auth", c.Auth != nil}} {
+		if f.set {
+			return invalid("dispatchConfig."+f.name, "does not apply to a policy hook")
+		}
+	}
+	c.SigningSecret = nil
+	return c.normalizeFailureMode()
+}
+
+func (c *DispatchConfig) normalizeFailureMode() error {
+	c.FailureMode = strings.ToUpper(c.FailureMode)
+	if c.FailureMode == "" {
+		c.FailureMode = FailOpen
+	}
+	if c.FailureMode != FailOpen && c.FailureMode != FailClosed {
+		return invalid("dispatchConfig.failureMode", "must be ALLOW or DENY")
+	}
+	return nil
 }
 
 func (c *DispatchConfig) normalize(t HookType) error {
@@ -203,12 +258,8 @@ func (c *DispatchConfig) normalize(t HookType) error {
 	if *c.MaxRetries < 0 || *c.MaxRetries > MaxFastRetries {
 		return invalid("dispatchConfig.maxRetries", "must be between 0 and %d", MaxFastRetries)
 	}
-	c.FailureMode = strings.ToUpper(c.FailureMode)
-	if c.FailureMode == "" {
-		c.FailureMode = FailOpen
-	}
-	if c.FailureMode != FailOpen && c.FailureMode != FailClosed {
-		return invalid("dispatchConfig.failureMode", "must be ALLOW or DENY")
+	if err := c.normalizeFailureMode(); err != nil {
+		return err
 	}
 	if c.SignatureScheme == "" {
 		c.SignatureScheme = SchemeHookd
@@ -474,6 +525,9 @@ func (h *Hook) Secret() string {
 // Within an auth of the stored type, a credential sent back as "***" (as GET shows it) keeps its
 // stored value, so a hook read with GET can be sent back with PUT unchanged.
 func (h *Hook) MergeSecrets(stored *Hook) {
+	if h.DispatchType == DispatchPolicy {
+		return // a policy hook has no secrets; one sent is refused by Normalize
+	}
 	dc := &h.DispatchConfig
 	if dc.SigningSecret == nil || *dc.SigningSecret == Masked {
 		dc.SigningSecret = stored.DispatchConfig.SigningSecret

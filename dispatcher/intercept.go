@@ -14,15 +14,18 @@ import (
 	"github.com/hookd/hookd/storage"
 )
 
-// Decision outcomes.
+// Decision outcomes. Ask sends the call to a person: in hookd's own runtime it becomes the
+// dialect's permission ask; through the dispatch API it is returned as it is.
 const (
 	Allow  = "allow"
 	Deny   = "deny"
 	Modify = "modify"
+	Ask    = "ask"
 )
 
 // Decision is the verdict of an interceptive chain. ModifiedValue is set when some hook modified
-// the value (the last modification wins, and each hook saw the one before it).
+// the value (the last modification wins, and each hook saw the one before it); it stays set on
+// ask, for the call the person is asked about.
 type Decision struct {
 	Decision      string  `json:"decision"`
 	Reason        string  `json:"reason,omitempty"`
@@ -48,11 +51,62 @@ type hookAnswer struct {
 	ModifiedValue json.RawMessage `json:"modifiedValue"`
 }
 
+// A decider is one stage of the interceptive chain: it answers for one hook, a webhook by asking
+// its receiver, a policy by evaluating its rules. It decides nothing about the chain: the chain
+// rules live in Intercept alone; failureMode and the modify check in evaluate, for every kind.
+type decider interface {
+	decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer
+}
+
+// answer is one hook's decision with what the decision log records of it. A non-nil failure
+// means the hook could not decide: its failureMode does.
+type answer struct {
+	dec     Decision
+	rule    string // the policy rule that decided
+	status  int    // the receiver's HTTP status
+	breaker string // the receiver URL's breaker state when it was asked
+	cost    uint64 // the CEL cost a policy spent
+	failure error
+}
+
+var (
+	_ decider = webhookDecider{}
+	_ decider = (*policyDecider)(nil)
+	_ decider = brokenDecider{}
+)
+
+// chainEvent is the event as the chain's next stage sees it: the value of the last modify, its
+// context rendered once for the webhooks and decoded once for the policies.
+type chainEvent struct {
+	ev        *Event
+	body      json.RawMessage
+	canonical bool
+	decoded   any // the policies' view of body; nil until a policy needs it
+}
+
+func newChainEvent(ev *Event) (*chainEvent, error) {
+	c := &chainEvent{ev: ev}
+	var err error
+	c.body, c.canonical, err = encodeContext(ev.Context)
+	return c, err
+}
+
+// handOn makes a modify's context the one the next stage sees.
+func (c *chainEvent) handOn(next any) error {
+	c.ev.Context, c.decoded = next, nil
+	var err error
+	c.body, c.canonical, err = encodeContext(next)
+	return err
+}
+
 // Intercept runs the matching hooks of an interceptive event in chain order (priority, then id)
-// and returns the verdict: a deny ends the chain; a modify hands the new value to the next hook.
-// No matching hook means allow. Every hook asked adds a row to the decision log holding what it
-// was asked about and what was enforced; with decisions.durability sync the rows are committed
-// before Intercept returns, and a decision that cannot be recorded is an error, not a verdict.
+// and returns the verdict. The chain rules, all of them here, whatever kind each stage is: a deny
+// ends the chain; a modify hands the new value to the next hook; an ask is remembered and the
+// chain goes on, so a later deny still wins; the verdict is ask when some hook asked and none
+// denied. No matching hook means allow. Every hook asked adds a row to the decision log holding
+// what it was asked about and what was enforced; with decisions.durability sync the rows are
+// committed before Intercept returns, and a decision that cannot be recorded is an error, not a
+// verdict.
 func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) {
 	if !ev.HookType.Interceptive() {
 		return Decision{}, fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
@@ -72,18 +126,19 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		ev.OccurredAt = now
 	}
 	// The context is rendered once, and again only after a modify changed it.
-	body, canonical, err := encodeContext(ev.Context)
+	c, err := newChainEvent(&ev)
 	if err != nil {
 		return Decision{}, err
 	}
 	subj := subjectOf(ev.Context, d.set.RecordArguments)
 	recs := make([]storage.Decision, 0, len(hooks))
 	verdict, err = func() (Decision, error) {
+		var askReason *string
 		for i, h := range hooks {
 			if i > 0 {
 				now = time.Now()
 			}
-			res := d.evaluate(ctx, h, &ev, body, canonical, now)
+			res := d.evaluate(ctx, h, c, now)
 			recs = append(recs, d.decisionRow(h, &ev, subj, verdict.DecisionID, now, res))
 			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
 			if res.invalid != nil {
@@ -91,17 +146,21 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 			}
 			switch res.dec.Decision {
 			case Deny:
-				verdict.Decision, verdict.Reason = Deny, res.dec.Reason
-				verdict.ModifiedValue = nil
-				return verdict, nil
+				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID}, nil
+			case Ask:
+				if askReason == nil {
+					askReason = &res.dec.Reason
+				}
 			case Modify:
-				ev.Context = res.next
-				if body, canonical, err = encodeContext(ev.Context); err != nil {
+				if err := c.handOn(res.next); err != nil {
 					return Decision{}, err
 				}
 				subj = subjectOf(ev.Context, d.set.RecordArguments)
 				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
 			}
+		}
+		if askReason != nil {
+			verdict.Decision, verdict.Reason = Ask, *askReason
 		}
 		return verdict, nil
 	}()
@@ -113,23 +172,20 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 
 // hookResult is what asking one hook came to, as a dispatch enforces it.
 type hookResult struct {
-	dec     Decision
+	answer
 	eventID string
-	status  int
-	failure error  // non-nil: the hook's failureMode decided, because of this
-	invalid error  // non-nil: a modify that cannot be applied; the chain ends in this error
-	next    any    // the context the next hook sees after a modify
-	breaker string // the URL's breaker state when the hook was asked
+	invalid error // non-nil: a modify that cannot be applied; the chain ends in this error
+	next    any   // the context the next hook sees after a modify
 	took    time.Duration
 }
 
-// evaluate asks one hook, starting at start, and turns whatever happens into what a dispatch
-// enforces, per the source document's tolerance rules: the answer, the failureMode when the
-// exchange failed, or an error when a modify cannot be applied. The hook test endpoint goes
-// through here too, so it answers what a dispatch would decide.
-func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, ev *Event, body json.RawMessage, canonical bool, start time.Time) hookResult {
+// evaluate asks one hook's decider, starting at start, and turns whatever happens into what a
+// dispatch enforces, per the source document's tolerance rules: the answer, the failureMode when
+// the hook could not decide, or an error when a modify cannot be applied. The hook test endpoint
+// goes through here too, so it answers what a dispatch would decide.
+func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, start time.Time) hookResult {
 	res := hookResult{eventID: storage.NewTSIDString()}
-	res.dec, res.status, res.breaker, res.failure = d.call(ctx, h, ev, strPtr(ev.TraceID), body, canonical, res.eventID, start)
+	res.answer = h.decider.decide(ctx, d, h, c, res.eventID, start)
 	res.took = time.Since(start)
 	if res.failure != nil {
 		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
@@ -137,11 +193,11 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, ev *Event, body
 			res.dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
 		}
 		d.log.Warn("interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
-			"traceId", ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
+			"traceId", c.ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
 		return res
 	}
 	if res.dec.Decision == Modify {
-		next, err := withModified(ev.Context, *res.dec.ModifiedValue)
+		next, err := withModified(c.ev.Context, *res.dec.ModifiedValue)
 		if err != nil {
 			res.invalid = &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
 			return res
@@ -151,13 +207,22 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, ev *Event, body
 	return res
 }
 
+// webhookDecider asks the hook's receiver.
+type webhookDecider struct{}
+
+func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
+	var a answer
+	a.dec, a.status, a.breaker, a.failure = d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), c.body, c.canonical, eventID, now)
+	return a
+}
+
 // decisionRow is the decision log row of one hook's result: what was enforced, which for an
 // invalid modify is the error the caller got.
 func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decisionID string, start time.Time, res hookResult) storage.Decision {
 	rec := storage.Decision{DecisionID: decisionID, EventID: res.eventID, HookID: h.ID, HookName: h.HookName,
 		HookPriority: h.Priority, HookType: string(h.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID,
 		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
-		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, Outcome: res.dec.Decision,
+		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, RuleName: res.rule, Outcome: res.dec.Decision,
 		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
 		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start}
 	if res.dec.ModifiedValue != nil {
@@ -223,7 +288,7 @@ var (
 )
 
 // parseAnswer applies the tolerance rules: an empty body, a missing or unknown decision is allow;
-// a body that is not a JSON object is a failure.
+// a body that is not a JSON object is a failure. ask is hookd's extension (docs/receivers.md).
 func parseAnswer(body []byte) (Decision, error) {
 	// The common answer, give or take JSON whitespace around it, is an allow: what decoding it
 	// would decide too.
@@ -241,6 +306,8 @@ func parseAnswer(body []byte) (Decision, error) {
 	switch strings.ToLower(strings.TrimSpace(ans.Decision)) {
 	case Deny:
 		return Decision{Decision: Deny, Reason: ans.Reason}, nil
+	case Ask:
+		return Decision{Decision: Ask, Reason: ans.Reason}, nil
 	case Modify:
 		dec := Decision{Decision: Modify}
 		if len(ans.ModifiedValue) > 0 && string(ans.ModifiedValue) != "null" {

@@ -84,9 +84,9 @@ const (
 
 var deliveryOutcomes = [numDeliveryOutcomes]string{"delivered", "retry", "failed", "dead", "snoozed"}
 
-const numDecisionOutcomes = 3
+const numDecisionOutcomes = 4
 
-var decisionOutcomes = [numDecisionOutcomes]string{Allow, Deny, Modify}
+var decisionOutcomes = [numDecisionOutcomes]string{Allow, Deny, Modify, Ask}
 
 func decisionIndex(d string) int {
 	switch d {
@@ -96,6 +96,8 @@ func decisionIndex(d string) int {
 		return 1
 	case Modify:
 		return 2
+	case Ask:
+		return 3
 	}
 	return -1
 }

@@ -265,8 +265,8 @@ hookd_dead_deliveries_total 1
 				}
 			}
 		}
-		if n := testutil.CollectAndCount(reg, "hookd_decisions_total"); n != 9 {
-			t.Errorf("hookd_decisions_total: %d series, want 3 interceptive types x 3 outcomes", n)
+		if n := testutil.CollectAndCount(reg, "hookd_decisions_total"); n != 12 {
+			t.Errorf("hookd_decisions_total: %d series, want 3 interceptive types x 4 outcomes", n)
 		}
 		if n := testutil.CollectAndCount(reg, "hookd_deliveries_total"); n != 25 {
 			t.Errorf("hookd_deliveries_total: %d series, want 5 observational types x 5 outcomes", n)

@@ -155,6 +155,13 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.Status, out.Error = storage.StatusDead, "hook deleted"
 		return out
 	}
+	if h.Enabled != nil && !*h.Enabled {
+		// Disabled since the claim (or on another replica first): no attempt; the completion
+		// pauses the row if the database agrees, and otherwise it comes round again shortly.
+		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
+		out.StatusCode = row.LastStatusCode
+		return out
+	}
 	url := h.DispatchConfig.URL
 	done, err := d.breakers.Acquire(url)
 	if err != nil {

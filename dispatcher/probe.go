@@ -40,13 +40,14 @@ func (d *Dispatcher) Probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	now := time.Now()
 	ev := Event{HookType: h.HookType, SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID,
 		Context: SampleContext(h.HookType), OccurredAt: now}
-	body, canonical, err := encodeContext(ev.Context)
+	c, err := newChainEvent(&ev)
 	if err != nil {
 		return ProbeResult{}, err
 	}
+	body, canonical := c.body, c.canonical
 	if h.HookType.Interceptive() {
 		ev.TraceID = "hookd-test-" + storage.NewTSIDString()
-		r := d.evaluate(ctx, h, &ev, body, canonical, now)
+		r := d.evaluate(ctx, h, c, now)
 		res := ProbeResult{EventID: r.eventID, StatusCode: r.status, LatencyMs: r.took.Milliseconds(),
 			Decision: &r.dec.Decision, Reason: nullIfEmpty(r.dec.Reason), ModifiedValue: r.dec.ModifiedValue,
 			FromFailureMode: r.failure != nil, BreakerState: r.breaker}

@@ -42,11 +42,13 @@ type snapshot struct {
 	urls    map[string]bool           // the receiver URL of every hook
 }
 
-// boundHook is a hook with its toolNameMatch compiled and what its requests need prepared.
+// boundHook is a hook with its toolNameMatch compiled and its decider ready: for a webhook, what
+// its requests need prepared; for a policy, the compiled rules.
 type boundHook struct {
 	Hook
-	match hookdtype.NameMatch
-	wire  *hookWire
+	match   hookdtype.NameMatch
+	wire    *hookWire
+	decider decider
 }
 
 // NewRegistry loads the hooks of db.
@@ -101,6 +103,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 		return err
 	}
 	s := &snapshot{version: version, byType: map[HookType][]*boundHook{}, all: map[int64]*boundHook{}, urls: map[string]bool{}}
+	old := r.snap.Load()
 	for _, row := range rows {
 		h, err := fromRow(row)
 		if err != nil {
@@ -111,9 +114,20 @@ func (r *Registry) Reload(ctx context.Context) error {
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
-		b := &boundHook{Hook: h, match: m, wire: newHookWire(&h)}
+		b := &boundHook{Hook: h, match: m}
+		if old != nil {
+			b.decider = reuseDecider(old.all[h.ID], &h)
+		}
+		if b.decider == nil {
+			b.decider = newDecider(&h, r.log)
+		}
+		if _, ok := b.decider.(webhookDecider); ok {
+			b.wire = newHookWire(&h)
+		}
 		s.all[h.ID] = b
-		s.urls[h.DispatchConfig.URL] = true
+		if h.DispatchConfig.URL != "" { // a policy hook has none
+			s.urls[h.DispatchConfig.URL] = true
+		}
 		if *h.Enabled {
 			s.byType[h.HookType] = append(s.byType[h.HookType], b)
 		}
@@ -304,8 +318,8 @@ func fromRow(row storage.Hook) (Hook, error) {
 // usesURL reports whether a registered hook, enabled or not, sends to url.
 func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }
 
-// byID returns a registered hook whether enabled or not; nil when it was deleted. Queued
-// deliveries of a hook disabled after they were queued are still delivered.
+// byID returns a registered hook whether enabled or not; nil when it was deleted. The queued
+// deliveries of a disabled hook wait, paused, until it is enabled again.
 func (r *Registry) byID(id int64) *boundHook {
 	return r.snap.Load().all[id]
 }

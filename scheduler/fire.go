@@ -95,7 +95,7 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	case err != nil:
 		f.end(storage.TaskRunFailed, agent.CodeInternal, "pre_scheduled_task hook: "+err.Error())
 		return "", false
-	case dec.Decision == dispatcher.Deny:
+	case dec.Decision == dispatcher.Deny, dec.Decision == dispatcher.Ask: // nobody to ask at a cron tick
 		reason := dec.Reason
 		if reason == "" {
 			reason = "denied by a pre_scheduled_task hook"

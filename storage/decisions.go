@@ -16,17 +16,19 @@ import (
 // hash chain: PrevHash is the Hash of the row before, Hash covers every other field, so an edited
 // or deleted row is found by VerifyDecisions.
 type Decision struct {
-	ID           int64   `json:"id"`
-	DecisionID   string  `json:"decisionId"` // shared by the hooks of one chain
-	EventID      string  `json:"eventId"`
-	HookID       int64   `json:"hookId"`
-	HookName     string  `json:"hookName"`
-	HookPriority int     `json:"hookPriority"`
-	HookType     string  `json:"hookType"`
-	SessionID    *int64  `json:"sessionId"`
-	PrincipalID  *int64  `json:"principalId"`
-	AgentID      *int64  `json:"agentId"`
-	TraceID      *string `json:"traceId"`
+	ID           int64  `json:"id"`
+	DecisionID   string `json:"decisionId"` // shared by the hooks of one chain
+	EventID      string `json:"eventId"`
+	HookID       int64  `json:"hookId"`
+	HookName     string `json:"hookName"`
+	HookPriority int    `json:"hookPriority"`
+	HookType     string `json:"hookType"`
+	// RuleName is the policy rule that decided; empty for webhooks and a policy's default.
+	RuleName    string  `json:"ruleName,omitempty"`
+	SessionID   *int64  `json:"sessionId"`
+	PrincipalID *int64  `json:"principalId"`
+	AgentID     *int64  `json:"agentId"`
+	TraceID     *string `json:"traceId"`
 	// The subject: the tool call (name, call id, SHA-256 of the canonical arguments), or the
 	// SHA-256 of the user's input, or the scheduled task. Subject holds the arguments or input
 	// themselves only when decisions.recordArguments is on.
@@ -62,6 +64,7 @@ type decisionRow struct {
 	HookName        string
 	HookPriority    int
 	HookType        string
+	RuleName        string
 	SessionID       *int64
 	PrincipalID     *int64
 	AgentID         *int64
@@ -88,7 +91,7 @@ func (decisionRow) TableName() string { return "decisions" }
 
 func (r decisionRow) plain() Decision {
 	return Decision{ID: r.ID, DecisionID: r.DecisionID, EventID: r.EventID, HookID: r.HookID, HookName: r.HookName,
-		HookPriority: r.HookPriority, HookType: r.HookType, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
+		HookPriority: r.HookPriority, HookType: r.HookType, RuleName: r.RuleName, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
 		AgentID: r.AgentID, TraceID: r.TraceID, ToolName: r.ToolName, ToolCallID: r.ToolCallID, TaskID: r.TaskID,
 		SubjectHash: r.SubjectHash, Subject: r.Subject, Outcome: r.Outcome, Reason: r.Reason,
 		ModifiedHash: r.ModifiedHash, FromFailureMode: r.FromFailureMode, BreakerState: r.BreakerState,
@@ -105,6 +108,7 @@ type chainForm struct {
 	HookName        string  `json:"hookName"`
 	HookPriority    int     `json:"hookPriority"`
 	HookType        string  `json:"hookType"`
+	RuleName        string  `json:"ruleName,omitempty"` // omitted when empty: rows of webhooks hash as before
 	SessionID       *int64  `json:"sessionId"`
 	PrincipalID     *int64  `json:"principalId"`
 	AgentID         *int64  `json:"agentId"`
@@ -129,7 +133,7 @@ type chainForm struct {
 // chainHash is the SHA-256 (hex) of d's canonical form.
 func chainHash(d *Decision) string {
 	b, _ := json.Marshal(chainForm{DecisionID: d.DecisionID, EventID: d.EventID, HookID: d.HookID,
-		HookName: d.HookName, HookPriority: d.HookPriority, HookType: d.HookType, SessionID: d.SessionID,
+		HookName: d.HookName, HookPriority: d.HookPriority, HookType: d.HookType, RuleName: d.RuleName, SessionID: d.SessionID,
 		PrincipalID: d.PrincipalID, AgentID: d.AgentID, TraceID: d.TraceID, ToolName: d.ToolName,
 		ToolCallID: d.ToolCallID, TaskID: d.TaskID, SubjectHash: d.SubjectHash, Subject: d.Subject,
 		Outcome: d.Outcome, Reason: d.Reason, ModifiedHash: d.ModifiedHash, FromFailureMode: d.FromFailureMode,
@@ -193,13 +197,13 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 		ds[i].Hash = chainHash(&ds[i])
 		prev = ds[i].Hash
 	}
-	const cols, chunk = 25, 200
+	const cols, chunk = 26, 200
 	for i := 0; i < len(ds); i += chunk {
 		part := ds[i:min(i+chunk, len(ds))]
 		q := append(make([]byte, 0, 512+len(part)*cols*5), `INSERT INTO decisions (decision_id, event_id, hook_id,
 			hook_name, hook_priority, hook_type, session_id, principal_id, agent_id, trace_id, tool_name, tool_call_id,
 			task_id, subject_hash, subject, outcome, reason, modified_hash, from_failure_mode, breaker_state,
-			status_code, error, latency_ms, created_at, prev_hash, hash) VALUES `...)
+			status_code, error, latency_ms, created_at, prev_hash, hash, rule_name) VALUES `...)
 		args := make([]any, 0, len(part)*(cols+1))
 		for j, d := range part {
 			if j > 0 {
@@ -209,7 +213,7 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 			args = append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
 				d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
 				d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
-				d.Error, d.LatencyMs, ms(d.CreatedAt), d.PrevHash, d.Hash)
+				d.Error, d.LatencyMs, ms(d.CreatedAt), d.PrevHash, d.Hash, d.RuleName)
 		}
 		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
 			return err

@@ -132,17 +132,38 @@ func (db *DB) ListHooks(ctx context.Context, f HookFilter) ([]Hook, error) {
 func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 	h.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	row := db.toHookRow(h)
-	res := db.w.WithContext(ctx).Model(&hookRow{}).Where("id = ?", h.ID).Updates(map[string]any{
-		"hook_type": row.HookType, "agent_id": row.AgentID, "enabled": row.Enabled, "priority": row.Priority,
-		"doc": row.Doc, "secrets_enc": row.SecretsEnc, "updated_at": row.UpdatedAt,
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&hookRow{}).Where("id = ?", h.ID).Updates(map[string]any{
+			"hook_type": row.HookType, "agent_id": row.AgentID, "enabled": row.Enabled, "priority": row.Priority,
+			"doc": row.Doc, "secrets_enc": row.SecretsEnc, "updated_at": row.UpdatedAt,
+		})
+		if err := oneRow(res, "update hook %d", h.ID); err != nil {
+			return err
+		}
+		// A disabled hook's queued deliveries pause, and resume when it is enabled again; in the
+		// same transaction, so no claim sees the hook in one state and its rows in the other.
+		if err := tx.Exec(`UPDATE deliveries SET paused = ? WHERE hook_id = ? AND status = ? AND paused = ?`,
+			!h.Enabled, h.ID, StatusPending, h.Enabled).Error; err != nil {
+			return fmt.Errorf("storage: pause deliveries of hook %d: %w", h.ID, err)
+		}
+		return nil
 	})
-	return oneRow(res, "update hook %d", h.ID)
 }
 
-// DeleteHook removes a hook; ErrNotFound if there is none. Its deliveries stay for the record.
+// DeleteHook removes a hook; ErrNotFound if there is none. Its queued deliveries end as dead
+// ("hook deleted"); they and the finished ones stay for the record.
 func (db *DB) DeleteHook(ctx context.Context, id int64) error {
-	res := db.w.WithContext(ctx).Where("id = ?", id).Delete(&hookRow{})
-	return oneRow(res, "delete hook %d", id)
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := oneRow(tx.Where("id = ?", id).Delete(&hookRow{}), "delete hook %d", id); err != nil {
+			return err
+		}
+		if err := tx.Exec(`UPDATE deliveries SET status = ?, paused = ?, last_error = ?, updated_at = ?
+			WHERE hook_id = ? AND status = ?`, StatusDead, false, "hook deleted", time.Now().UnixMilli(), id,
+			StatusPending).Error; err != nil {
+			return fmt.Errorf("storage: end deliveries of hook %d: %w", id, err)
+		}
+		return nil
+	})
 }
 
 // HooksVersion changes whenever a hook is added, changed or removed, by this process or another

@@ -294,6 +294,10 @@ var migrations = []migration{
 		// answer): clients show them without reading the run's events.
 		`ALTER TABLE asks ADD COLUMN arguments TEXT NOT NULL DEFAULT ''`,
 	}},
+	{17, "decision rule names", []string{
+		// The policy rule that decided, beside the hook that holds it.
+		`ALTER TABLE decisions ADD COLUMN rule_name TEXT NOT NULL DEFAULT ''`,
+	}},
 	{25, "console sessions", []string{
 		`CREATE TABLE console_sessions (
 			token_hash {{blob}} PRIMARY KEY,

@@ -23,18 +23,21 @@ const (
 
 // Delivery is one observational event queued for one hook.
 type Delivery struct {
-	ID             int64     `json:"id"`
-	EventID        string    `json:"eventId"`
-	HookID         int64     `json:"hookId"`
-	HookType       string    `json:"hookType"`
-	HookName       string    `json:"hookName"`
-	OccurredAt     time.Time `json:"occurredAt"`
-	TraceID        *string   `json:"traceId"`
-	SessionID      *int64    `json:"sessionId"`
-	PrincipalID    *int64    `json:"principalId"`
-	AgentID        *int64    `json:"agentId"`
-	Context        []byte    `json:"-"`
-	Status         string    `json:"status"`
+	ID          int64     `json:"id"`
+	EventID     string    `json:"eventId"`
+	HookID      int64     `json:"hookId"`
+	HookType    string    `json:"hookType"`
+	HookName    string    `json:"hookName"`
+	OccurredAt  time.Time `json:"occurredAt"`
+	TraceID     *string   `json:"traceId"`
+	SessionID   *int64    `json:"sessionId"`
+	PrincipalID *int64    `json:"principalId"`
+	AgentID     *int64    `json:"agentId"`
+	Context     []byte    `json:"-"`
+	Status      string    `json:"status"`
+	// Paused marks a pending delivery whose hook is disabled: it is not attempted until the hook
+	// is enabled again.
+	Paused         bool      `json:"paused"`
 	Attempts       int       `json:"attempts"`
 	NextAttemptAt  time.Time `json:"nextAttemptAt,omitzero"` // zero (absent): no attempt is planned
 	LastStatusCode int       `json:"lastStatusCode"`
@@ -82,6 +85,7 @@ type deliveryRow struct {
 	AgentID        *int64
 	Context        string
 	Status         string
+	Paused         bool
 	Attempts       int
 	NextAttemptAt  int64
 	LeaseUntil     int64
@@ -125,7 +129,7 @@ func (newAttemptRow) TableName() string { return "delivery_attempts" }
 func (r deliveryRow) plain() Delivery {
 	return Delivery{ID: r.ID, EventID: r.EventID, HookID: r.HookID, HookType: r.HookType, HookName: r.HookName,
 		OccurredAt: fromMs(r.OccurredAt), TraceID: r.TraceID, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
-		AgentID: r.AgentID, Context: []byte(r.Context), Status: r.Status, Attempts: r.Attempts,
+		AgentID: r.AgentID, Context: []byte(r.Context), Status: r.Status, Paused: r.Paused, Attempts: r.Attempts,
 		NextAttemptAt: fromMs(r.NextAttemptAt), LastStatusCode: r.LastStatusCode, LastError: r.LastError,
 		CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt), leaseUntil: r.LeaseUntil}
 }
@@ -237,6 +241,11 @@ func (db *DB) CompleteDeliveries(ctx context.Context, outs []Outcome) error {
 	})
 }
 
+// hookDisabled holds for a delivery whose hook is disabled (one parameter: false). A delivery that
+// goes back to pending takes its hook's state at that moment, so an attempt in flight while the
+// hook was disabled pauses too.
+const hookDisabled = `EXISTS (SELECT 1 FROM hooks WHERE hooks.id = deliveries.hook_id AND hooks.enabled = ?)`
+
 // completeAtOnce updates the whole batch in one statement: on PostgreSQL a round trip per row would
 // make the batch slow enough that a crash loses many recorded outcomes.
 func completeAtOnce(tx *gorm.DB, outs []Outcome, now int64) error {
@@ -249,10 +258,11 @@ func completeAtOnce(tx *gorm.DB, outs []Outcome, now int64) error {
 		values.WriteString("(CAST(? AS BIGINT), CAST(? AS BIGINT), ?, CAST(? AS INTEGER), CAST(? AS BIGINT), CAST(? AS INTEGER), ?)")
 		args = append(args, o.Delivery.ID, o.Delivery.leaseUntil, o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error)
 	}
-	args = append(args, now, StatusDelivering)
+	args = append(args, now, StatusPending, false, StatusDelivering)
 	return tx.Exec(`WITH v (id, lease, status, attempts, next_at, code, err) AS (VALUES `+values.String()+`)
 		UPDATE deliveries SET status = v.status, attempts = v.attempts, next_attempt_at = v.next_at,
-			lease_until = 0, last_status_code = v.code, last_error = v.err, updated_at = ?
+			lease_until = 0, last_status_code = v.code, last_error = v.err, updated_at = ?,
+			paused = (v.status = ? AND `+hookDisabled+`)
 		FROM v WHERE deliveries.id = v.id AND deliveries.status = ? AND deliveries.lease_until = v.lease`, args...).Error
 }
 
@@ -261,7 +271,8 @@ func completeAtOnce(tx *gorm.DB, outs []Outcome, now int64) error {
 // a fifth more events/s this way).
 func completeEach(ctx context.Context, tx *gorm.DB, outs []Outcome, now int64) error {
 	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?,
-		next_attempt_at = ?, lease_until = 0, last_status_code = ?, last_error = ?, updated_at = ?
+		next_attempt_at = ?, lease_until = 0, last_status_code = ?, last_error = ?, updated_at = ?,
+		paused = (? = ? AND `+hookDisabled+`)
 		WHERE id = ? AND status = ? AND lease_until = ?`)
 	if err != nil {
 		return err
@@ -269,7 +280,7 @@ func completeEach(ctx context.Context, tx *gorm.DB, outs []Outcome, now int64) e
 	defer stmt.Close()
 	for _, o := range outs {
 		if _, err := stmt.ExecContext(ctx, o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error, now,
-			o.Delivery.ID, StatusDelivering, o.Delivery.leaseUntil); err != nil {
+			o.Status, StatusPending, false, o.Delivery.ID, StatusDelivering, o.Delivery.leaseUntil); err != nil {
 			return err
 		}
 	}
@@ -363,6 +374,83 @@ func (db *DB) Attempts(ctx context.Context, deliveryIDs []int64) (map[int64][]At
 			Error: r.Error, LatencyMs: r.LatencyMs, ResponseBody: r.ResponseBody})
 	}
 	return out, nil
+}
+
+// DeleteDelivery removes a delivery and its attempts; ErrNotFound if there is none, ErrBusy while
+// a worker holds it.
+func (db *DB) DeleteDelivery(ctx context.Context, id int64) error {
+	err := db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Exec(`DELETE FROM deliveries WHERE id = ? AND (status <> ? OR lease_until < ?)`,
+			id, StatusDelivering, time.Now().UnixMilli())
+		if res.Error != nil {
+			return fmt.Errorf("storage: delete delivery %d: %w", id, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			if _, err := db.GetDelivery(ctx, id); err != nil {
+				return err
+			}
+			return ErrBusy
+		}
+		return deleteAttempts(tx, []int64{id})
+	})
+	return err
+}
+
+func deleteAttempts(tx *gorm.DB, ids []int64) error {
+	if err := tx.Exec(`DELETE FROM delivery_attempts WHERE delivery_id IN ?`, ids).Error; err != nil {
+		return fmt.Errorf("storage: delete attempts: %w", err)
+	}
+	return nil
+}
+
+// PurgeFilter chooses the finished deliveries PurgeDeliveries removes.
+type PurgeFilter struct {
+	Statuses []string  // final states only: delivered, failed, dead
+	HookID   int64     // 0: any hook
+	Before   time.Time // finished before; zero: any time
+}
+
+// PurgeDeliveries removes up to batch deliveries matching f, with their attempts, in one short
+// transaction, and returns how many went; callers repeat it until it returns fewer than batch, so
+// the writer is never held for long.
+func (db *DB) PurgeDeliveries(ctx context.Context, f PurgeFilter, batch int) (int64, error) {
+	for _, st := range f.Statuses {
+		if st != StatusDelivered && st != StatusFailed && st != StatusDead {
+			return 0, fmt.Errorf("storage: purge deliveries: %q is not a final state", st)
+		}
+	}
+	q := db.r.WithContext(ctx).Model(&deliveryRow{}).Where("status IN ?", f.Statuses).Limit(batch)
+	if f.HookID != 0 {
+		q = q.Where("hook_id = ?", f.HookID)
+	}
+	if f.Before.IsZero() {
+		q = q.Order("id")
+	} else {
+		// updated_at never precedes created_at: the indexed created_at bounds the scan.
+		q = q.Where("created_at < ? AND updated_at < ?", ms(f.Before), ms(f.Before)).Order("created_at")
+	}
+	var ids []int64
+	if err := q.Pluck("id", &ids).Error; err != nil {
+		return 0, fmt.Errorf("storage: purge deliveries: %w", err)
+	}
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// A row redelivered since it was read is no longer final: it stays.
+		var gone []int64
+		if err := tx.Raw(`DELETE FROM deliveries WHERE id IN ? AND status IN ? RETURNING id`, ids, f.Statuses).
+			Scan(&gone).Error; err != nil {
+			return fmt.Errorf("storage: purge deliveries: %w", err)
+		}
+		n = int64(len(gone))
+		if n == 0 {
+			return nil
+		}
+		return deleteAttempts(tx, gone)
+	})
+	return n, err
 }
 
 // OutboxStats is the backlog: how many deliveries are pending or in flight, and when the oldest

@@ -94,3 +94,22 @@ func TestBadInputNamesTheField(t *testing.T) {
 		t.Errorf("bad payload: %d %s", r.Status, r.Body)
 	}
 }
+
+// A client whose stream broke off at a crash never saw the pause's interrupt: the thread's next
+// run picks the paused run up without a resume entry.
+func TestRunAfterARestartWithoutTheInterrupt(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{})
+	msgs := []any{user("m1", "slow work")}
+	p1 := e.stream(input("t-crash", "run-1", msgs), func(ev map[string]any) {
+		if ev["type"] == "STEP_STARTED" {
+			e.restart()
+		}
+	})
+	if last(p1.Events)["outcome"].(map[string]any)["type"] != "interrupt" {
+		t.Fatalf("pause %s", types(p1.Events))
+	}
+	p2 := e.stream(input("t-crash", "run-2", msgs))
+	if last(p2.Events)["type"] != "RUN_FINISHED" || last(p2.Events)["result"].(map[string]any)["text"] != "after the restart" {
+		t.Fatalf("resume %s %v", types(p2.Events), last(p2.Events))
+	}
+}

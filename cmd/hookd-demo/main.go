@@ -101,15 +101,17 @@ func run(bin string) error {
 		return err
 	}
 	step("6", "what hookd recorded: the decision log of interceptive calls")
-	var decisions []struct {
-		HookName, HookType, Outcome, Reason string
-		LatencyMs                           int64
+	var decisions struct {
+		Items []struct {
+			HookName, HookType, Outcome, Reason string
+			LatencyMs                           int64
+		}
 	}
 	if err := get(base+"/api/decisions", &decisions); err != nil {
 		return err
 	}
-	for i := len(decisions) - 1; i >= 0; i-- {
-		d := decisions[i]
+	for i := len(decisions.Items) - 1; i >= 0; i-- {
+		d := decisions.Items[i]
 		fmt.Printf("   %-14s %-6s %3d ms  %s %s\n", d.HookType, d.Outcome, d.LatencyMs, d.HookName, d.Reason)
 	}
 	verified, rejected := seen.total()

@@ -332,7 +332,7 @@ func TestAgentRouteRefusals(t *testing.T) {
 // the OpenAPI document does not list yet.)
 func decisionLog(t *testing.T, d *daemon, session int64, out any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, d.url(fmt.Sprintf("/api/decisions?sessionId=%d", session)), nil)
+	req, _ := http.NewRequest(http.MethodGet, d.url(fmt.Sprintf("/api/decisions?sessionId=%d&limit=500", session)), nil)
 	req.Header.Set("Authorization", "Bearer adm-test")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -81,7 +81,7 @@ webhooks:
 			defer wg.Done()
 			for i := w; i < events; i += 8 {
 				var out struct{ EventIDs []string }
-				body := fmt.Sprintf(`{"hookType":"post_tool_use","sessionId":%d,"context":{"toolName":"t","toolCallId":"c%d","arguments":{},"output":"ok","succeeded":true,"durationMs":1}}`, i, i)
+				body := fmt.Sprintf(`{"hookType":"post_tool_use","sessionId":%d,"context":{"toolName":"t","toolCallId":"c%d","arguments":{},"output":"ok","succeeded":true,"durationMs":1}}`, i+1, i)
 				if st := d.call("POST", "/api/hooks/dispatch", body, &out); st != 202 || len(out.EventIDs) != 1 {
 					t.Errorf("dispatch %d: %d %v", i, st, out.EventIDs)
 					return
@@ -151,14 +151,14 @@ webhooks:
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The daemon agrees: every delivery is recorded delivered.
-	var pending []struct{ Status string }
+	var pending struct{ Items []struct{ Status string } }
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		d2.call("GET", "/api/deliveries?status=pending&limit=1000", "", &pending)
-		var inflight []struct{ Status string }
-		d2.call("GET", "/api/deliveries?status=delivering&limit=1000", "", &inflight)
-		if len(pending)+len(inflight) == 0 {
+		d2.call("GET", "/api/deliveries?status=pending&limit=500", "", &pending)
+		var inflight struct{ Items []struct{ Status string } }
+		d2.call("GET", "/api/deliveries?status=delivering&limit=500", "", &inflight)
+		if len(pending.Items)+len(inflight.Items) == 0 {
 			return
 		}
 	}
-	t.Fatalf("%d deliveries still pending after all events arrived", len(pending))
+	t.Fatalf("%d deliveries still pending after all events arrived", len(pending.Items))
 }

@@ -462,14 +462,14 @@ func TestReplicas(t *testing.T) {
 	// The survivors agree: nothing is left pending or in flight (B's claims came back after the
 	// lease and were delivered again), so no more deliveries will come.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		var pending, inflight []struct{ Status string }
-		a.call("GET", "/api/deliveries?status=pending&limit=1000", "", &pending)
-		cc.call("GET", "/api/deliveries?status=delivering&limit=1000", "", &inflight)
-		if len(pending)+len(inflight) == 0 {
+		var pending, inflight struct{ Items []struct{ Status string } }
+		a.call("GET", "/api/deliveries?status=pending&limit=500", "", &pending)
+		cc.call("GET", "/api/deliveries?status=delivering&limit=500", "", &inflight)
+		if len(pending.Items)+len(inflight.Items) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d pending and %d delivering rows after every event arrived", len(pending), len(inflight))
+			t.Fatalf("%d pending and %d delivering rows after every event arrived", len(pending.Items), len(inflight.Items))
 		}
 	}
 	settled := time.Since(killed)

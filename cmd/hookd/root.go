@@ -6,6 +6,7 @@ package main
 //	serve.go       `serve` (the daemon itself)
 //	admin.go       the admin API client and the --addr/--token/--json flags of every group that uses it
 //	hooks.go       `hooks list|add|rm|test`
+//	decisions.go   `decisions list|verify`
 //	deliveries.go  `deliveries list|redeliver`
 //	verify.go      `verify` (offline signature check)
 //
@@ -41,6 +42,7 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		newAgentsCmd(),
+		newDecisionsCmd(),
 		newDeliveriesCmd(),
 		newHookCmd(),
 		newHooksCmd(),

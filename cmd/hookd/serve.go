@@ -97,6 +97,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Lease:                   cfg.Webhooks.ClaimLease.Std(),
 		DecisionDurability:      cfg.Decisions.Durability,
 		RecordArguments:         cfg.Decisions.RecordArguments,
+		Retention: dispatcher.Retention{Deliveries: cfg.Retention.Deliveries.Std(),
+			Decisions: cfg.Retention.Decisions.Std()},
 	})
 	if err := disp.Start(ctx); err != nil {
 		return fmt.Errorf("start dispatcher: %w", err)

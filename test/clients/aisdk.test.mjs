@@ -10,7 +10,7 @@ import {
   lastAssistantMessageIsCompleteWithToolCalls,
   readUIMessageStream,
 } from "ai";
-import { base, alice, bob, restart, unique } from "./helpers.mjs";
+import { base, alice, bob, crash, restart, unique } from "./helpers.mjs";
 
 const api = base + "/ai-sdk/chat";
 
@@ -190,6 +190,19 @@ test("a resume after a daemon restart", async () => {
   await chat.resumeStream();
   assert.equal(text(last(chat)), "Done after the restart.");
   assert.equal(chat.messages.filter((m) => m.role === "assistant").length, 1);
+});
+
+test("a crash: resumeStream picks the run up", async () => {
+  const { chat, chunk } = newChat("c-crash");
+  const stepped = chunk((c) => c.type === "start-step");
+  const sent = chat.sendMessage({ text: "slow work" });
+  await stepped;
+  await crash();
+  await sent;
+  assert.equal(chat.status, "error", "the stream broke off");
+  await chat.resumeStream();
+  assert.equal(chat.status, "ready");
+  assert.equal(text(last(chat)), "Done after the restart.");
 });
 
 test("no key, no chat", async () => {

@@ -87,11 +87,15 @@ sse:
 		"dispatchConfig":{"url":"`+policy+`","signingSecret":"whsec-clients"}}`)
 
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Path != "/restart" {
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/restart":
+			d.stop()
+		case r.Method == http.MethodPost && r.URL.Path == "/crash":
+			d.kill()
+		default:
 			http.NotFound(w, r)
 			return
 		}
-		d.stop()
 		if err := d.start(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -205,6 +209,18 @@ func (d *daemon) stop() {
 	select {
 	case <-done:
 	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// kill SIGKILLs the daemon: a crash, nothing wound down.
+func (d *daemon) kill() {
+	d.mu.Lock()
+	cmd, done := d.cmd, d.done
+	d.cmd = nil
+	d.mu.Unlock()
+	if cmd != nil {
 		_ = cmd.Process.Kill()
 		<-done
 	}

@@ -15,5 +15,11 @@ export async function restart() {
   if (!r.ok) throw new Error(`restart: ${r.status} ${await r.text()}`);
 }
 
+// crash SIGKILLs the daemon mid-work and starts it again: its runs are recovered paused.
+export async function crash() {
+  const r = await fetch(control + "/crash", { method: "POST" });
+  if (!r.ok) throw new Error(`crash: ${r.status} ${await r.text()}`);
+}
+
 // unique makes ids unique per test run, so reruns against one database do not meet.
 export const unique = (s) => `${s}-${process.pid}-${Date.now()}`;

@@ -400,7 +400,7 @@
     let cursor = "", rows = [], stream = null;
     const iso = (v) => (v ? new Date(v).toISOString() : "");
     const params = () => ({ hookType: f.hookType.value, hookId: f.hookId.value, outcome: f.outcome.value, principalId: f.principalId.value,
-      sessionId: f.sessionId.value, toolName: f.toolName.value, from: iso(f.from.value), to: iso(f.to.value) });
+      sessionId: f.sessionId.value, toolName: f.toolName.value, since: iso(f.from.value), until: iso(f.to.value) });
     const cols = [
       { title: t("time"), cell: (d) => when(d.createdAt) },
       { title: t("hookType"), cell: (d) => d.hookType },
@@ -490,7 +490,7 @@
     }
     async function purge() {
       try {
-        const r = await api("POST", "/api/deliveries/purge", { status: "dead", hookId: hookId.value ? Number(hookId.value) : undefined });
+        const r = await api("DELETE", "/api/deliveries" + query({ status: "dead", hookId: hookId.value }));
         toast(t("purged") + ": " + (r && r.deleted !== undefined ? r.deleted : ""));
         await load();
       } catch (err) { toast(err.message, true); }

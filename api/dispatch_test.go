@@ -1,0 +1,130 @@
+package api_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+type page[T any] struct {
+	Items []T    `json:"items"`
+	Next  string `json:"next"`
+}
+
+func getPage[T any](t *testing.T, c client, path string) page[T] {
+	t.Helper()
+	status, w := c.do("GET", path, "")
+	if status != 200 {
+		t.Fatalf("GET %s: %d %s", path, status, w.Message)
+	}
+	var p page[T]
+	if err := json.Unmarshal(w.Data, &p); err != nil {
+		t.Fatalf("GET %s: %v in %s", path, err, w.Data)
+	}
+	return p
+}
+
+// The delivery and decision logs page with a cursor, refuse unknown parameters and a limit above
+// the cap, and filter as they say; the chain verifies through the API.
+func TestLogLists(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		allow := newReceiver(t, `{"decision": "allow"}`)
+		deny := newReceiver(t, `{"decision": "deny", "reason": "no"}`)
+		for _, h := range []string{
+			`{"hookName": "a", "hookType": "pre_tool_use", "toolNameMatch": "readFile|readDir", "dispatchConfig": {"url": "` + allow.URL + `"}}`,
+			`{"hookName": "d", "hookType": "pre_tool_use", "toolNameMatch": "transferFunds", "dispatchConfig": {"url": "` + deny.URL + `"}}`,
+			`{"hookName": "o", "hookType": "post_tool_use", "dispatchConfig": {"url": "` + allow.URL + `"}}`,
+		} {
+			if status, w := c.do("POST", "/api/hooks", h); status != 201 {
+				t.Fatal(w.Message)
+			}
+		}
+		for i, tool := range []string{"readFile", "readDir", "transferFunds"} {
+			body := fmt.Sprintf(`{"hookType": "pre_tool_use", "principalId": %d, "context": {"toolName": %q, "toolCallId": "c%d", "arguments": {}}}`,
+				1000+i, tool, i)
+			if status, w := c.do("POST", "/api/hooks/dispatch", body); status != 200 {
+				t.Fatal(w.Message)
+			}
+			body = fmt.Sprintf(`{"hookType": "post_tool_use", "context": {"toolName": %q}}`, tool)
+			if status, w := c.do("POST", "/api/hooks/dispatch", body); status != 202 {
+				t.Fatal(w.Message)
+			}
+		}
+
+		// Pages: two, then the last one without a next cursor.
+		first := getPage[storage.Decision](t, c, "/api/decisions?limit=2")
+		if len(first.Items) != 2 || first.Next == "" || first.Items[0].ToolName != "transferFunds" {
+			t.Fatalf("first page: %+v", first)
+		}
+		last := getPage[storage.Decision](t, c, "/api/decisions?limit=2&cursor="+first.Next)
+		if len(last.Items) != 1 || last.Next != "" || last.Items[0].ToolName != "readFile" {
+			t.Fatalf("last page: %+v", last)
+		}
+		for q, want := range map[string]int{"toolName=readDir": 1, "outcome=deny": 1, "principalId=1000": 1,
+			"hookType=pre_tool_use": 3, "outcome=allow&toolName=transferFunds": 0, "since=2000-01-01T00:00:00Z": 3,
+			"until=2000-01-01T00:00:00Z": 0} {
+			if got := getPage[storage.Decision](t, c, "/api/decisions?"+q); len(got.Items) != want {
+				t.Errorf("decisions?%s: %d rows, want %d", q, len(got.Items), want)
+			}
+		}
+		ds := getPage[storage.Delivery](t, c, "/api/deliveries?limit=2")
+		if len(ds.Items) != 2 || ds.Next == "" {
+			t.Fatalf("deliveries page: %+v", ds)
+		}
+		if rest := getPage[storage.Delivery](t, c, "/api/deliveries?limit=2&cursor="+ds.Next); len(rest.Items) != 1 || rest.Next != "" {
+			t.Fatalf("deliveries last page: %+v", rest)
+		}
+
+		for _, tc := range []struct{ path, want string }{
+			{"/api/deliveries?stauts=dead", `stauts: unknown query parameter (did you mean "status"?)`},
+			{"/api/deliveries?limit=5000", "limit: must be an integer from 1 to 500"},
+			{"/api/deliveries?status=gone", "status: must be pending, delivering, delivered, failed or dead"},
+			{"/api/deliveries?cursor=nonsense", "cursor: is not a cursor a list gave out; pass its next unchanged"},
+			{"/api/deliveries?before=9", "before: unknown query parameter"},
+			{"/api/decisions?tool_name=x", `tool_name: unknown query parameter (did you mean "toolName"?)`},
+			{"/api/decisions?limit=0", "limit: must be an integer from 1 to 500"},
+			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify or error"},
+			{"/api/decisions?since=yesterday", "since: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z"},
+			{"/api/decisions/verify?fast=1", "fast: unknown query parameter"},
+		} {
+			if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
+				t.Errorf("GET %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+			}
+		}
+
+		status, w := c.do("GET", "/api/decisions/verify", "")
+		var rep storage.ChainReport
+		json.Unmarshal(w.Data, &rep)
+		if status != 200 || !rep.OK || rep.Checked != 3 {
+			t.Fatalf("verify: %d %s", status, w.Data)
+		}
+
+		// Deleting: one row by id, and a purge that needs a final status.
+		id := ds.Items[0].ID
+		if status, w := c.do("DELETE", fmt.Sprintf("/api/deliveries/%d", id), ""); status != 200 && status != 409 {
+			t.Fatalf("delete: %d %s", status, w.Message)
+		} else if status == 200 {
+			if status, _ := c.do("DELETE", fmt.Sprintf("/api/deliveries/%d", id), ""); status != 404 {
+				t.Fatalf("delete again: %d, want 404", status)
+			}
+		}
+		for _, tc := range []struct{ path, want string }{
+			{"/api/deliveries", "status: is required (failed, dead or failed,dead)"},
+			{"/api/deliveries?status=pending", "status: must be failed, dead or failed,dead"},
+			{"/api/deliveries?status=dead&before=soon", "before: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z"},
+		} {
+			if status, w := c.do("DELETE", tc.path, ""); status != 400 || w.Message != tc.want {
+				t.Errorf("DELETE %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+			}
+		}
+		if status, w := c.do("DELETE", "/api/deliveries?status=failed,dead&hookId=3", ""); status != 200 ||
+			!strings.Contains(string(w.Data), `"deleted":0`) {
+			t.Fatalf("purge: %d %s", status, w.Data)
+		}
+	})
+}

@@ -1,0 +1,152 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"time"
+
+	"github.com/hookd/hookd/policy"
+	"github.com/hookd/hookd/storage"
+)
+
+// policyDecider evaluates a policy hook's compiled rules in-process.
+type policyDecider struct {
+	p *policy.Policy
+}
+
+func (pd *policyDecider) decide(_ context.Context, _ *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
+	in, err := c.policyInput(h, eventID, now)
+	if err != nil {
+		return answer{failure: err}
+	}
+	res, err := pd.p.Eval(in)
+	if err != nil {
+		a := answer{cost: res.Cost, failure: err}
+		var ee *policy.EvalError
+		if errors.As(err, &ee) {
+			a.rule = ee.Rule
+		}
+		return a
+	}
+	return answer{dec: Decision{Decision: res.Decision, Reason: res.Reason, ModifiedValue: res.ModifiedValue},
+		rule: res.Rule, cost: res.Cost}
+}
+
+// brokenDecider stands for a stored policy that no longer compiles (it was checked when it was
+// stored): its failureMode decides every call, and the error says why, rather than the hook
+// silently dropping out of the chain.
+type brokenDecider struct{ err error }
+
+func (b brokenDecider) decide(context.Context, *Dispatcher, *boundHook, *chainEvent, string, time.Time) answer {
+	return answer{failure: b.err}
+}
+
+// newDecider builds the decider of a stored hook.
+func newDecider(h *Hook, log *slog.Logger) decider {
+	if h.DispatchType != DispatchPolicy {
+		return webhookDecider{}
+	}
+	if h.PolicyConfig == nil {
+		return brokenDecider{errors.New("policy hook without policyConfig")}
+	}
+	p, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
+	if err != nil {
+		log.Error("stored policy does not compile; its failureMode decides", "hookId", h.ID, "err", err)
+		return brokenDecider{fmt.Errorf("stored policy does not compile: %w", err)}
+	}
+	return &policyDecider{p: p}
+}
+
+// reuseDecider keeps the compiled policy of the previous snapshot when the hook's rules did not
+// change, so a reload after another hook's update compiles nothing.
+func reuseDecider(old *boundHook, h *Hook) decider {
+	if old == nil || h.DispatchType != DispatchPolicy || old.DispatchType != DispatchPolicy ||
+		old.HookType != h.HookType || !reflect.DeepEqual(old.PolicyConfig, h.PolicyConfig) {
+		return nil
+	}
+	if _, ok := old.decider.(*policyDecider); !ok {
+		return nil
+	}
+	return old.decider
+}
+
+// policyInput is the event as a policy sees it: the envelope a webhook of h would receive, as
+// values. The context is decoded once per value of the chain.
+func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) (*policy.Input, error) {
+	if c.decoded == nil {
+		v, err := policy.DecodeJSON(c.body)
+		if err != nil {
+			return nil, fmt.Errorf("context for the policy: %w", err)
+		}
+		c.decoded = v
+	}
+	ev := c.ev
+	id := func(v *int64) any {
+		if v == nil {
+			return nil
+		}
+		return *v
+	}
+	var trace any
+	if ev.TraceID != "" {
+		trace = ev.TraceID
+	}
+	return policy.NewInput(map[string]any{"schemaVersion": SchemaVersion, "eventId": eventID,
+		"hookType": string(h.HookType), "hookName": h.HookName, "occurredAt": ev.OccurredAt.UnixMilli(),
+		"dispatchedAt": now.UnixMilli(), "deliveryAttempt": int64(1), "traceId": trace,
+		"sessionId": id(ev.SessionID), "principalId": id(ev.PrincipalID), "agentId": id(ev.AgentID),
+		"context": c.decoded}), nil
+}
+
+// Evaluation is what a trial evaluation of a policy decided, recording nothing.
+type Evaluation struct {
+	Decision      string  `json:"decision"`
+	Rule          string  `json:"rule,omitempty"` // the rule that decided, or failed; empty for the default
+	Reason        string  `json:"reason,omitempty"`
+	ModifiedValue *string `json:"modifiedValue,omitempty"`
+	Cost          uint64  `json:"cost"` // CEL cost units spent
+	// FromFailureMode says the policy could not decide (Error says why) and failureMode did.
+	FromFailureMode bool   `json:"fromFailureMode"`
+	Error           string `json:"error,omitempty"`
+}
+
+// EvaluatePolicy decides about ev as the policy hook h (stored or not) would in a chain —
+// failureMode and the modify check included — and records nothing: the "try before you trust" of
+// POST /api/policies/evaluate. A modify that cannot be applied is decision "error".
+func (d *Dispatcher) EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
+	if !ev.HookType.Interceptive() {
+		return Evaluation{}, invalid("event.hookType", "%q is not an interceptive hook type", ev.HookType)
+	}
+	h.HookType, h.DispatchType = ev.HookType, DispatchPolicy
+	if err := h.Normalize(); err != nil {
+		return Evaluation{}, err
+	}
+	p, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
+	if err != nil {
+		return Evaluation{}, err
+	}
+	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
+		return Evaluation{}, err
+	}
+	now := time.Now()
+	if ev.OccurredAt.IsZero() {
+		ev.OccurredAt = now
+	}
+	c, err := newChainEvent(&ev)
+	if err != nil {
+		return Evaluation{}, err
+	}
+	r := d.evaluate(ctx, &boundHook{Hook: h, decider: &policyDecider{p: p}}, c, now)
+	out := Evaluation{Decision: r.dec.Decision, Rule: r.rule, Reason: r.dec.Reason, ModifiedValue: r.dec.ModifiedValue,
+		Cost: r.cost, FromFailureMode: r.failure != nil}
+	switch {
+	case r.failure != nil:
+		out.Error = r.failure.Error()
+	case r.invalid != nil:
+		out.Decision, out.ModifiedValue, out.Error = storage.OutcomeError, nil, r.invalid.Error()
+	}
+	return out, nil
+}
