@@ -53,12 +53,20 @@ func (a approvalsAPI) list(c *gin.Context) {
 	if !ok {
 		return
 	}
-	items, next, err := a.rt.Approvals(c.Request.Context(), reviewerUsers(c), cursor, limit)
+	after, ok := wire.CursorKey(c, cursor)
+	if !ok {
+		return
+	}
+	items, next, err := a.rt.Approvals(c.Request.Context(), reviewerUsers(c), after, limit)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, wire.Page[agent.Approval]{Items: items, Next: next})
+	page := wire.Page[agent.Approval]{Items: items}
+	if next != "" {
+		page.Next = wire.Cursor(next)
+	}
+	wire.OK(c, http.StatusOK, page)
 }
 
 type approvalAnswer struct {

@@ -421,8 +421,8 @@
       let chainLine;
       try {
         const v = await api("GET", "/api/decisions/verify" + query({ upTo: d.id }));
-        chainLine = v.ok ? el("p", {}, badge("allow"), " ", t("chainOK"), " (" + v.checked + ")")
-          : el("p", {}, badge("deny"), " ", t("chainBroken") + " " + v.brokenId + (v.problem ? ": " + v.problem : ""));
+        chainLine = v.ok ? el("p", {}, el("span", { class: "badge allow", text: "✓" }), " ", t("chainOK"), " (" + v.checked + ")")
+          : el("p", {}, el("span", { class: "badge deny", text: "✗" }), " ", t("chainBroken") + " " + v.brokenId + (v.problem ? ": " + v.problem : ""));
       } catch (err) { chainLine = el("p", { class: "field-error", text: err.message }); }
       detail.replaceChildren(el("div", { class: "card", id: "decision-detail" }, el("h2", { text: t("detail") + " #" + d.id }),
         el("p", { class: "muted", text: t("chain") + ": prev " + (d.prevHash || "—") + " → " + (d.hash || "—") }), chainLine, json(d)));
