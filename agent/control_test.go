@@ -62,6 +62,9 @@ func (e *env) until(requestID string, after int64, k Kind) []Event {
 	for ev := range ch {
 		out = append(out, ev)
 		if ev.Kind == k {
+			cancel()
+			for range ch { // closed once the follower is closed: it no longer counts as a reader
+			}
 			return out
 		}
 	}

@@ -21,7 +21,7 @@ func (r *run) consumeInputs() {
 	}
 	for _, in := range inputs {
 		// The answer so far stays with the current assistant message.
-		so := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking}
+		so := assistantBody{Text: r.answer(), Thinking: r.state.Thinking}
 		if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), mustJSON(so)); err != nil {
 			r.rt.log.Error("saving the answer so far failed", "requestId", r.rec.RequestID, "err", err)
 		}
@@ -33,6 +33,7 @@ func (r *run) consumeInputs() {
 			return
 		}
 		r.state.AssistantMessageID = asst.ID
+		r.state.Answer, r.state.Text = "", "" // the answer from here on is the new message's
 		r.state.Transcript = append(r.state.Transcript, model.Message{Role: model.RoleUser, Text: in.Content})
 		r.emit(Event{Kind: KindInputConsumed, Input: &InputInfo{InputID: in.InputID, Content: in.Content,
 			UserMessageID: user.ID, AssistantMessageID: asst.ID}})

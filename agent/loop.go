@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // run is one executing run. Its goroutine owns state; emit may be called from tool goroutines.
@@ -48,8 +50,11 @@ type runState struct {
 	Step       int             `json:"step"`  // model calls made
 	Transcript []model.Message `json:"transcript"`
 	Usage      Usage           `json:"usage"`
-	Text       string          `json:"text"`     // the last answer text
-	Thinking   string          `json:"thinking"` // the last reasoning
+	Text       string          `json:"text"` // the text of the current step's model call
+	// Answer is the text of the turn's earlier steps that goes to the current assistant
+	// message: a turn's answer is all it said (answer), not its last step.
+	Answer   string `json:"answer,omitempty"`
+	Thinking string `json:"thinking"` // the last reasoning
 	// Pending are the tool calls of the current step until they all have results.
 	Pending []pendingCall `json:"pending,omitempty"`
 	// AssistantMessageID is the message answers go to now (supplementary input starts a new one).
@@ -255,6 +260,7 @@ func (r *run) loop() {
 		if r.spec.NoTools {
 			resp.ToolCalls = nil // a single-answer run takes the text and nothing else
 		}
+		r.state.Answer += r.state.Text // the previous step's text is part of the answer
 		r.state.Text, r.state.Thinking = resp.Text, resp.Thinking
 		r.state.Transcript = append(r.state.Transcript,
 			model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls})
@@ -295,7 +301,9 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 		r.emit(Event{Kind: KindModelStarted})
 		s := &streamer{r: r}
 		start := time.Now()
-		resp, err := r.rt.model.Stream(r.ctx, req, s.chunk)
+		mctx, endSpan := tracing.StartModelCall(r.ctx, cmp.Or(req.Model, r.rt.cfg.ModelName), attempt)
+		resp, err := r.rt.model.Stream(mctx, req, s.chunk)
+		endSpan(err)
 		s.closeBlock()
 		if err == nil {
 			if resp.Usage.Duration == 0 {
@@ -481,6 +489,7 @@ func (r *run) stopped() {
 	if errors.Is(context.Cause(r.ctx), errShutdown) {
 		if r.inModel { // the call is made again after the restart
 			r.state.Step--
+			r.state.Text = "" // what it streamed so far is streamed again
 			r.inModel = false
 		}
 		r.suspend(SuspendShutdown, "the daemon is shutting down")
@@ -507,7 +516,7 @@ func (r *run) end(outcome, reason, code, msg string) {
 func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bool) {
 	ctx := context.WithoutCancel(r.ctx)
 	usage := r.state.Usage
-	body := assistantBody{Text: r.state.Text, Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
+	body := assistantBody{Text: r.answer(), Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
 		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
 	b := mustJSON(body)
 	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
@@ -518,7 +527,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	var evs []Event
 	if outcome != OutcomeFailed {
 		evs = append(evs, Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
-			Name: r.rt.cfg.AgentName, Text: r.state.Text, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
+			Name: r.rt.cfg.AgentName, Text: r.answer(), GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
 	}
 	duration := time.Since(r.spec.StartedAt)
 	evs = append(evs, Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
@@ -550,6 +559,9 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 	r.rt.afterSuspend(context.WithoutCancel(r.ctx), r.rec)
 	r.rt.m.runEnded("suspended")
 }
+
+// answer is the text the turn said so far, for its current assistant message.
+func (r *run) answer() string { return r.state.Answer + r.state.Text }
 
 func (r *run) maxIters() int {
 	if r.spec.MaxIters > 0 && r.spec.MaxIters < r.rt.cfg.MaxIters {

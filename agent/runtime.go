@@ -26,6 +26,7 @@ import (
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Hooks is what the runtime needs of the dispatcher.
@@ -210,6 +211,7 @@ type StartRequest struct {
 	BizKey          string
 	UserNickname    string
 	TraceID         string
+	TraceParent     string // the span that started the run (W3C traceparent); set by StartRun
 	ParentTurnID    *string
 	// ExternalTools are tools the client declares and runs itself: calls to them pause the run
 	// until the client posts their results.
@@ -246,6 +248,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 	if req.TriggerSource == "" {
 		req.TriggerSource = dispatcher.SourceHuman
 	}
+	req.TraceID, req.TraceParent = tracing.Inherit(ctx, req.TraceID)
 	sess, created, err := rt.db.EnsureSession(ctx, storage.Session{UserID: req.UserID, Key: req.SessionKey,
 		PrincipalID: req.PrincipalID, AgentID: req.AgentID, ParentID: req.ParentSessionID})
 	if err != nil {
@@ -282,6 +285,7 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 
 // launch runs fn for r on its own goroutine, tracked by the runtime.
 func (rt *Runtime) launch(r *run, fn func(*run)) {
+	r.ctx = tracing.StartRun(r.ctx, r.spec.TraceParent, r.rec.RequestID)
 	rt.mu.Lock()
 	rt.live[r.rec.ID] = r
 	rt.mu.Unlock()
@@ -290,6 +294,7 @@ func (rt *Runtime) launch(r *run, fn func(*run)) {
 	go func() {
 		defer rt.wg.Done()
 		defer rt.m.runStopped()
+		defer tracing.End(r.ctx)
 		defer func() {
 			if p := recover(); p != nil {
 				rt.log.Error("run panicked", "requestId", r.rec.RequestID, "panic", p)

@@ -8,6 +8,7 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/tracing"
 )
 
 // runCall produces p's result: it runs the tool, or reports why it did not.
@@ -58,7 +59,9 @@ func (r *run) runCall(p *pendingCall) {
 		streamed = true
 		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: text}})
 	}}
-	res, err := tool.Run(r.ctx, env, json.RawMessage(p.Args))
+	tctx, endSpan := tracing.StartToolCall(r.ctx, p.Name, p.ID)
+	res, err := tool.Run(tctx, env, json.RawMessage(p.Args))
+	endSpan(err)
 	if r.leaving() {
 		return // not finished: it stays ready and runs again after the restart
 	}

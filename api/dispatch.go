@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // dispatchAPI serves the dispatcher's admin endpoints: outside dispatch, hook probes, the
@@ -61,7 +63,7 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	ev := dispatcher.Event{HookType: req.HookType, TraceID: req.TraceID, SessionID: req.SessionID,
+	ev := dispatcher.Event{HookType: req.HookType, TraceID: cmp.Or(req.TraceID, tracing.TraceID(c.Request.Context())), SessionID: req.SessionID,
 		PrincipalID: req.PrincipalID, AgentID: req.AgentID, Context: ctxValue}
 	if !req.HookType.Interceptive() {
 		ids, err := a.d.Observe(c.Request.Context(), ev)

@@ -32,6 +32,7 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // MaxBodyBytes caps every request body; larger ones get 413.
@@ -85,7 +86,7 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
 	lim := d.Limits.withDefaults()
-	r.Use(recoverer(d.Log), browserSafe(dev, d.AllowedOrigins), limitBody, readBody(lim.ReadTimeout),
+	r.Use(recoverer(d.Log), tracing.Middleware(), browserSafe(dev, d.AllowedOrigins), limitBody, readBody(lim.ReadTimeout),
 		streamWriteDeadline(lim.SSEWriteTimeout), logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
@@ -356,5 +357,6 @@ func streamDialect(method, path string) string {
 
 // isChatRoute tells the chat dialects' routes from the admin API's.
 func isChatRoute(path string) bool {
-	return strings.HasPrefix(path, "/harness/") || strings.HasPrefix(path, "/api/agent/")
+	return strings.HasPrefix(path, "/harness/") || strings.HasPrefix(path, "/api/agent/") ||
+		strings.HasPrefix(path, "/ag-ui/") || strings.HasPrefix(path, "/ai-sdk/")
 }

@@ -38,6 +38,9 @@ var fullHooks = []string{
 	    "auth": {"type": "BASIC", "username": "u", "password": "p"}}}`,
 	`{"hookName": "c", "hookType": "session_start", "dispatchConfig": {"url": "https://r.example/h",
 	    "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "7"}}}}`,
+	`{"hookName": "p", "hookType": "pre_tool_use", "dispatchType": "policy", "dispatchConfig": {"failureMode": "DENY"},
+	  "policyConfig": {"rules": [{"name": "over", "when": "args.amount > 10000", "decision": "deny", "reason": "'too much'"},
+	    {"name": "mask", "when": "has(args.cardNo)", "decision": "modify", "modifiedValue": "args"}], "default": "allow", "costLimit": 100000}}`,
 	`{"hookName": "t", "hookType": "agent_completion", "dispatchConfig": {"url": "https://r.example/h",
 	    "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/token", "method": "POST",
 	      "headers": {"X-Client": "c"}, "body": "{}", "tokenPath": "data.token", "expiresInPath": "data.expiresIn",
@@ -104,8 +107,15 @@ func strictCases(t *testing.T, valid string) []strictCase {
 				delete(obj, snake)
 				obj[k] = v
 			}
-			if inner, ok := v.(map[string]any); ok {
+			switch inner := v.(type) {
+			case map[string]any:
 				walk(inner, at(k))
+			case []any:
+				for i, el := range inner {
+					if obj, ok := el.(map[string]any); ok {
+						walk(obj, fmt.Sprintf("%s[%d]", at(k), i))
+					}
+				}
 			}
 		}
 	}

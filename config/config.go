@@ -129,6 +129,9 @@ sse:
 log:
   level: info                         # debug | info | warn | error
   format: auto                        # json | text | auto (text on a terminal, json otherwise)
+
+otel:
+  endpoint: ""                        # OTLP/HTTP URL for traces (http://collector:4318); "" = OTEL_EXPORTER_OTLP_ENDPOINT, unset = off
 `
 
 // Config is hookd's whole configuration.
@@ -148,6 +151,7 @@ type Config struct {
 	Console         Console   `yaml:"console"`
 	SSE             SSE       `yaml:"sse"`
 	Log             Log       `yaml:"log"`
+	OTel            OTel      `yaml:"otel"`
 }
 
 // Auth holds the bearer credentials the daemon accepts.
@@ -296,6 +300,12 @@ type SSE struct {
 type Log struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
+}
+
+// OTel configures tracing: spans go to Endpoint over OTLP/HTTP. Empty, the standard
+// OTEL_EXPORTER_OTLP_ENDPOINT decides, and with that unset too tracing exports nothing.
+type OTel struct {
+	Endpoint string `yaml:"endpoint"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("1.5s", "30m") in YAML and in the
@@ -1101,6 +1111,11 @@ func (c Config) Validate() error {
 	case "auto", "json", "text":
 	default:
 		bad("log.format", "%q is not one of auto, json, text", c.Log.Format)
+	}
+	if e := c.OTel.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("otel.endpoint", "%q is not an http(s) URL", e)
+		}
 	}
 
 	if listenOK && !c.LoopbackOnly() {

@@ -141,6 +141,21 @@ type PostToolUseContext struct {
 	*CodingAgent
 }
 
+// codingAgentKind is the kind of the coding agent an event's context names, or "".
+func codingAgentKind(c any) string {
+	var a *CodingAgent
+	switch c := c.(type) {
+	case *PreToolUseContext:
+		a = c.CodingAgent
+	case *UserMessageContext:
+		a = c.CodingAgent
+	}
+	if a == nil {
+		return ""
+	}
+	return a.AgentKind
+}
+
 // TriggerSource says where a run came from; channel fields are null for non-channel messages.
 type TriggerSource struct {
 	SourceType      string  `json:"sourceType"`

@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Decision outcomes. Ask sends the call to a person: in hookd's own runtime it becomes the
@@ -185,6 +186,10 @@ type hookResult struct {
 // goes through here too, so it answers what a dispatch would decide.
 func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, start time.Time) hookResult {
 	res := hookResult{eventID: storage.NewTSIDString()}
+	ctx, endSpan := tracing.StartHookCall(ctx, h.ID, h.HookName, string(h.HookType))
+	defer func() {
+		endSpan(tracing.HookResult{Decision: res.dec.Decision, Latency: res.took, FromFailureMode: res.failure != nil, Status: res.status, Err: res.failure})
+	}()
 	res.answer = h.decider.decide(ctx, d, h, c, res.eventID, start)
 	res.took = time.Since(start)
 	if res.failure != nil {
@@ -224,7 +229,7 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decision
 		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
 		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, RuleName: res.rule, Outcome: res.dec.Decision,
 		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
-		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start}
+		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start, AgentKind: codingAgentKind(ev.Context)}
 	if res.dec.ModifiedValue != nil {
 		rec.ModifiedHash = sha256Hex([]byte(*res.dec.ModifiedValue))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // How much of a response an attempt record keeps.
@@ -47,7 +48,7 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	for i, h := range hooks {
 		ids[i] = storage.NewTSIDString()
 		rows[i] = storage.Delivery{EventID: ids[i], HookID: h.ID, HookType: string(h.HookType), HookName: h.HookName,
-			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), SessionID: ev.SessionID,
+			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), TraceParent: tracing.Parent(ctx), SessionID: ev.SessionID,
 			PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
 	}
 	if err := d.outbox.submit(ctx, rows, true); err != nil {
@@ -180,9 +181,11 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		TraceID: row.TraceID, SessionID: row.SessionID, PrincipalID: row.PrincipalID, AgentID: row.AgentID,
 		Context: row.Context}
 	now := time.Now()
+	ctx, endSpan := tracing.StartDelivery(ctx, row.TraceParent, row.EventID, row.HookType, h.ID, out.Attempts)
 	actx := d.deadlines.start(ctx, &h.Hook, now)
 	a := d.send.send(actx, &h.Hook, h.wire, env, now)
 	d.deadlines.end(actx)
+	endSpan(a.status, a.err)
 	d.metrics.attempted(row.HookType, time.Since(now))
 	done(breakerOutcome(a))
 

@@ -212,7 +212,7 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 // name when any of its addresses is blocked). A name that does not resolve now is accepted with a
 // warning, since it may by the first call; the guard checks again at every dial either way.
 func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
-	if r.guard == nil || h.DispatchType != "webhook" {
+	if r.guard == nil || h.DispatchType != DispatchWebhook {
 		return nil
 	}
 	targets := [][2]string{{"dispatchConfig.url", h.DispatchConfig.URL}}

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Response bodies are read up to this size; the rest is discarded unread.
@@ -113,6 +114,7 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 	if env.TraceID != nil {
 		req.Header["X-Request-Id"] = []string{*env.TraceID}
 	}
+	tracing.Inject(ctx, req.Header)
 	if err := sign(req.Header, h, sg, env.EventID, now, body); err != nil {
 		a.err = err
 		return a

@@ -29,13 +29,20 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(root, "is empty; a JSON object is required")
 	}
-	var tree any
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := dec.Decode(&tree); err != nil {
+	tree, err := readTree(dec, at)
+	var ve *ValidationError
+	switch {
+	case errors.As(err, &ve):
+		return err
+	case err != nil:
 		var syntaxErr *json.SyntaxError
 		if errors.As(err, &syntaxErr) {
 			return Invalid(root, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+		}
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
 		}
 		return Invalid(root, "malformed JSON: %v", err)
 	}
@@ -63,6 +70,47 @@ func join(at, field, root string) string {
 		return field
 	}
 	return at + "." + field
+}
+
+// readTree decodes one JSON value as encoding/json would into an any, refusing a key that appears
+// twice in one object: encoding/json would keep the last silently, other readers the first.
+func readTree(dec *json.Decoder, path string) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch tok {
+	case json.Delim('{'):
+		obj := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			at := join(path, k, k)
+			if _, dup := obj[k]; dup {
+				return nil, Invalid(at, "appears twice; send each field once")
+			}
+			if obj[k], err = readTree(dec, at); err != nil {
+				return nil, err
+			}
+		}
+		_, err := dec.Token() // '}'
+		return obj, err
+	case json.Delim('['):
+		arr := []any{}
+		for i := 0; dec.More(); i++ {
+			v, err := readTree(dec, path+"["+strconv.Itoa(i)+"]")
+			if err != nil {
+				return nil, err
+			}
+			arr = append(arr, v)
+		}
+		_, err := dec.Token() // ']'
+		return arr, err
+	}
+	return tok, nil
 }
 
 var (

@@ -50,6 +50,11 @@ func TestDecodeStrict(t *testing.T) {
 		{``, "", "body", "is empty; a JSON object is required"},
 		{`{"hookName":"a"} {}`, "", "body", "trailing data after the JSON value"},
 		{`{"hookName":`, "", "body", "malformed JSON: unexpected EOF"},
+		{`{"hookName":"a","hookName":"b"}`, "", "hookName", "appears twice; send each field once"},
+		{`{"dispatchConfig":{"failureMode":"ALLOW","failureMode":"DENY"}}`, "", "dispatchConfig.failureMode", "appears twice; send each field once"},
+		{`{"dispatchConfig":{"rules":[{"when":"a"},{"when":"a","when":"b"}]}}`, "", "dispatchConfig.rules[1].when", "appears twice; send each field once"},
+		{`{"x":1,"x":2}`, "context", "context.x", "appears twice; send each field once"},
+		{`{"hookName" 1}`, "", "body", "malformed JSON at byte 12: invalid character '1' after object key"},
 	}
 	for _, c := range cases {
 		var v strictOuter

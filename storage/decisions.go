@@ -49,8 +49,11 @@ type Decision struct {
 	Error           string    `json:"error,omitempty"`
 	LatencyMs       int64     `json:"latencyMs"`
 	CreatedAt       time.Time `json:"createdAt"`
-	PrevHash        string    `json:"prevHash"`
-	Hash            string    `json:"hash"`
+	// AgentKind is the coding agent whose own hook this decided (claude-code, codex, gemini-cli,
+	// cursor: /v1/agents/{kind}/hooks); empty for hookd's own runtime and the dispatch API.
+	AgentKind string `json:"agentKind,omitempty"`
+	PrevHash  string `json:"prevHash"`
+	Hash      string `json:"hash"`
 }
 
 // Decision outcomes that are not a receiver's answer.
@@ -83,6 +86,7 @@ type decisionRow struct {
 	Error           string
 	LatencyMs       int64
 	CreatedAt       int64 `gorm:"autoCreateTime:false"`
+	AgentKind       string
 	PrevHash        string
 	Hash            string
 }
@@ -96,7 +100,7 @@ func (r decisionRow) plain() Decision {
 		SubjectHash: r.SubjectHash, Subject: r.Subject, Outcome: r.Outcome, Reason: r.Reason,
 		ModifiedHash: r.ModifiedHash, FromFailureMode: r.FromFailureMode, BreakerState: r.BreakerState,
 		StatusCode: r.StatusCode, Error: r.Error, LatencyMs: r.LatencyMs, CreatedAt: fromMs(r.CreatedAt),
-		PrevHash: r.PrevHash, Hash: r.Hash}
+		AgentKind: r.AgentKind, PrevHash: r.PrevHash, Hash: r.Hash}
 }
 
 // chainForm is the canonical form a row's hash covers: every field but the database id (the
@@ -127,7 +131,9 @@ type chainForm struct {
 	Error           string  `json:"error"`
 	LatencyMs       int64   `json:"latencyMs"`
 	CreatedAt       int64   `json:"createdAt"` // epoch ms, as stored
-	PrevHash        string  `json:"prevHash"`
+	// AgentKind is left out when empty, so the rows from before it existed keep their hashes.
+	AgentKind string `json:"agentKind,omitempty"`
+	PrevHash  string `json:"prevHash"`
 }
 
 // chainHash is the SHA-256 (hex) of d's canonical form.
@@ -138,7 +144,7 @@ func chainHash(d *Decision) string {
 		ToolCallID: d.ToolCallID, TaskID: d.TaskID, SubjectHash: d.SubjectHash, Subject: d.Subject,
 		Outcome: d.Outcome, Reason: d.Reason, ModifiedHash: d.ModifiedHash, FromFailureMode: d.FromFailureMode,
 		BreakerState: d.BreakerState, StatusCode: d.StatusCode, Error: d.Error, LatencyMs: d.LatencyMs,
-		CreatedAt: ms(d.CreatedAt), PrevHash: d.PrevHash}) // a struct of plain fields: Marshal cannot fail
+		CreatedAt: ms(d.CreatedAt), AgentKind: d.AgentKind, PrevHash: d.PrevHash}) // a struct of plain fields: Marshal cannot fail
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
@@ -197,13 +203,13 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 		ds[i].Hash = chainHash(&ds[i])
 		prev = ds[i].Hash
 	}
-	const cols, chunk = 26, 200
+	const cols, chunk = 27, 200
 	for i := 0; i < len(ds); i += chunk {
 		part := ds[i:min(i+chunk, len(ds))]
 		q := append(make([]byte, 0, 512+len(part)*cols*5), `INSERT INTO decisions (decision_id, event_id, hook_id,
 			hook_name, hook_priority, hook_type, session_id, principal_id, agent_id, trace_id, tool_name, tool_call_id,
 			task_id, subject_hash, subject, outcome, reason, modified_hash, from_failure_mode, breaker_state,
-			status_code, error, latency_ms, created_at, prev_hash, hash, rule_name) VALUES `...)
+			status_code, error, latency_ms, created_at, agent_kind, prev_hash, hash, rule_name) VALUES `...)
 		args := make([]any, 0, len(part)*(cols+1))
 		for j, d := range part {
 			if j > 0 {
@@ -213,7 +219,7 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 			args = append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
 				d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
 				d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
-				d.Error, d.LatencyMs, ms(d.CreatedAt), d.PrevHash, d.Hash, d.RuleName)
+				d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
 		}
 		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
 			return err
@@ -261,6 +267,7 @@ func (db *DB) ListDecisions(ctx context.Context, f DecisionFilter) ([]Decision, 
 	if f.DecisionID != "" {
 		q = q.Where("decision_id = ?", f.DecisionID)
 	}
+
 	if !f.Since.IsZero() {
 		q = q.Where("created_at >= ?", ms(f.Since))
 	}

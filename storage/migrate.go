@@ -298,6 +298,14 @@ var migrations = []migration{
 		// The policy rule that decided, beside the hook that holds it.
 		`ALTER TABLE decisions ADD COLUMN rule_name TEXT NOT NULL DEFAULT ''`,
 	}},
+	{19, "decision agent kind", []string{
+		// The coding agent (claude-code, codex, …) whose own hook a decision answered.
+		`ALTER TABLE decisions ADD COLUMN agent_kind TEXT NOT NULL DEFAULT ''`,
+	}},
+	{23, "delivery trace parent", []string{
+		// The span that queued a delivery (W3C traceparent): its attempts continue that trace.
+		`ALTER TABLE deliveries ADD COLUMN trace_parent TEXT NOT NULL DEFAULT ''`,
+	}},
 	{25, "console sessions", []string{
 		`CREATE TABLE console_sessions (
 			token_hash {{blob}} PRIMARY KEY,

@@ -30,6 +30,7 @@ type Delivery struct {
 	HookName    string    `json:"hookName"`
 	OccurredAt  time.Time `json:"occurredAt"`
 	TraceID     *string   `json:"traceId"`
+	TraceParent string    `json:"-"` // the span that queued it (W3C traceparent); "" without one
 	SessionID   *int64    `json:"sessionId"`
 	PrincipalID *int64    `json:"principalId"`
 	AgentID     *int64    `json:"agentId"`
@@ -80,6 +81,7 @@ type deliveryRow struct {
 	HookName       string
 	OccurredAt     int64
 	TraceID        *string
+	TraceParent    string
 	SessionID      *int64
 	PrincipalID    *int64
 	AgentID        *int64
@@ -128,7 +130,7 @@ func (newAttemptRow) TableName() string { return "delivery_attempts" }
 
 func (r deliveryRow) plain() Delivery {
 	return Delivery{ID: r.ID, EventID: r.EventID, HookID: r.HookID, HookType: r.HookType, HookName: r.HookName,
-		OccurredAt: fromMs(r.OccurredAt), TraceID: r.TraceID, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
+		OccurredAt: fromMs(r.OccurredAt), TraceID: r.TraceID, TraceParent: r.TraceParent, SessionID: r.SessionID, PrincipalID: r.PrincipalID,
 		AgentID: r.AgentID, Context: []byte(r.Context), Status: r.Status, Paused: r.Paused, Attempts: r.Attempts,
 		NextAttemptAt: fromMs(r.NextAttemptAt), LastStatusCode: r.LastStatusCode, LastError: r.LastError,
 		CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt), leaseUntil: r.LeaseUntil}
@@ -148,7 +150,7 @@ func (db *DB) EnqueueDeliveries(ctx context.Context, ds []Delivery) error {
 			next = now
 		}
 		rows[i] = deliveryRow{EventID: d.EventID, HookID: d.HookID, HookType: d.HookType, HookName: d.HookName,
-			OccurredAt: ms(d.OccurredAt), TraceID: d.TraceID, SessionID: d.SessionID, PrincipalID: d.PrincipalID,
+			OccurredAt: ms(d.OccurredAt), TraceID: d.TraceID, TraceParent: d.TraceParent, SessionID: d.SessionID, PrincipalID: d.PrincipalID,
 			AgentID: d.AgentID, Context: string(d.Context), Status: StatusPending, NextAttemptAt: next,
 			CreatedAt: now, UpdatedAt: now}
 	}

@@ -3,6 +3,7 @@ package agui
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hookd/hookd/agent"
@@ -172,9 +173,9 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 	case agent.KindBlockDelta:
 		switch {
 		case ev.Block.Delta == "":
-		case contains(m.text, ev.Block.ID):
+		case slices.Contains(m.text, ev.Block.ID):
 			e(Event{Type: TextMessageContent, MessageID: ev.Block.ID, Delta: ev.Block.Delta})
-		case contains(m.reasoning, ev.Block.ID):
+		case slices.Contains(m.reasoning, ev.Block.ID):
 			e(Event{Type: ReasoningMessageContent, MessageID: ev.Block.ID, Delta: ev.Block.Delta})
 		}
 	case agent.KindBlockEnded:
@@ -359,11 +360,11 @@ func tokenUsage(u *agent.Usage) []TokenUsage {
 // closeBlock ends the text or reasoning message id, if it is open.
 func (m *Mapper) closeBlock(id string, at int64) []Event {
 	switch {
-	case contains(m.text, id):
-		m.text = remove(m.text, id)
+	case slices.Contains(m.text, id):
+		m.text = without(m.text, id)
 		return []Event{{Type: TextMessageEnd, Timestamp: at, MessageID: id}}
-	case contains(m.reasoning, id):
-		m.reasoning = remove(m.reasoning, id)
+	case slices.Contains(m.reasoning, id):
+		m.reasoning = without(m.reasoning, id)
 		return []Event{{Type: ReasoningMessageEnd, Timestamp: at, MessageID: id}, {Type: ReasoningEnd, Timestamp: at, MessageID: id}}
 	}
 	return nil
@@ -397,7 +398,7 @@ func (m *Mapper) closeStreams(at int64) []Event {
 
 func (m *Mapper) endCall(id string) {
 	delete(m.calls, id)
-	m.callOrder = remove(m.callOrder, id)
+	m.callOrder = without(m.callOrder, id)
 }
 
 func (m *Mapper) endStep(at int64) []Event {
@@ -441,21 +442,7 @@ func rawOrNull(v json.RawMessage) json.RawMessage {
 	return v
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func remove(s []string, v string) []string {
-	out := s[:0]
-	for _, x := range s {
-		if x != v {
-			out = append(out, x)
-		}
-	}
-	return out
+// without is s without v.
+func without(s []string, v string) []string {
+	return slices.DeleteFunc(s, func(x string) bool { return x == v })
 }

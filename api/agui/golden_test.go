@@ -73,7 +73,7 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "denied_by_hook", run: func(t *testing.T, r *recorder) {
-		r.e.hook(`{"decision":"deny","reason":"writing files needs a ticket"}`)
+		r.e.Hook(`{"decision":"deny","reason":"writing files needs a ticket"}`)
 		resp := r.run(input("t-deny", "run-1", []any{user("m1", "write the secret")}))
 		res := first(t, resp.Events, "TOOL_CALL_RESULT")
 		if !strings.HasPrefix(res["content"].(string), "denied: ") || !strings.Contains(res["content"].(string), "needs a ticket") {
@@ -102,8 +102,8 @@ var scenarios = []scenario{
 		if out := last(p2.Events)["outcome"].(map[string]any); out["type"] != "success" || last(p2.Events)["runId"] != "run-2" {
 			t.Fatalf("end %v", last(p2.Events))
 		}
-		sess, _ := r.e.ae.Runtime.Session(t.Context(), "local", "t-ask")
-		dir, _ := r.e.ae.Runtime.Workspace(sess.ID)
+		sess, _ := r.e.AE.Runtime.Session(t.Context(), "local", "t-ask")
+		dir, _ := r.e.AE.Runtime.Workspace(sess.ID)
 		if b, _ := os.ReadFile(filepath.Join(dir, "a.txt")); string(b) != "edited" {
 			t.Fatalf("a.txt holds %q", b)
 		}
@@ -152,11 +152,9 @@ var scenarios = []scenario{
 		msgs := []any{user("m1", "slow work")}
 		p1 := r.run(input("t-restart", "run-1", msgs), func(ev map[string]any) {
 			if ev["type"] == "STEP_STARTED" {
-				r.e.ae.Restart(t) // the run pauses: its stream's last event says so
+				r.e.Restart() // the run pauses: its stream's last event says so
 			}
 		})
-		r.e.srv.Close()
-		r.e.serve()
 		it := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
 		if it["reason"] != "hookd_suspended" || it["metadata"].(map[string]any)["suspendReason"] != agent.SuspendShutdown {
 			t.Fatalf("pause %v", last(p1.Events))

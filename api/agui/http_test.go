@@ -29,7 +29,7 @@ func TestAPIKeysAndIsolation(t *testing.T) {
 	if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "nothing in thread") {
 		t.Fatalf("bob answered alice's interrupt: %d %s", r.Status, r.Body)
 	}
-	if _, err := e.ae.Runtime.Session(t.Context(), "bob", "t-1"); err == nil {
+	if _, err := e.AE.Runtime.Session(t.Context(), "bob", "t-1"); err == nil {
 		t.Fatal("bob's request made a session")
 	}
 	p2 := e.do(input("t-1", "run-2", msgs, "resume", resume), []string{"Authorization", "Bearer key-alice"})
@@ -102,7 +102,7 @@ func TestRunAfterARestartWithoutTheInterrupt(t *testing.T) {
 	msgs := []any{user("m1", "slow work")}
 	p1 := e.stream(input("t-crash", "run-1", msgs), func(ev map[string]any) {
 		if ev["type"] == "STEP_STARTED" {
-			e.restart()
+			e.Restart()
 		}
 	})
 	if last(p1.Events)["outcome"].(map[string]any)["type"] != "interrupt" {

@@ -112,7 +112,7 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "denied_by_hook", run: func(t *testing.T, r *recorder) {
-		r.e.hook(`{"decision":"deny","reason":"writing files needs a ticket"}`)
+		r.e.Hook(`{"decision":"deny","reason":"writing files needs a ticket"}`)
 		resp := r.chat(chat("c-deny", []any{user("m1", "write the secret")}))
 		if e := first(t, resp.Events, "tool-output-error"); !strings.Contains(e["errorText"].(string), "denied: writing files needs a ticket") {
 			t.Fatalf("%v", e)
@@ -195,11 +195,9 @@ var scenarios = []scenario{
 	{name: "resume_after_restart", run: func(t *testing.T, r *recorder) {
 		p1 := r.chat(chat("c-restart", []any{user("m1", "slow work")}), func(p map[string]any) {
 			if p["type"] == "start-step" {
-				r.e.ae.Restart(t) // the run pauses: its stream finishes
+				r.e.Restart() // the run pauses: its stream finishes
 			}
 		})
-		r.e.srv.Close()
-		r.e.serve()
 		if last(p1.Events)["finishReason"] != "other" || last(p1.Events)["messageMetadata"].(map[string]any)["generateReason"] != agent.SuspendShutdown {
 			t.Fatalf("pause %v", last(p1.Events))
 		}

@@ -66,7 +66,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	if r := e.resume("nobody", nil); r.Status != http.StatusNoContent {
 		t.Errorf("unknown chat: %d", r.Status)
 	}
-	if r := e.send(mustReq(t, e.srv.URL+"/ai-sdk/chat/c/stream?since=1"), nil); r.Status != http.StatusBadRequest {
+	if r := e.Send(mustReq(t, e.Srv.URL+"/ai-sdk/chat/c/stream?since=1"), nil, nil); r.Status != http.StatusBadRequest {
 		t.Errorf("unknown query parameter: %d %s", r.Status, r.Body)
 	}
 	p1 := e.stream(chat("c-ask", []any{user("m1", "confirm the write")}))

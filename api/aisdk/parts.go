@@ -2,6 +2,7 @@ package aisdk
 
 import (
 	"encoding/json"
+	"slices"
 	"sort"
 
 	"github.com/hookd/hookd/agent"
@@ -133,9 +134,9 @@ func (m *Mapper) Map(ev agent.Event) []Part {
 	case agent.KindBlockDelta:
 		switch {
 		case ev.Block.Delta == "":
-		case contains(m.text, ev.Block.ID):
+		case slices.Contains(m.text, ev.Block.ID):
 			p(Part{Type: "text-delta", ID: ev.Block.ID, Delta: ev.Block.Delta})
-		case contains(m.reasoning, ev.Block.ID):
+		case slices.Contains(m.reasoning, ev.Block.ID):
 			p(Part{Type: "reasoning-delta", ID: ev.Block.ID, Delta: ev.Block.Delta})
 		}
 	case agent.KindBlockEnded:
@@ -273,11 +274,11 @@ func usageOf(u *agent.Usage) *Usage {
 
 func (m *Mapper) closeBlock(id string) []Part {
 	switch {
-	case contains(m.text, id):
-		m.text = remove(m.text, id)
+	case slices.Contains(m.text, id):
+		m.text = without(m.text, id)
 		return []Part{{Type: "text-end", ID: id}}
-	case contains(m.reasoning, id):
-		m.reasoning = remove(m.reasoning, id)
+	case slices.Contains(m.reasoning, id):
+		m.reasoning = without(m.reasoning, id)
 		return []Part{{Type: "reasoning-end", ID: id}}
 	}
 	return nil
@@ -353,21 +354,7 @@ func rawOrNull(v json.RawMessage) json.RawMessage {
 	return v
 }
 
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
-}
-
-func remove(s []string, v string) []string {
-	out := s[:0]
-	for _, x := range s {
-		if x != v {
-			out = append(out, x)
-		}
-	}
-	return out
+// without is s without v.
+func without(s []string, v string) []string {
+	return slices.DeleteFunc(s, func(x string) bool { return x == v })
 }

@@ -557,6 +557,11 @@ func ParseSince(s string) (time.Time, error) {
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		return time.UnixMilli(ms), nil
 	}
+	// The document's own example, messages?since=2026-05-13T00:00:00+08:00, sent as it is written
+	// arrives with its "+" read as a space (form encoding): a space before the offset is its "+".
+	if i := strings.LastIndexByte(s, ' '); i > 0 && len(s)-i == len(" 08:00") && strings.IndexByte(s, 'T') > 0 {
+		s = s[:i] + "+" + s[i+1:]
+	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
 		return time.Time{}, errors.New("since: want an RFC 3339 time (2026-05-13T00:00:00+08:00) or Unix milliseconds")

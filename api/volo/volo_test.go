@@ -33,6 +33,12 @@ const script = `{"scripts":[
    {"text":"part one","toolCalls":[{"name":"workspace_list_files"}]},
    {"text":"part two, the end","delayMs":800}]},
  {"match":"/summari[sz]e/","steps":[{"text":"summary done"}]},
+ {"match":"/five steps/","steps":[
+   {"text":"第一步。","toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"第二步。","toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"第三步。","toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"第四步。","toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"完成。"}]},
  {"match":"*","steps":[{"text":"default answer"}]}
 ]}`
 
@@ -544,14 +550,16 @@ func TestCatchUpAfterDroppedConnection(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			run, _ = e.rt.RunByReply(context.Background(), "local", turn)
-			if run.Status == agent.StatusCompleted {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the turn did not finish after the client left: %s", run.Status)
-			}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ch, err := e.rt.Subscribe(ctx, run.RequestID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range ch { // to the turn's end, which the client did not stay for
+		}
+		if run, _ = e.rt.RunByReply(context.Background(), "local", turn); run.Status != agent.StatusCompleted {
+			t.Fatalf("the turn did not finish after the client left: %s", run.Status)
 		}
 		code, r, raw := e.call("GET", prefix+"/s-drop/messages?since="+last.ev.Timestamp, nil)
 		if code != 200 {
@@ -561,7 +569,7 @@ func TestCatchUpAfterDroppedConnection(t *testing.T) {
 		var msgs []volo.ChatMessage
 		_ = json.Unmarshal(b, &msgs)
 		// (The user message can share the millisecond of the last frame seen; since is inclusive.)
-		if n := len(msgs); n == 0 || n > 2 || msgs[n-1].Role != "assistant" || msgs[n-1].Content != "part two, the end" || msgs[n-1].TurnID != turn {
+		if n := len(msgs); n == 0 || n > 2 || msgs[n-1].Role != "assistant" || msgs[n-1].Content != "part onepart two, the end" || msgs[n-1].TurnID != turn {
 			t.Fatalf("catch-up: %s", b)
 		}
 		for _, f := range l.got {
@@ -576,6 +584,14 @@ func TestCatchUpAfterDroppedConnection(t *testing.T) {
 		_ = json.Unmarshal(b, &msgs)
 		if len(msgs) != 2 || msgs[0].Role != "user" || msgs[0].ID > msgs[1].ID || msgs[0].CreatedAt > msgs[1].CreatedAt {
 			t.Fatalf("history: %s", b)
+		}
+		// The document's own example, sent as written: its "+" arrives as a space.
+		code, r, raw = e.call("GET", prefix+"/s-drop/messages?since=2026-05-13T00:00:00+08:00", nil)
+		b, _ = json.Marshal(r.Data)
+		var since []volo.ChatMessage
+		_ = json.Unmarshal(b, &since)
+		if code != 200 || len(since) != len(msgs) {
+			t.Fatalf("since, the document's example verbatim: %d %s", code, raw)
 		}
 		if code, r, _ := e.call("GET", prefix+"/s-drop/messages?since=yesterday", nil); code != 400 || r.Message != "agent.error.badRequest" {
 			t.Fatalf("bad since: %d", code)
@@ -821,5 +837,32 @@ func TestAsyncToolInteraction(t *testing.T) {
 	_, rest := e.stream("POST", prefix+"/resume?turnId="+turn, nil)
 	if end := find(rest, volo.TypeToolEnd); end == nil || end.ev.Tool.Output != "rendered.png" || rest[len(rest)-1].ev.Status != volo.StatusCompleted {
 		t.Fatalf("after the job: %s", names(rest))
+	}
+}
+
+// A MAX turn of five steps streams text in each; its ASSISTANT_END and its stored message hold
+// the whole answer — what the deltas streamed — not the last step's.
+func TestMaxTurnAnswerIsWhole(t *testing.T) {
+	e := newEnv(t, opts{script: script})
+	st, fs := e.stream("POST", intentPath("s-five"), map[string]any{"userMessage": "five steps please", "executionMode": "MAX"})
+	if st != 200 {
+		t.Fatalf("%d %s", st, names(fs))
+	}
+	const whole = "第一步。第二步。第三步。第四步。完成。"
+	streamed := ""
+	for _, f := range fs {
+		if f.ev.Type == volo.TypeAssistantDelta {
+			streamed += f.ev.Content
+		}
+	}
+	if end := find(fs, volo.TypeAssistantEnd); streamed != whole || end.ev.Content != whole {
+		t.Fatalf("streamed %q, ASSISTANT_END %q; want both %q", streamed, end.ev.Content, whole)
+	}
+	code, r, raw := e.call("GET", prefix+"/s-five/messages", nil)
+	b, _ := json.Marshal(r.Data)
+	var msgs []volo.ChatMessage
+	_ = json.Unmarshal(b, &msgs)
+	if code != 200 || len(msgs) != 2 || msgs[1].Content != whole {
+		t.Fatalf("stored: %d %s", code, raw)
 	}
 }

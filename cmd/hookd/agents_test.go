@@ -117,6 +117,9 @@ var scenarios = []struct {
 	{"deny", func(dispatcher.Envelope) (int, string) {
 		return 200, `{"decision":"deny","reason":"transfers over 10000 need the finance team's approval"}`
 	}},
+	{"ask", func(dispatcher.Envelope) (int, string) {
+		return 200, `{"decision":"ask","reason":"a person from finance must approve this"}`
+	}},
 	{"modify", func(env dispatcher.Envelope) (int, string) {
 		if env.HookType == dispatcher.UserMessage {
 			return 200, `{"decision":"modify","modifiedValue":"Transfer 25000 to account ****2222"}`
@@ -266,8 +269,9 @@ func TestAgentGoldens(t *testing.T) {
 	// Every decision is in the log, under the harness session's number.
 	session := agents.SessionID(agents.ClaudeCode, ptr(int64(agentUser)), "8f3c2a1e-5b7d-4c9e-a1f2-3d4e5f6a7b8c")
 	var rows []struct {
-		HookType string `json:"hookType"`
-		Outcome  string `json:"outcome"`
+		HookType  string `json:"hookType"`
+		Outcome   string `json:"outcome"`
+		AgentKind string `json:"agentKind"`
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		rows = nil
@@ -286,6 +290,9 @@ func TestAgentGoldens(t *testing.T) {
 	var outcomes []string
 	for _, r := range rows {
 		outcomes = append(outcomes, r.HookType+":"+r.Outcome)
+		if r.AgentKind != agents.ClaudeCode {
+			t.Errorf("decision row of a Claude Code hook has agentKind %q", r.AgentKind)
+		}
 	}
 	for _, want := range []string{"pre_tool_use:deny", "user_message:deny", "pre_tool_use:modify"} {
 		if !slices.Contains(outcomes, want) {
@@ -328,26 +335,18 @@ func TestAgentRouteRefusals(t *testing.T) {
 	}
 }
 
-// decisionLog reads the decision rows of a session. (Not through d.call: the rows carry fields
-// the OpenAPI document does not list yet.)
+// decisionLog reads the decision rows of a session (a page of them, or a list).
 func decisionLog(t *testing.T, d *daemon, session int64, out any) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, d.url(fmt.Sprintf("/api/decisions?sessionId=%d&limit=500", session)), nil)
-	req.Header.Set("Authorization", "Bearer adm-test")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var w struct{ Data json.RawMessage }
-	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
-		t.Fatal(err)
+	var data json.RawMessage
+	if s := d.call("GET", fmt.Sprintf("/api/decisions?sessionId=%d&limit=500", session), "", &data); s != http.StatusOK {
+		t.Fatalf("decisions: %d", s)
 	}
 	var page struct{ Items json.RawMessage }
-	if json.Unmarshal(w.Data, &page) == nil && page.Items != nil {
-		w.Data = page.Items
+	if json.Unmarshal(data, &page) == nil && page.Items != nil {
+		data = page.Items
 	}
-	if err := json.Unmarshal(w.Data, out); err != nil {
-		t.Fatalf("decisions: %s", w.Data)
+	if err := json.Unmarshal(data, out); err != nil {
+		t.Fatalf("decisions: %s", data)
 	}
 }

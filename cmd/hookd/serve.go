@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -32,6 +33,7 @@ import (
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 func newServeCmd() *cobra.Command {
@@ -62,6 +64,21 @@ func newServeCmd() *cobra.Command {
 // serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
 func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	log.Info("starting hookd", "version", version, "config", cfg)
+	tc := tracing.Config{Endpoint: cfg.OTel.Endpoint, Version: version}
+	stopTracing, err := tracing.Setup(ctx, tc)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(c); err != nil {
+			log.Warn("traces not flushed", "err", err)
+		}
+	}()
+	if tc.Enabled() {
+		log.Info("tracing: spans go out over OTLP/HTTP", "endpoint", cmp.Or(tc.Endpoint, "from OTEL_EXPORTER_OTLP_*"))
+	}
 	key, created, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
 	if err != nil {
 		return err
@@ -277,7 +294,7 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		}
 	}
 	if text {
-		return slog.New(slog.NewTextHandler(w, opts))
+		return slog.New(tracing.LogHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(slog.NewJSONHandler(w, opts))
+	return slog.New(tracing.LogHandler(slog.NewJSONHandler(w, opts)))
 }

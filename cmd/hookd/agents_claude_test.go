@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/api/agents"
+)
+
+// fakeClaudeCode runs its PreToolUse HTTP hooks as the Claude Code hooks reference says: it
+// POSTs the hook input to each matching hook's url with the hook's headers (a $VAR is filled only
+// from allowedEnvVars), waits at most the hook's timeout; a 2xx with an empty body is no decision,
+// a 2xx with JSON is parsed (hookSpecificOutput.permissionDecision), a non-2xx or no answer is a
+// non-blocking error — unless the hook says onFailure: block.
+type fakeClaudeCode struct {
+	settings map[string]any
+	env      map[string]string
+	session  string
+}
+
+// outcome is what Claude Code does with a tool call after its hooks.
+type outcome struct {
+	verdict string // "run" (its own permission flow goes on), "deny", "ask", "error" (non-blocking)
+	reason  string
+}
+
+var envRef = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
+
+func (c *fakeClaudeCode) preToolUse(t *testing.T, tool string, input map[string]any) outcome {
+	t.Helper()
+	body, _ := json.Marshal(map[string]any{"session_id": c.session, "transcript_path": "/tmp/t.jsonl",
+		"cwd": "/home/dev/pay", "permission_mode": "default", "hook_event_name": "PreToolUse",
+		"tool_name": tool, "tool_input": input, "tool_use_id": "toolu_" + tool})
+	groups, _ := c.settings["hooks"].(map[string]any)["PreToolUse"].([]any)
+	result := outcome{verdict: "run"}
+	for _, g := range groups {
+		gm := g.(map[string]any)
+		if m, _ := gm["matcher"].(string); m != "" && m != "*" && !regexp.MustCompile("^(?:"+m+")$").MatchString(tool) {
+			continue
+		}
+		for _, h := range gm["hooks"].([]any) {
+			hm := h.(map[string]any)
+			if hm["type"] != "http" {
+				continue
+			}
+			allowed := map[string]bool{}
+			for _, v := range hm["allowedEnvVars"].([]any) {
+				allowed[v.(string)] = true
+			}
+			req, _ := http.NewRequest(http.MethodPost, hm["url"].(string), bytes.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			for k, v := range hm["headers"].(map[string]any) {
+				req.Header.Set(k, envRef.ReplaceAllStringFunc(v.(string), func(ref string) string {
+					name := envRef.FindStringSubmatch(ref)[1]
+					if !allowed[name] {
+						return ""
+					}
+					return c.env[name]
+				}))
+			}
+			client := &http.Client{Timeout: time.Duration(hm["timeout"].(float64)) * time.Second}
+			o := c.answer(client.Do(req))
+			if o.verdict == "error" && hm["onFailure"] == "block" {
+				o = outcome{verdict: "deny", reason: "hook failed: " + o.reason}
+			}
+			// deny wins over ask, ask over an allow or no decision.
+			if o.verdict == "deny" || (o.verdict == "ask" && result.verdict != "deny") || result.verdict == "run" {
+				result = o
+			}
+		}
+	}
+	if result.verdict == "error" {
+		result.verdict = "run" // a non-blocking error: the call goes on
+	}
+	return result
+}
+
+func (c *fakeClaudeCode) answer(resp *http.Response, err error) outcome {
+	if err != nil {
+		return outcome{verdict: "error", reason: err.Error()}
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return outcome{verdict: "error", reason: resp.Status}
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return outcome{verdict: "run"}
+	}
+	var out struct {
+		HookSpecificOutput struct {
+			HookEventName            string `json:"hookEventName"`
+			PermissionDecision       string `json:"permissionDecision"`
+			PermissionDecisionReason string `json:"permissionDecisionReason"`
+		} `json:"hookSpecificOutput"`
+	}
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return outcome{verdict: "error", reason: "invalid JSON output"}
+	}
+	switch d := out.HookSpecificOutput.PermissionDecision; d {
+	case "deny", "ask":
+		return outcome{verdict: d, reason: out.HookSpecificOutput.PermissionDecisionReason}
+	}
+	return outcome{verdict: "run"}
+}
+
+// A fake Claude Code, configured by `hookd agents install claude-code`, against the running
+// daemon with a denying CEL policy and a fail-closed webhook that is down: the tool calls they
+// stop are blocked with hookd's reason, the others go on, and a daemon that is down blocks too.
+func TestFakeClaudeCode(t *testing.T) {
+	d := startAgentDaemon(t)
+	down := closedAddr(t)
+	for _, spec := range []string{
+		`{"hookName":"no destructive shell","hookType":"pre_tool_use","toolNameMatch":"Bash","dispatchType":"policy",
+		  "dispatchConfig":{"failureMode":"DENY"},
+		  "policyConfig":{"rules":[
+		    {"name":"rm-rf","when":"event.context.agentKind == 'claude-code' && args.command.contains('rm -rf')","decision":"deny",
+		     "reason":"'destructive command refused in ' + event.context.cwd + ': ' + args.command"},
+		    {"name":"push","when":"args.command.startsWith('git push')","decision":"ask","reason":"'pushing needs a reviewer'"}],
+		   "default":"allow"}}`,
+		fmt.Sprintf(`{"hookName":"write approval","hookType":"pre_tool_use","toolNameMatch":"Write",
+		  "dispatchConfig":{"url":%q,"timeoutMs":2000,"failureMode":"DENY","signingSecret":%q}}`, down+"/approve", hookSecret),
+	} {
+		if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+			t.Fatalf("register: %d %s", s, spec)
+		}
+	}
+
+	dir := t.TempDir()
+	out, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", dir, "--addr", d.url(""))
+	if code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	claude := &fakeClaudeCode{env: map[string]string{"HOOKD_CLI_TOKEN": agentKey}, session: "5b7d-fake"}
+	if err := json.Unmarshal([]byte(out), &claude.settings); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		tool    string
+		input   map[string]any
+		verdict string
+		reason  string
+	}{
+		{"Bash", map[string]any{"command": "rm -rf /home/dev/pay/build"}, "deny",
+			"destructive command refused in /home/dev/pay: rm -rf /home/dev/pay/build"},
+		{"Bash", map[string]any{"command": "git push origin main"}, "ask", "pushing needs a reviewer"},
+		{"Bash", map[string]any{"command": "make test"}, "run", ""},
+		{"Write", map[string]any{"file_path": "/home/dev/pay/x.go", "content": "package x"}, "deny",
+			"hook write approval unavailable (failureMode DENY)"},
+		{"Read", map[string]any{"file_path": "/home/dev/pay/x.go"}, "run", ""},
+	} {
+		got := claude.preToolUse(t, c.tool, c.input)
+		if got.verdict != c.verdict || got.reason != c.reason {
+			t.Errorf("%s %v: %+v, want %s %q", c.tool, c.input, got, c.verdict, c.reason)
+		}
+	}
+
+	// Without the key Claude Code's call is a non-blocking error — which onFailure: block turns
+	// into a block; with the daemon gone, the same.
+	claude.env = map[string]string{}
+	if got := claude.preToolUse(t, "Read", map[string]any{"file_path": "/x"}); got.verdict != "deny" || !strings.Contains(got.reason, "401") {
+		t.Errorf("no key: %+v", got)
+	}
+	claude.env = map[string]string{"HOOKD_CLI_TOKEN": agentKey}
+	d.kill()
+	if got := claude.preToolUse(t, "Read", map[string]any{"file_path": "/x"}); got.verdict != "deny" || !strings.Contains(got.reason, "hook failed") {
+		t.Errorf("daemon down: %+v", got)
+	}
+}
