@@ -540,6 +540,11 @@ func TestAuthUpdateRuleAtTheReceiver(t *testing.T) {
 		put("secret cleared", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "DENY", "signingSecret": ""}}`)
 		want("secret cleared", seen("secret cleared"), "", false)
 
+		put("CUSTOM again", `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "7"}}}}`)
+		if status, w := c.do("PUT", path, `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "***", "X-New": "***"}}}}`); status != 400 ||
+			w.Message != `dispatchConfig.auth.headers.X-New: "***" is the mask, not a credential` {
+			t.Errorf("a mask for a header never stored: %d %q", status, w.Message)
+		}
 		if status, w := c.do("PUT", path, `{`+head+`, "dispatchConfig": {"url": "`+recv.URL+`", "auth": {"type": "API_KEY", "credential": "***"}}}`); status != 400 ||
 			w.Message != `dispatchConfig.auth.credential: "***" is the mask, not a credential` {
 			t.Errorf("a mask for a credential never stored: %d %q", status, w.Message)

@@ -57,6 +57,7 @@ auth:
   adminTokens: []                     # bearer tokens for the admin API
   apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
                                       #   - {key: "key-...", userId: "user-10001", principalId: 1001}
+                                      #   (agentId: 5001 selects that agent's hooks for a coding agent's key)
                                       # a reviewer key also answers the permission asks of the users it lists:
                                       #   - {key: "key-...", userId: "rev-1", principalId: 9001, role: reviewer, reviews: [user-10001]}
   chat: enabled                       # enabled | disabled: disabled serves no chat API at all
@@ -172,6 +173,9 @@ type APIKey struct {
 	// of the users in Reviews.
 	Role    string   `yaml:"role,omitempty" json:"role,omitempty"`
 	Reviews []string `yaml:"reviews,omitempty" json:"reviews,omitempty"`
+	// AgentID, when set, is the agentId of the events a coding agent sends with this key
+	// (/v1/agents/{kind}/hooks): it selects that agent's hooks.
+	AgentID int64 `yaml:"agentId,omitempty" json:"agentId,omitempty"`
 }
 
 // ChatDisabled tells whether auth.chat turns the chat APIs off.
@@ -967,6 +971,9 @@ func (c Config) Validate() error {
 		}
 		if k.PrincipalID <= 0 {
 			bad(p+".principalId", "must be greater than 0")
+		}
+		if k.AgentID < 0 {
+			bad(p+".agentId", "must be greater than 0")
 		}
 		if slices.Contains(c.Auth.AdminTokens, k.Key) && k.Key != "" {
 			bad(p+".key", "same as an admin token; admin tokens and API keys never stand in for each other")

@@ -551,18 +551,18 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 	}
 	keep(&a.Credential, old.Credential)
 	keep(&a.Password, old.Password)
-	for k, v := range a.Headers {
-		if v == Masked {
-			a.Headers[k] = old.Headers[k]
-		}
-	}
-	if f, of := a.TokenFetchConfig, old.TokenFetchConfig; f != nil && of != nil {
-		keep(&f.Body, of.Body)
-		for k, v := range f.Headers {
-			if v == Masked {
-				f.Headers[k] = of.Headers[k]
+	// A masked header the stored auth lacks stays "***", which Normalize refuses as the mask.
+	keepHeaders := func(h, was map[string]string) {
+		for k, v := range h {
+			if stored, ok := was[k]; ok && v == Masked {
+				h[k] = stored
 			}
 		}
+	}
+	keepHeaders(a.Headers, old.Headers)
+	if f, of := a.TokenFetchConfig, old.TokenFetchConfig; f != nil && of != nil {
+		keep(&f.Body, of.Body)
+		keepHeaders(f.Headers, of.Headers)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sync/atomic"
@@ -60,7 +61,32 @@ func NewRegistry(ctx context.Context, db *storage.DB, log *slog.Logger, opts ...
 	if err := r.Reload(ctx); err != nil {
 		return nil, err
 	}
+	r.warnUnreachable()
 	return r, nil
+}
+
+// warnUnreachable names, at start, each stored hook whose receiver is an address the guard now
+// refuses (registered under a laxer webhooks setting): every call to it falls to its failureMode.
+// Only literal addresses are checked, so a start never waits on DNS.
+func (r *Registry) warnUnreachable() {
+	if r.guard == nil {
+		return
+	}
+	for _, h := range r.snap.Load().all {
+		if h.DispatchType != DispatchWebhook {
+			continue
+		}
+		u, err := url.Parse(h.DispatchConfig.URL)
+		if err != nil {
+			continue
+		}
+		ip, err := netip.ParseAddr(u.Hostname())
+		var blocked *netguard.BlockedError
+		if err == nil && errors.As(r.guard.Check(ip), &blocked) {
+			r.log.Warn("hook receiver can never be reached; every call falls to its failureMode", "hookId", h.ID,
+				"hookName", h.HookName, "failureMode", h.DispatchConfig.FailureMode, "reason", unreachable(blocked))
+		}
+	}
 }
 
 // Match returns the enabled hooks of type t that apply to agentID (nil: hooks for every agent

@@ -30,7 +30,8 @@ type Deps struct {
 	Metrics    *prometheus.Registry // nil: no metrics
 }
 
-// AgentIDHeader selects agent-specific hooks for a caller whose key names no agent.
+// AgentIDHeader selects agent-specific hooks for a caller whose key names no agent (a key's own
+// agentId wins, and a header that differs from it is refused).
 const AgentIDHeader = "X-Hookd-Agent-Id"
 
 // DecisionIDHeader carries the decision log id of an interceptive answer.
@@ -74,6 +75,14 @@ func (h *handler) hook(c *gin.Context) {
 	if err != nil {
 		wire.Fail(c, http.StatusBadRequest, "%v", err)
 		return
+	}
+	if caller.AgentID != nil {
+		// The key names its agent; a header may repeat it, never change it.
+		if agentID != nil && *agentID != *caller.AgentID {
+			wire.Fail(c, http.StatusForbidden, "%s: %d is not the API key's agent", AgentIDHeader, *agentID)
+			return
+		}
+		agentID = caller.AgentID
 	}
 	body, err := io.ReadAll(c.Request.Body)
 	if err != nil {

@@ -18,6 +18,8 @@ type APIKey struct {
 	Role Role
 	// Reviews lists the users whose permission asks a reviewer key may answer.
 	Reviews []string
+	// AgentID (0: none) is the agentId of a coding agent's events sent with this key.
+	AgentID int64
 }
 
 // Role is what an API key may do beyond acting as its own user.
@@ -37,6 +39,7 @@ type Caller struct {
 	PrincipalID *int64 // nil in development mode
 	Role        Role
 	Reviews     []string
+	AgentID     *int64 // the key's agentId, if it has one
 }
 
 // MayAnswerFor reports whether c may answer a permission ask of user: its own, or, for a
@@ -128,7 +131,12 @@ func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
 	if role == "" {
 		role = RoleUser
 	}
-	return Caller{UserID: match.UserID, PrincipalID: &p, Role: role, Reviews: match.Reviews}, nil
+	c := Caller{UserID: match.UserID, PrincipalID: &p, Role: role, Reviews: match.Reviews}
+	if match.AgentID > 0 {
+		a := match.AgentID
+		c.AgentID = &a
+	}
+	return c, nil
 }
 
 // Status is the HTTP status of an Identify error.

@@ -147,7 +147,7 @@ func startAgentDaemon(t *testing.T) *daemon {
 database: sqlite:%s
 auth:
   adminTokens: [adm-test]
-  apiKeys: [{key: %s, userId: dev-1, principalId: %d}]
+  apiKeys: [{key: %s, userId: dev-1, principalId: %d}, {key: key-agent-5001, userId: dev-2, principalId: 1002, agentId: 5001}]
 webhooks: {allowPrivateNetworks: true}
 `, filepath.Join(dir, "hookd.db"), agentKey, agentUser))
 	return startDaemon(t, cfg)
@@ -331,6 +331,41 @@ func TestAgentRouteRefusals(t *testing.T) {
 		status, body, _ := agentPost(t, d, c.kind, c.body, c.key)
 		if status != c.status {
 			t.Errorf("%s key %q %s: %d %s, want %d", c.kind, c.key, c.body, status, body, c.status)
+		}
+	}
+
+	// A hook of agent 5001 applies to the key of that agent, and to a key without an agent that
+	// names it in the header; a header cannot change a key's agent.
+	if s := d.call("POST", "/api/hooks", `{"hookName":"agent 5001 only","hookType":"pre_tool_use","agentId":5001,
+		"dispatchType":"policy","dispatchConfig":{"failureMode":"DENY"},
+		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"deny","reason":"'agent 5001 may not'"}]}}`, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+	for _, c := range []struct {
+		key, header string
+		status      int
+		denied      bool
+	}{
+		{"key-agent-5001", "", http.StatusOK, true},
+		{agentKey, "", http.StatusNoContent, false},
+		{agentKey, "5001", http.StatusOK, true},
+		{"key-agent-5001", "5001", http.StatusOK, true},
+		{"key-agent-5001", "6000", http.StatusForbidden, false},
+		{agentKey, "x", http.StatusBadRequest, false},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(pre))
+		req.Header.Set("Authorization", "Bearer "+c.key)
+		if c.header != "" {
+			req.Header.Set(agents.AgentIDHeader, c.header)
+		}
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || strings.Contains(string(raw), "agent 5001 may not") != c.denied {
+			t.Errorf("key %s header %q: %d %s", c.key, c.header, resp.StatusCode, raw)
 		}
 	}
 }

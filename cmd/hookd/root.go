@@ -9,6 +9,7 @@ package main
 //	decisions.go   `decisions list|verify`
 //	deliveries.go  `deliveries list|redeliver`
 //	verify.go      `verify` (offline signature check)
+//	doctor.go      `doctor` (what serve would stand on, checked without changing it)
 //
 // To add a command group, write <group>.go with a `newXxxCmd() *cobra.Command` (build the group
 // with newGroup, give it admin flags with addAdminFlags if it talks to the daemon) and add one
@@ -44,6 +45,7 @@ func newRootCmd() *cobra.Command {
 		newAgentsCmd(),
 		newDecisionsCmd(),
 		newDeliveriesCmd(),
+		newDoctorCmd(),
 		newHookCmd(),
 		newHooksCmd(),
 		newServeCmd(),

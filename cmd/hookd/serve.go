@@ -56,9 +56,14 @@ func newServeCmd() *cobra.Command {
 			return serve(ctx, cfg, log)
 		},
 	}
-	cmd.Flags().StringVar(&path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
-	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
+	configFlag(cmd, &path)
 	return cmd
+}
+
+// configFlag gives cmd the --config flag of the commands that read the daemon's config.
+func configFlag(cmd *cobra.Command, path *string) {
+	cmd.Flags().StringVar(path, "config", os.Getenv("HOOKD_CONFIG"), "YAML config file (HOOKD_CONFIG; default: none, the embedded defaults)")
+	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 }
 
 // serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
@@ -267,7 +272,7 @@ func apiKeys(keys []config.APIKey) []wire.APIKey {
 	out := make([]wire.APIKey, len(keys))
 	for i, k := range keys {
 		out[i] = wire.APIKey{Key: k.Key, UserID: k.UserID, PrincipalID: k.PrincipalID, Role: wire.Role(k.Role),
-			Reviews: k.Reviews}
+			Reviews: k.Reviews, AgentID: k.AgentID}
 	}
 	return out
 }

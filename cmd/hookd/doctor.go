@@ -1,0 +1,219 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/config"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/hookdtype"
+	"github.com/hookd/hookd/storage"
+)
+
+// newDoctorCmd checks, without changing anything, what serve would stand on: the config, the
+// database and its schema version, the master key against the sealed secrets, and each hook's
+// receiver against the SSRF guard. It exits 1 when any check fails.
+func newDoctorCmd() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "doctor [--config FILE]",
+		Short: "check the config, database, master key and receivers serve would use (exit 1 on a problem)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			d := &doctor{out: cmd.OutOrStdout()}
+			d.run(cmd.Context(), path)
+			if d.failed > 0 {
+				return fmt.Errorf("%d problem(s) found", d.failed)
+			}
+			fmt.Fprintln(d.out, "no problems found")
+			return nil
+		},
+	}
+	configFlag(cmd, &path)
+	return cmd
+}
+
+type doctor struct {
+	out    io.Writer
+	failed int
+}
+
+func (d *doctor) ok(what, format string, a ...any) {
+	fmt.Fprintf(d.out, "ok    %-10s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+func (d *doctor) note(what, format string, a ...any) {
+	fmt.Fprintf(d.out, "note  %-10s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+func (d *doctor) fail(what, format string, a ...any) {
+	d.failed++
+	fmt.Fprintf(d.out, "FAIL  %-10s %s\n", what, fmt.Sprintf(format, a...))
+}
+
+func (d *doctor) run(ctx context.Context, path string) {
+	cfg, err := config.Load(path, os.Environ())
+	if err != nil {
+		d.fail("config", "%v", err)
+		return
+	}
+	d.ok("config", "%s", cmp.Or(path, "the embedded defaults"))
+
+	// The schema is read before storage opens the database, since opening migrates it.
+	applied, exists, err := schemaVersions(ctx, cfg.Database)
+	switch {
+	case err != nil:
+		d.fail("database", "%v", err)
+		return
+	case !exists:
+		d.note("database", "%s has no schema yet: serve creates it", hookdtype.RedactDSN(cfg.Database))
+		return
+	}
+	known := storage.KnownSchemaVersion()
+	newest := slices.Max(append(applied, 0))
+	if newest > known {
+		d.fail("schema", "version %d is newer than this binary's %d: a newer hookd migrated this database; run that version", newest, known)
+		return
+	}
+	key, err := masterKey(cfg)
+	if err != nil {
+		d.fail("masterKey", "%v", err)
+		return
+	}
+	if key == nil {
+		d.fail("masterKey", "none configured and no %s: the secrets sealed in this database cannot be opened", filepath.Join(cfg.ResolvedDataDir(), "master.key"))
+		return
+	}
+	if newest < known {
+		// Opening it would migrate it: doctor changes nothing.
+		d.note("schema", "version %d; serve will migrate it to %d (sealed secrets and receivers not checked before that)", newest, known)
+		return
+	}
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: key, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		var tooNew *storage.SchemaTooNewError
+		if errors.As(err, &tooNew) {
+			d.fail("schema", "%v", err)
+		} else {
+			d.fail("database", "%v", err)
+		}
+		return
+	}
+	defer db.Close()
+	d.ok("database", "%s, schema version %d", db.Dialect(), newest)
+
+	reg, err := dispatcher.NewRegistry(ctx, db, slog.New(slog.DiscardHandler))
+	if err != nil {
+		d.fail("masterKey", "the key does not open the sealed secrets: %v", err)
+		return
+	}
+	hooks, err := reg.List(ctx, storage.HookFilter{})
+	if err != nil {
+		d.fail("masterKey", "the key does not open the sealed secrets: %v", err)
+		return
+	}
+	d.ok("masterKey", "opens the sealed secrets of all %d hooks", len(hooks))
+
+	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
+		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
+	for _, h := range hooks {
+		d.receiver(ctx, guard, h)
+	}
+}
+
+// receiver checks that h's receiver (and token endpoint) resolve to addresses the guard allows.
+func (d *doctor) receiver(ctx context.Context, guard *netguard.Guard, h dispatcher.Hook) {
+	if h.DispatchType != dispatcher.DispatchWebhook {
+		return
+	}
+	what := fmt.Sprintf("hook %d", h.ID)
+	targets := []string{h.DispatchConfig.URL}
+	if a := h.DispatchConfig.Auth; a != nil && a.TokenFetchConfig != nil {
+		targets = append(targets, a.TokenFetchConfig.URL)
+	}
+	for _, t := range targets {
+		u, err := url.Parse(t)
+		if err != nil {
+			d.fail(what, "%s: %q is not a URL", h.HookName, t)
+			continue
+		}
+		lookup, cancel := context.WithTimeout(ctx, 3*time.Second)
+		err = guard.CheckHost(lookup, u.Hostname())
+		cancel()
+		var blocked *netguard.BlockedError
+		switch {
+		case errors.As(err, &blocked):
+			d.fail(what, "%s: receiver %s: %v (webhooks.allowPrivateNetworks or webhooks.allowCIDRs decide)", h.HookName, u.Host, blocked)
+		case err != nil:
+			d.fail(what, "%s: receiver %s does not resolve: %v", h.HookName, u.Host, err)
+		default:
+			d.ok(what, "%s: receiver %s resolves to an allowed address", h.HookName, u.Host)
+		}
+	}
+}
+
+// masterKey is the configured key or the key file's, as serve reads it; nil when there is
+// neither (serve would make one — doctor does not).
+func masterKey(cfg config.Config) ([]byte, error) {
+	if cfg.MasterKey == "" {
+		if _, err := os.Stat(filepath.Join(cfg.ResolvedDataDir(), "master.key")); errors.Is(err, os.ErrNotExist) {
+			return nil, nil
+		}
+	}
+	key, _, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
+	return key, err
+}
+
+// schemaVersions reads the applied migrations without opening (and so migrating) the database;
+// exists is false for a database that does not exist yet or has no schema.
+func schemaVersions(ctx context.Context, rawURL string) (versions []int, exists bool, err error) {
+	var db *sql.DB
+	switch {
+	case strings.HasPrefix(rawURL, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
+		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+		db, err = sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		db, err = sql.Open("pgx", rawURL)
+	default:
+		return nil, false, fmt.Errorf("database %q: want sqlite:PATH or postgres://", hookdtype.RedactDSN(rawURL))
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("open %s: %v", hookdtype.RedactDSN(rawURL), err)
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(ctx); err != nil {
+		return nil, false, fmt.Errorf("cannot reach %s: %v", hookdtype.RedactDSN(rawURL), err)
+	}
+	rows, err := db.QueryContext(ctx, `SELECT version FROM schema_migrations`)
+	if err != nil {
+		return nil, false, nil // no table: a database hookd has not set up yet
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			return nil, true, err
+		}
+		versions = append(versions, v)
+	}
+	return versions, len(versions) > 0, rows.Err()
+}

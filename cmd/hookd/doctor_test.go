@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+)
+
+// doctorSetup is a database with one hook (a signing secret sealed under key) whose receiver is
+// on loopback; it returns the database URL.
+func doctorSetup(t *testing.T, dir string, key []byte) string {
+	t.Helper()
+	dbURL := "sqlite:" + filepath.Join(dir, "hookd.db")
+	db, err := storage.Open(context.Background(), dbURL, storage.Options{Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	reg, err := dispatcher.NewRegistry(context.Background(), db, nil) // no guard: any receiver
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h dispatcher.Hook
+	json.Unmarshal([]byte(`{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"http://127.0.0.1:9/h","signingSecret":"s3cr3t"}}`), &h)
+	if _, err := reg.Create(context.Background(), h); err != nil {
+		t.Fatal(err)
+	}
+	return dbURL
+}
+
+func doctorConfig(t *testing.T, dir, dbURL string, key []byte, extra string) string {
+	t.Helper()
+	return writeConfig(t, dir, fmt.Sprintf("database: %s\nmasterKey: %s\n%s", dbURL, base64.StdEncoding.EncodeToString(key), extra))
+}
+
+func TestDoctor(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	dir := t.TempDir()
+	dbURL := doctorSetup(t, dir, key)
+	private := "webhooks: {allowPrivateNetworks: true}\n"
+
+	out, _, code := hookd(t, nil, "doctor", "--config", doctorConfig(t, dir, dbURL, key, private))
+	if code != 0 {
+		t.Fatalf("healthy setup: exit %d\n%s", code, out)
+	}
+	for _, want := range []string{"ok    config", "ok    database", "schema version", "ok    masterKey  opens the sealed secrets of all 1 hooks",
+		"ok    hook 1", "no problems found"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("healthy setup: no %q in\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "s3cr3t") {
+		t.Fatalf("doctor printed a secret:\n%s", out)
+	}
+
+	broken := []struct {
+		name string
+		cfg  func(t *testing.T) string
+		want string
+	}{
+		{"wrong key", func(t *testing.T) string {
+			return doctorConfig(t, t.TempDir(), dbURL, []byte("ffffffffffffffffffffffffffffffff"), private)
+		}, "FAIL  masterKey  the key does not open the sealed secrets: storage: list hooks: hook 1: storage: sealed value does not open with this master key"},
+		{"private receiver", func(t *testing.T) string {
+			return doctorConfig(t, t.TempDir(), dbURL, key, "")
+		}, "FAIL  hook 1     gate: receiver 127.0.0.1:9"},
+		{"config", func(t *testing.T) string {
+			return doctorConfig(t, t.TempDir(), dbURL, key, "webhooks: {retry: {jitter: 2}}\n")
+		}, "FAIL  config     "},
+		{"newer schema", func(t *testing.T) string {
+			d := t.TempDir()
+			u := doctorSetup(t, d, key)
+			db, err := sql.Open("sqlite3", "file:"+strings.TrimPrefix(u, "sqlite:"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from a newer hookd', 0)`); err != nil {
+				t.Fatal(err)
+			}
+			return doctorConfig(t, d, u, key, private)
+		}, fmt.Sprintf("FAIL  schema     version 9999 is newer than this binary's %d", storage.KnownSchemaVersion())},
+	}
+	for _, b := range broken {
+		t.Run(b.name, func(t *testing.T) {
+			out, _, code := hookd(t, nil, "doctor", "--config", b.cfg(t))
+			if code != 1 || !strings.Contains(out, b.want) {
+				t.Fatalf("exit %d, want 1 and %q in\n%s", code, b.want, out)
+			}
+		})
+	}
+
+	// A database not created yet is not a problem: serve creates it. Doctor creates nothing.
+	fresh := t.TempDir()
+	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, fresh, "sqlite:"+filepath.Join(fresh, "new.db"), key, ""))
+	if code != 0 || !strings.Contains(out, "has no schema yet") {
+		t.Fatalf("fresh setup: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(fresh, "new.db")); !os.IsNotExist(err) {
+		t.Fatalf("doctor created the database: %v", err)
+	}
+}
