@@ -108,6 +108,11 @@ func newEngine(d Deps) *gin.Engine {
 			wire.Fail(c, http.StatusServiceUnavailable, "database unreachable")
 			return
 		}
+		if err := d.DB.CheckWritable(ctx); err != nil {
+			d.Log.Warn("readiness: database refuses writes", "err", err)
+			wire.Fail(c, http.StatusServiceUnavailable, "database refuses writes")
+			return
+		}
 		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
 

@@ -387,6 +387,12 @@ func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, replay bo
 						m, held = NewMapper(m.sessionKey, nil), nil // a later response begins
 					}
 					held = append(held, m.Map(ev)...)
+					if ev.Source == "" && ev.Kind == agent.KindRunEnded { // nothing follows the end
+						if writeAll(sse, held) == nil {
+							_ = done(sse)
+						}
+						return
+					}
 					continue
 				}
 				if writeAll(sse, m.Map(ev)) != nil {
