@@ -104,6 +104,11 @@ func newEngine(d Deps) *gin.Engine {
 			wire.Fail(c, http.StatusServiceUnavailable, "database unreachable")
 			return
 		}
+		if err := d.DB.CheckWritable(ctx); err != nil {
+			d.Log.Warn("readiness: database refuses writes", "err", err)
+			wire.Fail(c, http.StatusServiceUnavailable, "database refuses writes")
+			return
+		}
 		wire.OK(c, http.StatusOK, gin.H{"status": "ready", "database": string(d.DB.Dialect())})
 	})
 
@@ -131,6 +136,7 @@ func newEngine(d Deps) *gin.Engine {
 	da := dispatchAPI{d: d.Dispatcher, db: d.DB}
 	admin.POST("/hooks/dispatch", da.dispatch)
 	admin.POST("/hooks/:id/test", da.probe)
+	admin.POST("/policies/evaluate", policiesAPI{d: d.Dispatcher, reg: d.Hooks}.evaluate)
 	admin.GET("/deliveries", da.deliveries)
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
 	admin.DELETE("/deliveries/:id", da.deleteDelivery)

@@ -123,6 +123,16 @@ func (db *DB) Ping(ctx context.Context) error {
 	return sqlDB.PingContext(ctx)
 }
 
+// CheckWritable commits a write (readiness): a database that answers reads but refuses writes —
+// a full disk, a read-only file or server — is not ready.
+func (db *DB) CheckWritable(ctx context.Context) error {
+	res := db.w.WithContext(ctx).Exec(`UPDATE readiness SET checked_at = ? WHERE id = 1`, time.Now().UnixMilli())
+	if res.Error != nil {
+		return fmt.Errorf("storage: database refuses writes: %w", res.Error)
+	}
+	return nil
+}
+
 // oneRow is the error of a write that must touch a row: its own, wrapped with what it did
 // (format and args), or ErrNotFound when it touched none.
 func oneRow(res *gorm.DB, format string, args ...any) error {

@@ -289,6 +289,12 @@ var migrations = []migration{
 		// Retention finds old rows by it; it is written once, at insert.
 		`CREATE INDEX deliveries_created ON deliveries (created_at)`,
 	}},
+	{13, "readiness probe row", []string{
+		// /readyz commits a write here: a database that answers but refuses writes (disk full,
+		// read-only) is not ready.
+		`CREATE TABLE readiness (id INTEGER PRIMARY KEY, checked_at BIGINT NOT NULL)`,
+		`INSERT INTO readiness (id, checked_at) VALUES (1, 0)`,
+	}},
 	{15, "ask arguments", []string{
 		// An ask keeps the arguments of the tool call it is about (their hash alone bound the
 		// answer): clients show them without reading the run's events.
@@ -374,7 +380,9 @@ func (e *SchemaTooNewError) Error() string {
 }
 
 // KnownSchemaVersion is the newest migration this binary knows.
-func KnownSchemaVersion() int { return migrations[len(migrations)-1].version }
+func KnownSchemaVersion() int {
+	return slices.MaxFunc(migrations, func(a, b migration) int { return a.version - b.version }).version
+}
 
 // checkSchema refuses a database that has a migration applied which this binary does not know.
 func checkSchema(applied []int) error {
