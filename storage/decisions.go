@@ -183,6 +183,7 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 	if err := db.insertDecisions(ctx, ds); err != nil {
 		return fmt.Errorf("storage: insert %d decisions: %w", len(ds), err)
 	}
+	db.announce(TopicDecisions)
 	return nil
 }
 
@@ -306,6 +307,12 @@ type ChainReport struct {
 // longer matches its hash (edited) or whose predecessor is not the row before it (a row deleted
 // or rewritten). The walk starts from where retention last cut the chain.
 func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
+	return db.VerifyDecisionsThrough(ctx, 0)
+}
+
+// VerifyDecisionsThrough is VerifyDecisions for the rows up to and including through (0: all):
+// whether the record up to one row can be trusted.
+func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainReport, error) {
 	var rep ChainReport
 	expect := ""
 	var anchor struct {
@@ -322,7 +329,11 @@ func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
 	chained := false
 	for after := int64(0); ; {
 		var rows []decisionRow
-		if err := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000).Find(&rows).Error; err != nil {
+		q := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000)
+		if through > 0 {
+			q = q.Where("id <= ?", through)
+		}
+		if err := q.Find(&rows).Error; err != nil {
 			return rep, fmt.Errorf("storage: verify decisions: %w", err)
 		}
 		for _, r := range rows {
