@@ -15,7 +15,6 @@ import (
 // policiesAPI serves trial evaluations of policies: what a policy would decide about a sample
 // event, with nothing recorded.
 type policiesAPI struct {
-	d   *dispatcher.Dispatcher
 	reg *dispatcher.Registry
 }
 
@@ -71,7 +70,7 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		wire.FailErr(c, prefixed("event.", err))
 		return
 	}
-	res, err := a.d.EvaluatePolicy(c.Request.Context(), h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
+	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
 		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
 	if err != nil {
 		wire.FailErr(c, err)

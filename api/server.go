@@ -143,7 +143,7 @@ func newEngine(d Deps) *gin.Engine {
 	da := dispatchAPI{d: d.Dispatcher, db: d.DB}
 	admin.POST("/hooks/dispatch", da.dispatch)
 	admin.POST("/hooks/:id/test", da.probe)
-	admin.POST("/policies/evaluate", policiesAPI{d: d.Dispatcher, reg: d.Hooks}.evaluate)
+	admin.POST("/policies/evaluate", policiesAPI{reg: d.Hooks}.evaluate)
 	admin.GET("/deliveries", da.deliveries)
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
 	admin.DELETE("/deliveries/:id", da.deleteDelivery)

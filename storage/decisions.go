@@ -150,14 +150,15 @@ func chainHash(d *Decision) string {
 }
 
 // chainLock serialises the chain's writers across PostgreSQL replicas: each append reads the last
-// hash and must not be interleaved with another's. (SQLite has one writer connection.)
-const chainLock = 4867002
+// hash and must not be interleaved with another's. (SQLite has one writer connection.) The lock is
+// taken per schema: databases that hold several hookd schemas do not wait for each other.
+const chainLock = `SELECT pg_advisory_xact_lock(hashtext(current_schema()), 4867002)`
 
 // chainTail is the hash the next appended row links to: the last row's, or where pruning cut the
 // chain when every row is gone; "" for a new log.
 func (db *DB) chainTail(ctx context.Context, tx *sql.Tx) (string, error) {
 	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, chainLock); err != nil {
+		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
 			return "", err
 		}
 	}
@@ -396,7 +397,7 @@ func (db *DB) PruneDecisions(ctx context.Context, cutoff time.Time, batch int) (
 	}
 	defer tx.Rollback()
 	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, chainLock); err != nil {
+		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
 			return 0, fmt.Errorf("storage: prune decisions: %w", err)
 		}
 	}
