@@ -48,6 +48,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(),
 		newHookCmd(),
 		newHooksCmd(),
+		newKeysCmd(),
 		newServeCmd(),
 		newVerifyCmd(),
 		newVersionCmd(),
