@@ -401,6 +401,9 @@ type SuspendInfo struct {
 	MessageID    int64         `json:"messageId"`
 	Step         int           `json:"step"`            // -1 when unknown (crash recovery)
 	Async        *AsyncInfo    `json:"async,omitempty"` // ASYNC_TOOL_PENDING
+	// Answer is what the turn said before it paused (a dialect that closes each response with
+	// the turn's result shows it).
+	Answer string `json:"answer,omitempty"`
 }
 
 // PendingCall is a tool call waiting at a pause.

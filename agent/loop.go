@@ -553,7 +553,7 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 	v := mustJSON(map[string]string{"status": "suspended", "reason": reason})
 	if !r.leave(storage.RunSuspended, Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}},
 		Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: r.pendingCalls(),
-			MessageID: r.assistantID(), Step: r.state.Step, Async: async}}) {
+			MessageID: r.assistantID(), Step: r.state.Step, Async: async, Answer: r.answer()}}) {
 		return
 	}
 	r.rt.afterSuspend(context.WithoutCancel(r.ctx), r.rec)

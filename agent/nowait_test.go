@@ -27,6 +27,8 @@ var timers = map[string]string{
 	"agent/model/openai.go:newIdleTimer": "ends a model stream that went silent",
 	"agent/model/scripted.go:Stream":     "a scripted step's delay",
 	"api/agui/agui.go:stream":            "SSE heartbeat",
+	"api/approvals.go:stream":            "SSE heartbeat of the approvals inbox; a beat also re-reads for asks other replicas made",
+	"api/decisionlog.go:stream":          "SSE heartbeat of the decision tail; a beat also re-reads for rows other replicas wrote",
 	"api/aisdk/aisdk.go:stream":          "SSE heartbeat",
 	"api/platform/platform.go:stream":    "SSE heartbeat",
 	"api/volo/volo.go:stream":            "SSE heartbeat",

@@ -290,10 +290,14 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 
 // verifyDecisions checks the decision log's hash chain (hookd decisions verify).
 func (a dispatchAPI) verifyDecisions(c *gin.Context) {
-	if !wire.OnlyQuery(c) {
+	if !wire.OnlyQuery(c, "upTo") {
 		return
 	}
-	rep, err := a.db.VerifyDecisions(c.Request.Context())
+	upTo, good := queryInt(c, "upTo") // 0: every row; else whether the record up to that row holds
+	if !good {
+		return
+	}
+	rep, err := a.db.VerifyDecisionsThrough(c.Request.Context(), upTo)
 	if err != nil {
 		wire.FailErr(c, err)
 		return

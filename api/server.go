@@ -28,6 +28,7 @@ import (
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/console"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
@@ -67,6 +68,9 @@ type Deps struct {
 
 	// Metrics is served at /metrics (admin auth); the HTTP layer adds its own to it.
 	Metrics *prometheus.Registry
+
+	// ConsoleTTL is how long a console session lasts (console.DefaultTTL when zero).
+	ConsoleTTL time.Duration
 }
 
 // New builds the HTTP handler.
@@ -125,8 +129,11 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	agents.Register(r, agents.Deps{Dispatcher: d.Dispatcher, Keys: d.Keys, Log: d.Log, Metrics: d.Metrics})
 
+	sessions := console.NewSessions(d.DB, d.AdminTokens, d.Keys.Reviewers(), dev, d.ConsoleTTL)
+	console.Register(r, sessions)
+
 	r.GET("/api/openapi.json", serveOpenAPI)
-	admin := r.Group("/api", adminAuth(d.AdminTokens, dev))
+	admin := r.Group("/api", adminAuth(d.AdminTokens, dev, sessions))
 	h := hooksAPI{reg: d.Hooks}
 	admin.POST("/hooks", h.create)
 	admin.GET("/hooks", h.list)
@@ -136,6 +143,7 @@ func newEngine(d Deps) *gin.Engine {
 	da := dispatchAPI{d: d.Dispatcher, db: d.DB}
 	admin.POST("/hooks/dispatch", da.dispatch)
 	admin.POST("/hooks/:id/test", da.probe)
+	admin.POST("/policies/evaluate", policiesAPI{reg: d.Hooks}.evaluate)
 	admin.GET("/deliveries", da.deliveries)
 	admin.POST("/deliveries/:id/redeliver", da.redeliver)
 	admin.DELETE("/deliveries/:id", da.deleteDelivery)
@@ -145,7 +153,7 @@ func newEngine(d Deps) *gin.Engine {
 	admin.GET("/breakers", da.breakers)
 	if d.Metrics != nil {
 		metrics := promhttp.HandlerFor(d.Metrics, promhttp.HandlerOpts{})
-		r.GET("/metrics", adminAuth(d.AdminTokens, dev), gin.WrapH(metrics))
+		r.GET("/metrics", adminAuth(d.AdminTokens, dev, sessions), gin.WrapH(metrics))
 	}
 	ra := rulesAPI{db: d.DB}
 	admin.GET("/rules", ra.list)
@@ -159,17 +167,43 @@ func newEngine(d Deps) *gin.Engine {
 	admin.DELETE("/tasks/:id", ta.delete)
 	admin.POST("/tasks/:id/run", ta.run)
 	admin.GET("/tasks/:id/runs", ta.runs)
+	ov := overviewAPI{db: d.DB, d: d.Dispatcher}
+	admin.GET("/stats/overview", ov.get)
+	aa := approvalsAPI{rt: d.Runtime, db: d.DB, heartbeat: d.Heartbeat}
+	admin.GET("/approvals", aa.list)
+	admin.GET("/approvals/stream", aa.stream)
+	admin.POST("/approvals/:askId", aa.answer)
+	dl := decisionLogAPI{db: d.DB, heartbeat: d.Heartbeat}
+	admin.GET("/decisions/stream", dl.stream)
 	return r
 }
 
-// adminAuth requires one of the admin tokens as a bearer token. With none configured the admin
-// API is open only in development mode; otherwise it is closed. API keys never open it.
-func adminAuth(tokens []string, dev bool) gin.HandlerFunc {
+// consoleIdentity is the gin key of the console session a request came with.
+const consoleIdentity = "hookd.console"
+
+// adminAuth requires one of the admin tokens as a bearer token, or a console session cookie (with
+// its CSRF token on writes). With none configured the admin API is open only in development mode;
+// otherwise it is closed. API keys never open it; a reviewer's console session opens only the
+// approvals inbox.
+func adminAuth(tokens []string, dev bool, sessions *console.Sessions) gin.HandlerFunc {
 	want := make([][]byte, len(tokens))
 	for i, t := range tokens {
 		want[i] = []byte(t)
 	}
 	return func(c *gin.Context) {
+		if _, err := c.Request.Cookie(console.CookieName); err == nil && !strings.HasPrefix(c.GetHeader("Authorization"), "Bearer ") {
+			id, err := sessions.Check(c.Request)
+			if err != nil {
+				sessions.Fail(c, err)
+				return
+			}
+			if id.Role != console.RoleAdmin && !strings.HasPrefix(c.FullPath(), "/api/approvals") {
+				wire.Fail(c, http.StatusForbidden, "a reviewer's console session opens the approvals inbox only")
+				return
+			}
+			c.Set(consoleIdentity, id)
+			return
+		}
 		if len(want) == 0 {
 			if dev {
 				return

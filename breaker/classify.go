@@ -77,6 +77,9 @@ func IsNoResponse(err error) bool {
 	return isTLSHandshakeError(err)
 }
 
+// IsTLSHandshake reports whether err is a failed TLS handshake (see IsNoResponse).
+func IsTLSHandshake(err error) bool { return isTLSHandshakeError(err) }
+
 func isTLSHandshakeError(err error) bool {
 	var (
 		recErr    tls.RecordHeaderError

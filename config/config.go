@@ -122,6 +122,9 @@ retention:
   decisions: 8760h                    # decision log rows older than this are removed (the chain still
                                       # verifies from the oldest kept row); 0 keeps them
 
+console:
+  sessionTTL: 8h                      # how long a sign-in to the console at /console/ lasts (5m to 720h)
+
 sse:
   heartbeat: 15s                      # comment line sent on idle event streams (at least 1s)
   writeTimeout: 30s                   # a stream whose client stops reading is dropped after this
@@ -150,6 +153,7 @@ type Config struct {
 	HTTP            HTTP      `yaml:"http"`
 	Decisions       Decisions `yaml:"decisions"`
 	Retention       Retention `yaml:"retention"`
+	Console         Console   `yaml:"console"`
 	SSE             SSE       `yaml:"sse"`
 	Log             Log       `yaml:"log"`
 	OTel            OTel      `yaml:"otel"`
@@ -288,6 +292,11 @@ type Retention struct {
 	Decisions  Duration `yaml:"decisions"`
 }
 
+// Console configures the compliance console.
+type Console struct {
+	SessionTTL Duration `yaml:"sessionTTL"`
+}
+
 // SSE configures server-sent event streams.
 type SSE struct {
 	Heartbeat Duration `yaml:"heartbeat"`
@@ -382,6 +391,7 @@ func Default() Config {
 			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
+		Console:   Console{SessionTTL: Duration(8 * time.Hour)},
 		SSE:       SSE{Heartbeat: Duration(15 * time.Second), WriteTimeout: Duration(30 * time.Second)},
 		Log:       Log{Level: "info", Format: "auto"},
 	}
@@ -1091,6 +1101,9 @@ func (c Config) Validate() error {
 	}
 	if r := c.Retention.Decisions; r != 0 && r < Duration(time.Hour) {
 		bad("retention.decisions", "must be 0 (keep) or at least 1h")
+	}
+	if t := c.Console.SessionTTL; t < Duration(5*time.Minute) || t > Duration(720*time.Hour) {
+		bad("console.sessionTTL", "must be from 5m to 720h")
 	}
 	if c.HTTP.ReadTimeout < Duration(10*time.Millisecond) {
 		bad("http.readTimeout", "must be at least 10ms")

@@ -133,6 +133,7 @@ model:
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
+console: {sessionTTL: 2h}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
 `
@@ -173,6 +174,7 @@ func TestFullFile(t *testing.T) {
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
 		Retention: Retention{Deliveries: sec(48 * 3600)},
+		Console:   Console{SessionTTL: sec(2 * 3600)},
 		SSE:       SSE{Heartbeat: sec(5), WriteTimeout: sec(30)},
 		Log:       Log{Level: "debug", Format: "json"},
 	}
@@ -307,6 +309,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AUTH_ADMIN_TOKENS",
 		"HOOKD_AUTH_API_KEYS",
 		"HOOKD_AUTH_CHAT",
+		"HOOKD_CONSOLE_SESSION_TTL",
 		"HOOKD_DATABASE",
 		"HOOKD_DATA_DIR",
 		"HOOKD_DECISIONS_DURABILITY",

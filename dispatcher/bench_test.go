@@ -67,6 +67,12 @@ func benchAllowReceiver(b *testing.B) *httptest.Server {
 // benchDispatcher starts a dispatcher over db with one hook, stopped when the benchmark ends.
 func benchDispatcher(b *testing.B, db *storage.DB, hook string) *Dispatcher {
 	b.Helper()
+	return benchDispatcherWith(b, db, hook, DurabilitySync)
+}
+
+// benchDispatcherWith is benchDispatcher with the decision log's durability.
+func benchDispatcherWith(b *testing.B, db *storage.DB, hook, durability string) *Dispatcher {
+	b.Helper()
 	ctx := context.Background()
 	reg, err := NewRegistry(ctx, db, quietLog())
 	if err != nil {
@@ -80,7 +86,8 @@ func benchDispatcher(b *testing.B, db *storage.DB, hook string) *Dispatcher {
 		b.Fatal(err)
 	}
 	// With metrics, as the daemon runs it.
-	d := New(db, reg, quietLog(), Settings{Transport: benchTransport(b), Version: "bench", Metrics: prometheus.NewRegistry()})
+	d := New(db, reg, quietLog(), Settings{Transport: benchTransport(b), Version: "bench", Metrics: prometheus.NewRegistry(),
+		DecisionDurability: durability})
 	if err := d.Start(ctx); err != nil {
 		b.Fatal(err)
 	}

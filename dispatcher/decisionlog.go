@@ -1,12 +1,13 @@
 package dispatcher
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hookd/hookd/storage"
@@ -93,23 +94,105 @@ func subjectOf(c any, record bool) subject {
 	return s
 }
 
-// canonicalJSON is b with object keys sorted and no insignificant whitespace, numbers as
-// written, so equal arguments hash alike however a caller spaced them; b itself when it is not
-// JSON.
+// canonicalJSON is b with object keys sorted and no insignificant whitespace, strings and numbers
+// as written, so equal arguments hash alike however a caller ordered and spaced them; b itself
+// when it is not JSON.
 func canonicalJSON(b []byte) []byte {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil || dec.More() {
+	if !json.Valid(b) {
 		return b
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return b
+	out, _ := canonicalValue(make([]byte, 0, len(b)), b, 0)
+	return out
+}
+
+// canonicalValue appends the canonical form of the valid JSON value at in[i:] to out and returns
+// the index after it.
+func canonicalValue(out, in []byte, i int) ([]byte, int) {
+	i = skipSpace(in, i)
+	switch in[i] {
+	case '{':
+		return canonicalObject(out, in, i)
+	case '[':
+		out = append(out, '[')
+		i = skipSpace(in, i+1)
+		for in[i] != ']' {
+			out, i = canonicalValue(out, in, i)
+			if i = skipSpace(in, i); in[i] == ',' {
+				out, i = append(out, ','), i+1
+			}
+		}
+		return append(out, ']'), i + 1
+	case '"':
+		j := stringEnd(in, i)
+		return append(out, in[i:j]...), j
+	default: // a number or a literal: up to the next delimiter
+		j := i
+		for j < len(in) && !strings.ContainsRune(",]} \t\r\n", rune(in[j])) {
+			j++
+		}
+		return append(out, in[i:j]...), j
 	}
-	return bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+}
+
+// canonicalObject writes the members as they come, then puts them in key order if they were not.
+func canonicalObject(out, in []byte, i int) ([]byte, int) {
+	type member struct{ key, start, end int } // offsets in out: the key's end, the member's bounds
+	var ms []member
+	sorted := true
+	out = append(out, '{')
+	base := len(out)
+	i = skipSpace(in, i+1)
+	for in[i] != '}' {
+		if len(ms) > 0 {
+			out = append(out, ',')
+		}
+		start := len(out)
+		j := stringEnd(in, i)
+		out = append(out, in[i:j]...)
+		m := member{key: len(out), start: start}
+		i = skipSpace(in, j) + 1 // the colon
+		out = append(out, ':')
+		out, i = canonicalValue(out, in, i)
+		m.end = len(out)
+		if n := len(ms); n > 0 && string(out[ms[n-1].start:ms[n-1].key]) >= string(out[m.start:m.key]) {
+			sorted = false
+		}
+		ms = append(ms, m)
+		if i = skipSpace(in, i); in[i] == ',' {
+			i = skipSpace(in, i+1)
+		}
+	}
+	if !sorted {
+		region := append([]byte(nil), out[base:]...)
+		slices.SortStableFunc(ms, func(a, b member) int {
+			return strings.Compare(string(region[a.start-base:a.key-base]), string(region[b.start-base:b.key-base]))
+		})
+		out = out[:base]
+		for k, m := range ms {
+			if k > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, region[m.start-base:m.end-base]...)
+		}
+	}
+	return append(out, '}'), i + 1
+}
+
+func skipSpace(in []byte, i int) int {
+	for i < len(in) && (in[i] == ' ' || in[i] == '\t' || in[i] == '\r' || in[i] == '\n') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index after the string that starts at in[i].
+func stringEnd(in []byte, i int) int {
+	for i++; in[i] != '"'; i++ {
+		if in[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
 }
 
 func sha256Hex(b []byte) string {

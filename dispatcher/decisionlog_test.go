@@ -1,7 +1,9 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -174,5 +176,33 @@ func TestBatchedDecisions(t *testing.T) {
 	h.d.Stop(context.Background())
 	if rows, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: dec.DecisionID}); len(rows) != 1 {
 		t.Fatalf("%d rows after stop, want 1", len(rows))
+	}
+}
+
+// Arguments hash alike however they were ordered and spaced, and keep their meaning.
+func TestCanonicalJSONSortsAndCompacts(t *testing.T) {
+	for in, want := range map[string]string{
+		`{ "target": "ACC-002", "amount": 50000 }`: `{"amount":50000,"target":"ACC-002"}`,
+		`{"b":[1, {"d":1,"c":"x\"}"}], "a":{}}`:    `{"a":{},"b":[1,{"c":"x\"}","d":1}]}`,
+		`[]`:                                       `[]`,
+		` "s" `:                                    `"s"`,
+		`{"amount":50000,"target":"ACC-002","memo":"q"}`: `{"amount":50000,"memo":"q","target":"ACC-002"}`,
+		`not json`: `not json`,
+		`{"a":true,"b":null,"c":-1.5e3,"d":[true , false]}`: `{"a":true,"b":null,"c":-1.5e3,"d":[true,false]}`,
+	} {
+		got := canonicalJSON([]byte(in))
+		if string(got) != want {
+			t.Errorf("canonicalJSON(%s) = %s, want %s", in, got, want)
+		}
+		if json.Valid([]byte(in)) {
+			var a, b any
+			json.Unmarshal([]byte(in), &a)
+			json.Unmarshal(got, &b)
+			x, _ := json.Marshal(a)
+			y, _ := json.Marshal(b)
+			if !bytes.Equal(x, y) {
+				t.Errorf("%s changed meaning: %s", in, got)
+			}
+		}
 	}
 }

@@ -81,6 +81,9 @@ type Hook struct {
 	Enabled        *bool          `json:"enabled"`
 	DispatchType   string         `json:"dispatchType"`
 	DispatchConfig DispatchConfig `json:"dispatchConfig"`
+	// ManagedBy marks a hook that `hookd hooks apply` keeps in step with hook files: apply
+	// deletes the hooks of its mark that the files no longer hold, and no others.
+	ManagedBy string `json:"managedBy,omitempty"`
 	// PolicyConfig holds the rules of a dispatchType "policy" hook (docs/policies.md).
 	PolicyConfig *policy.Config `json:"policyConfig,omitempty"`
 	CreatedAt    *time.Time     `json:"createdAt,omitempty"`
@@ -163,6 +166,10 @@ func (h *Hook) Normalize() error {
 	}
 	if !h.HookType.Valid() {
 		return invalid("hookType", "%q is not one of %v", h.HookType, HookTypes)
+	}
+	h.ManagedBy = strings.TrimSpace(h.ManagedBy)
+	if len(h.ManagedBy) > 100 {
+		return invalid("managedBy", "must be at most 100 bytes")
 	}
 	if h.AgentID != nil && *h.AgentID <= 0 {
 		return invalid("agentId", "must be a positive id, or absent for every agent")

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
-	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
@@ -198,8 +199,8 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 	rec := &storage.Attempt{Attempt: out.Attempts, DispatchedAt: time.UnixMilli(env.DispatchedAt),
 		StatusCode: a.status, LatencyMs: a.latency.Milliseconds(), ResponseBody: truncateUTF8(a.respBody, keptResponseBody)}
 	out.Attempt, out.StatusCode = rec, a.status
-	verdict, class := classify(a)
-	rec.ErrorClass = class
+	verdict, reason := classify(a)
+	rec.ErrorClass = string(reason)
 	if a.err != nil {
 		rec.Error = a.err.Error()
 	} else if verdict != delivered {
@@ -235,51 +236,72 @@ const (
 	final
 )
 
+// Reason says why an attempt ended as it did: a closed set that the attempts log (errorClass)
+// and alerts can rely on, decided from the status and the error's type, never from its text.
+type Reason string
+
+const (
+	ReasonNone        Reason = ""
+	ReasonHTTP429     Reason = "http_429"
+	ReasonHTTP5xx     Reason = "http_5xx"
+	ReasonHTTP4xx     Reason = "http_4xx"
+	ReasonHTTP3xx     Reason = "http_3xx"
+	ReasonBlocked     Reason = "blocked" // refused by the SSRF guard
+	ReasonTimeout     Reason = "timeout"
+	ReasonDNS         Reason = "dns"
+	ReasonConnRefused Reason = "connection_refused"
+	ReasonConnReset   Reason = "connection_reset" // closed or reset before an answer
+	ReasonTLS         Reason = "tls"
+	ReasonTokenFetch  Reason = "token_fetch" // the OAuth2 token for the request could not be had
+	ReasonNetwork     Reason = "network"     // another failure to get an answer
+	ReasonRequest     Reason = "request"     // the request could not be made
+)
+
 // classify decides what an attempt means for its delivery: 2xx delivered; 429, 5xx and network
 // failures retry; any other status (3xx, 4xx) is the receiver's final word; a request refused by
 // the SSRF guard will be refused again, so it is final too.
-func classify(a attempt) (verdict, string) {
+func classify(a attempt) (verdict, Reason) {
 	switch {
 	case a.err != nil && a.status == 0:
 		if errors.Is(a.err, netguard.ErrBlocked) {
-			return final, "blocked"
+			return final, ReasonBlocked
 		}
-		return retry, errorClass(a.err)
+		return retry, transportReason(a.err)
 	case a.status/100 == 2:
-		return delivered, ""
+		return delivered, ReasonNone
 	case a.status == 429:
-		return retry, "http_429"
+		return retry, ReasonHTTP429
 	case a.status/100 == 5:
-		return retry, "http_5xx"
+		return retry, ReasonHTTP5xx
 	case a.status/100 == 3:
-		return final, "http_3xx"
+		return final, ReasonHTTP3xx
 	default:
-		return final, "http_4xx"
+		return final, ReasonHTTP4xx
 	}
 }
 
-// errorClass names a transport failure for the attempts log.
-func errorClass(err error) string {
+// transportReason names a failure to get an answer by the error's type.
+func transportReason(err error) Reason {
 	var dnsErr *net.DNSError
 	var tf *TokenFetchError
-	msg := err.Error()
 	switch {
 	case errors.As(err, &tf):
-		return "token_fetch"
+		return ReasonTokenFetch
 	case errors.Is(err, context.DeadlineExceeded), isTimeout(err):
-		return "timeout"
+		return ReasonTimeout
 	case errors.As(err, &dnsErr):
-		return "dns"
-	case strings.Contains(msg, "connection refused"):
-		return "connection_refused"
-	case strings.Contains(msg, "connection reset"), strings.Contains(msg, "EOF"), strings.Contains(msg, "broken pipe"):
-		return "connection_reset"
-	case strings.Contains(msg, "tls:"), strings.Contains(msg, "x509:"):
-		return "tls"
+		return ReasonDNS
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return ReasonConnRefused
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNABORTED), errors.Is(err, syscall.EPIPE),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return ReasonConnReset
+	case breaker.IsTLSHandshake(err):
+		return ReasonTLS
 	case breaker.IsNoResponse(err):
-		return "network"
+		return ReasonNetwork
 	default:
-		return "request"
+		return ReasonRequest
 	}
 }
 

@@ -115,8 +115,8 @@ type Evaluation struct {
 
 // EvaluatePolicy decides about ev as the policy hook h (stored or not) would in a chain —
 // failureMode and the modify check included — and records nothing: the "try before you trust" of
-// POST /api/policies/evaluate. A modify that cannot be applied is decision "error".
-func (d *Dispatcher) EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
+// POST /api/policies/evaluate and of `hookd policy test`. A modify that cannot be applied is decision "error".
+func EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
 	if !ev.HookType.Interceptive() {
 		return Evaluation{}, invalid("event.hookType", "%q is not an interceptive hook type", ev.HookType)
 	}
@@ -139,6 +139,8 @@ func (d *Dispatcher) EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Eval
 	if err != nil {
 		return Evaluation{}, err
 	}
+	// A trial has no dispatcher: a policy needs none, and its failure is reported, not logged.
+	d := &Dispatcher{log: slog.New(slog.DiscardHandler)}
 	r := d.evaluate(ctx, &boundHook{Hook: h, decider: &policyDecider{p: p}}, c, now)
 	out := Evaluation{Decision: r.dec.Decision, Rule: r.rule, Reason: r.dec.Reason, ModifiedValue: r.dec.ModifiedValue,
 		Cost: r.cost, FromFailureMode: r.failure != nil}

@@ -38,6 +38,7 @@ type DB struct {
 	w, r    *gorm.DB
 	dialect Dialect
 	sealer  *Sealer
+	changes changes // announces commits to live views
 }
 
 // Options for Open.

@@ -150,14 +150,15 @@ func chainHash(d *Decision) string {
 }
 
 // chainLock serialises the chain's writers across PostgreSQL replicas: each append reads the last
-// hash and must not be interleaved with another's. (SQLite has one writer connection.)
-const chainLock = 4867002
+// hash and must not be interleaved with another's. (SQLite has one writer connection.) The lock is
+// taken per schema: databases that hold several hookd schemas do not wait for each other.
+const chainLock = `SELECT pg_advisory_xact_lock(hashtext(current_schema()), 4867002)`
 
 // chainTail is the hash the next appended row links to: the last row's, or where pruning cut the
 // chain when every row is gone; "" for a new log.
 func (db *DB) chainTail(ctx context.Context, tx *sql.Tx) (string, error) {
 	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, chainLock); err != nil {
+		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
 			return "", err
 		}
 	}
@@ -183,6 +184,7 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 	if err := db.insertDecisions(ctx, ds); err != nil {
 		return fmt.Errorf("storage: insert %d decisions: %w", len(ds), err)
 	}
+	db.announce(TopicDecisions)
 	return nil
 }
 
@@ -306,6 +308,12 @@ type ChainReport struct {
 // longer matches its hash (edited) or whose predecessor is not the row before it (a row deleted
 // or rewritten). The walk starts from where retention last cut the chain.
 func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
+	return db.VerifyDecisionsThrough(ctx, 0)
+}
+
+// VerifyDecisionsThrough is VerifyDecisions for the rows up to and including through (0: all):
+// whether the record up to one row can be trusted.
+func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainReport, error) {
 	var rep ChainReport
 	expect := ""
 	var anchor struct {
@@ -322,7 +330,11 @@ func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
 	chained := false
 	for after := int64(0); ; {
 		var rows []decisionRow
-		if err := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000).Find(&rows).Error; err != nil {
+		q := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000)
+		if through > 0 {
+			q = q.Where("id <= ?", through)
+		}
+		if err := q.Find(&rows).Error; err != nil {
 			return rep, fmt.Errorf("storage: verify decisions: %w", err)
 		}
 		for _, r := range rows {
@@ -385,7 +397,7 @@ func (db *DB) PruneDecisions(ctx context.Context, cutoff time.Time, batch int) (
 	}
 	defer tx.Rollback()
 	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, chainLock); err != nil {
+		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
 			return 0, fmt.Errorf("storage: prune decisions: %w", err)
 		}
 	}

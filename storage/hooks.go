@@ -17,18 +17,18 @@ var ErrNotFound = errors.New("not found")
 // definition itself is the dispatcher's JSON document, and its secrets travel beside it in
 // plaintext in memory and sealed at rest.
 type Hook struct {
-	ID        int64
-	HookType  string
-	AgentID   *int64 // nil: every agent
-	Enabled   bool
-	Priority  int
-	Doc       []byte // the definition without secrets (JSON)
-	Secrets   []byte // the secrets (JSON); never written unsealed
+	ID       int64
+	HookType string
+	AgentID  *int64 // nil: every agent
+	Enabled  bool
+	Priority int
+	Doc      []byte // the definition without secrets (JSON)
+	Secrets  []byte // the secrets (JSON); never written unsealed
 	// SecretsUnreadable says the sealed secrets open with none of the master keys (Secrets is
 	// nil): the key was lost or changed. Only a new secret heals the hook.
 	SecretsUnreadable bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // HookFilter narrows ListHooks; zero values do not filter.

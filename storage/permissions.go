@@ -192,6 +192,7 @@ func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
 	if err := db.w.WithContext(ctx).Create(&rows).Error; err != nil {
 		return fmt.Errorf("storage: add asks: %w", err)
 	}
+	db.announce(TopicAsks)
 	return nil
 }
 
@@ -256,6 +257,7 @@ func (db *DB) AnswerAsk(ctx context.Context, askID, status string, answer []byte
 		}
 		return ErrAlreadyAnswered
 	}
+	db.announce(TopicAsks)
 	return nil
 }
 

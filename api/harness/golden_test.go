@@ -252,12 +252,12 @@ var scenarios = []scenario{
 		p2 := r.chat(body("sess-confirm", "", "confirmResults", []any{map[string]any{
 			"toolCallId": callA, "confirmed": true, "input": map[string]any{"path": "a.txt", "content": "edited"},
 			"rules": []any{map[string]any{"tool_name": "workspace_write_file", "rule_content": "a.txt", "behavior": "allow", "source": "userSettings"}}}}), acceptSSE)
-		if types(p2.Events)[0] != harness.TypeUserConfirmResult || count(p2.Events, harness.TypeRequireUserConfirm) != 1 {
+		if types(p2.Events)[0] != harness.TypeAgentStart || types(p2.Events)[1] != harness.TypeUserConfirmResult || count(p2.Events, harness.TypeRequireUserConfirm) != 1 {
 			t.Fatalf("resume 1: %v", types(p2.Events))
 		}
 		callB := toolCallID(t, p2.Events, harness.TypeRequireUserConfirm)
 		p3 := r.chat(body("sess-confirm", "", "confirmResults", []any{map[string]any{"toolCallId": callB, "confirmed": false}}), acceptSSE)
-		if types(p3.Events)[0] != harness.TypeUserConfirmResult || lastType(p3.Events) != harness.TypeAgentEnd {
+		if types(p3.Events)[0] != harness.TypeAgentStart || types(p3.Events)[1] != harness.TypeUserConfirmResult || lastType(p3.Events) != harness.TypeAgentEnd {
 			t.Fatalf("resume 2: %v", types(p3.Events))
 		}
 		first(t, p3.Events, harness.TypeAllToolsDenied)
@@ -280,7 +280,7 @@ var scenarios = []scenario{
 		call := toolCallID(t, p1.Events, harness.TypeRequireExternalExecution)
 		p2 := r.chat(body("sess-ext", "", "toolResults", []any{map[string]any{"id": call, "name": "client_pick",
 			"output": []any{map[string]any{"type": "text", "text": "B"}}, "state": "success"}}), acceptJSON)
-		if types(p2.Events)[0] != harness.TypeExternalExecutionResult {
+		if types(p2.Events)[0] != harness.TypeAgentStart || types(p2.Events)[1] != harness.TypeExternalExecutionResult {
 			t.Fatalf("resume: %v", types(p2.Events))
 		}
 		res := first(t, p2.Events, harness.TypeAgentResult)["result"].(map[string]any)
@@ -418,7 +418,7 @@ var scenarios = []scenario{
 		}
 		p2 := r.chat(body("sess-async", "", "toolResults", []any{map[string]any{"id": call,
 			"output": []any{map[string]any{"type": "text", "text": "chart rendered"}}}}), acceptSSE)
-		if types(p2.Events)[0] != harness.TypeExternalExecutionResult || lastType(p2.Events) != harness.TypeAgentEnd {
+		if types(p2.Events)[0] != harness.TypeAgentStart || types(p2.Events)[1] != harness.TypeExternalExecutionResult || lastType(p2.Events) != harness.TypeAgentEnd {
 			t.Fatalf("resume: %v", types(p2.Events))
 		}
 	}},
@@ -603,6 +603,8 @@ func (n *normaliser) value(key string, v any) any {
 			return "<createdAt>"
 		case key == "timestamp" && timestampRE.MatchString(x):
 			return "<timestamp>"
+		case key == "inputId" && strings.HasPrefix(x, "input_"):
+			return n.ph("input", x)
 		case hex32.MatchString(x):
 			return n.ph("hex", x)
 		case uuidRE.MatchString(x):

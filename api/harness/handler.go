@@ -70,7 +70,11 @@ type ConfirmInput struct {
 	Confirmed  *bool           `json:"confirmed"`
 	Input      json.RawMessage `json:"input,omitempty"`
 	Rules      []Rule          `json:"rules,omitempty"`
+	reason     string          // set by the daemon: why it answered for the user
 }
+
+// resendReason is the answer of a user who sent a new message instead of confirming.
+const resendReason = "the user sent a new message"
 
 // ToolResultInput is the result of a tool the client ran.
 type ToolResultInput struct {
@@ -277,12 +281,38 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) {
 func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, live agent.RunView) {
 	ctx := c.Request.Context()
 	user, id := caller.UserID, live.RequestID
-	t0 := time.Now()
+	// The pause this request resumes: the run's last event while it is suspended (its status and
+	// that event are written together). The response starts right after it.
+	pause, err := h.rt.Pause(ctx, user, id)
+	if err != nil {
+		h.refused(c, "sessionId", req.SessionID, err)
+		return
+	}
 	calls := map[string]bool{}
+	if len(req.ConfirmResults) == 0 && len(req.ToolResults) == 0 && !blank(req.Input) && pause.Suspend != nil &&
+		pause.Suspend.Reason == agent.SuspendPermissionAsk {
+		// §7.1: sending again with the same sessionId resumes a paused run. During a confirmation
+		// that is the user's answer: the pending calls are refused, and the new message is the
+		// run's next input.
+		for _, p := range pause.Suspend.PendingCalls {
+			if p.State == "asking" {
+				f := false
+				req.ConfirmResults = append(req.ConfirmResults, ConfirmInput{ToolCallID: p.CallID, Confirmed: &f, reason: resendReason})
+			}
+		}
+	}
+	if !blank(req.Input) {
+		// Said while resuming: queued before the run goes on, it reaches the model as a user
+		// message at the run's next step.
+		if _, err := h.rt.AppendInput(ctx, user, id, req.Input); err != nil {
+			h.refused(c, "input", req.SessionID, err)
+			return
+		}
+	}
 	if len(req.ConfirmResults) > 0 {
 		answers := make([]agent.Answer, len(req.ConfirmResults))
 		for i, cr := range req.ConfirmResults {
-			a := agent.Answer{CallID: cr.ToolCallID, Approved: *cr.Confirmed}
+			a := agent.Answer{CallID: cr.ToolCallID, Approved: *cr.Confirmed, Reason: cr.reason}
 			if len(cr.Input) > 0 && !isNull(cr.Input) {
 				a.Input = cr.Input
 			}
@@ -314,36 +344,13 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			return
 		}
 	}
-	if !blank(req.Input) {
-		// Said while resuming: it reaches the model as a user message at the run's next step.
-		if _, err := h.rt.AppendInput(ctx, user, id, req.Input); err != nil {
-			h.log.Warn("harness chat: input sent with a resume was not queued", "requestId", id, "err", err)
-		}
-	}
-	run, err := h.rt.Follow(ctx, user, id, 0)
+	run, err := h.rt.Follow(ctx, user, id, pause.Seq-1)
 	if err != nil {
 		h.internal(c, "following the run failed", err)
 		return
 	}
 	defer run.Close()
-	s := &stream{h: h, userID: user, requestID: id, sessionKey: req.SessionID, seeking: true,
-		mine: func(pause, resumed agent.Event) bool {
-			if resumed.At.Before(t0) {
-				return false // resumed before this request came: an earlier pause
-			}
-			if len(calls) == 0 {
-				return true
-			}
-			if pause.Suspend == nil {
-				return false
-			}
-			for _, p := range pause.Suspend.PendingCalls {
-				if calls[p.CallID] {
-					return true // the pause where these calls waited
-				}
-			}
-			return false
-		}}
+	s := &stream{h: h, userID: user, requestID: id, sessionKey: req.SessionID, seeking: true, resumes: pause.Seq}
 	s.run(c, run)
 }
 
@@ -373,7 +380,7 @@ type stream struct {
 	// after a Suspended one that mine accepts. Until then skipped holds what followed the last
 	// pause, shown should the run end without resuming.
 	seeking  bool
-	mine     func(pause, resumed agent.Event) bool
+	resumes  int64 // the seq of the pause this request resumes
 	lastStop *agent.Event
 	skipped  []agent.Event
 	// awaiting holds back, right after a resume, the runtime's bookkeeping (state_updated, the
@@ -447,9 +454,10 @@ func (s *stream) feed(ctx context.Context, ev agent.Event) (bool, error) {
 		switch {
 		case top && ev.Kind == agent.KindSuspended:
 			s.lastStop, s.skipped = &ev, nil
-		case top && ev.Kind == agent.KindResumed && s.lastStop != nil && ev.Seq == s.lastStop.Seq+1 && s.mine(*s.lastStop, ev):
+		case top && ev.Kind == agent.KindResumed && s.lastStop != nil && ev.Seq == s.lastStop.Seq+1 && ev.Seq == s.resumes+1:
 			s.seeking = false
 			s.awaiting = awaited(*s.lastStop)
+			return s.emit(ctx, ev) // AGENT_START
 		case top && ev.Kind == agent.KindRunEnded:
 			// The run ended without this request's resumption (it was stopped meanwhile).
 			s.seeking = false

@@ -259,15 +259,14 @@ func TestConflicts(t *testing.T) {
 	}
 	conflict(body("s-done", "", "toolResults", []any{map[string]any{"id": "c1", "output": []any{}}}), "toolResults")
 
-	// A pause waiting for confirmation: results for other calls, tool results, a plain message.
+	// A pause waiting for confirmation: results for other calls, tool results.
 	p := e.chat(body("s-ask", "confirm please"), acceptSSE)
 	call := toolCallID(t, p.Events, harness.TypeRequireUserConfirm)
 	conflict(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": "call_nope", "confirmed": true}}), "confirmResults")
 	conflict(body("s-ask", "", "toolResults", []any{map[string]any{"id": call, "output": []any{}}}), "toolResults")
-	conflict(body("s-ask", "hello?"), "sessionId")
 	// The right answer goes through, once.
 	ok := e.chat(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": true}}), acceptJSON)
-	if ok.Status != 200 || types(ok.Events)[0] != harness.TypeUserConfirmResult {
+	if ok.Status != 200 || types(ok.Events)[0] != harness.TypeAgentStart || types(ok.Events)[1] != harness.TypeUserConfirmResult {
 		t.Fatalf("resume: %d %v", ok.Status, types(ok.Events))
 	}
 	next := toolCallID(t, ok.Events, harness.TypeRequireUserConfirm)
@@ -372,5 +371,46 @@ func TestResumeWithInput(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(texts, "|"), "user:也请列出文件") {
 		t.Fatalf("history %v", texts)
+	}
+}
+
+// §7.1: during a confirmation pause a plain resend with the same sessionId resumes the run: the
+// pending calls count as refused ("the user sent a new message") and the new message is the
+// run's next input, in the same run. Both responses are §6-shaped: the paused one ends
+// REQUIRE_USER_CONFIRM … AGENT_RESULT (PERMISSION_ASKING) → AGENT_END, the resumed one opens
+// with AGENT_START of the same replyId.
+func TestResendDuringConfirmation(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), script, agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	p := e.chat(body("s-resend", "confirm please"), acceptSSE)
+	ts := types(p.Events)
+	if n := len(ts); n < 3 || ts[0] != harness.TypeAgentStart || ts[n-2] != harness.TypeAgentResult || ts[n-1] != harness.TypeAgentEnd ||
+		count(p.Events, harness.TypeRequireUserConfirm) != 1 {
+		t.Fatalf("paused response: %v", ts)
+	}
+	res := first(t, p.Events, harness.TypeAgentResult)["result"].(map[string]any)
+	if res["metadata"].(map[string]any)["agentscope_generate_reason"] != "PERMISSION_ASKING" {
+		t.Fatalf("paused AGENT_RESULT: %v", res)
+	}
+	call := toolCallID(t, p.Events, harness.TypeRequireUserConfirm)
+	replyID := first(t, p.Events, harness.TypeAgentStart)["replyId"]
+
+	r := e.chat(body("s-resend", "never mind, do something else"), acceptSSE)
+	ts = types(r.Events)
+	if r.Status != 200 || r.RequestID != p.RequestID || len(ts) < 3 || ts[0] != harness.TypeAgentStart || ts[1] != harness.TypeUserConfirmResult {
+		t.Fatalf("resend: %d %s %v", r.Status, r.RequestID, ts)
+	}
+	if got := first(t, r.Events, harness.TypeAgentStart)["replyId"]; got != replyID {
+		t.Fatalf("resumed replyId %v, want %v", got, replyID)
+	}
+	cr := first(t, r.Events, harness.TypeUserConfirmResult)
+	b, _ := json.Marshal(cr)
+	if !strings.Contains(string(b), call) || !strings.Contains(string(b), `"confirmed":false`) {
+		t.Fatalf("USER_CONFIRM_RESULT: %s", b)
+	}
+	if !strings.Contains(string(r.Raw), "the user sent a new message") {
+		t.Fatalf("the refused call's result does not say why: %s", r.Raw)
+	}
+	if !strings.Contains(string(r.Raw), "never mind, do something else") {
+		t.Fatalf("the new message was not taken into the run: %v", ts)
 	}
 }

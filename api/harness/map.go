@@ -160,8 +160,11 @@ func Map(ev agent.Event, sessionKey string) []Event {
 	case agent.KindInputConsumed:
 		m.customOf(CustomInputConsumed, ev.Input)
 	case agent.KindResumed:
-		// The resumed stream opens with what the pause waited for (USER_CONFIRM_RESULT,
-		// EXTERNAL_EXECUTION_RESULT); the resumption itself has no event.
+		// §6: a resumed response is a response of its own and opens with AGENT_START (the same
+		// replyId); what the pause waited for (USER_CONFIRM_RESULT, …) follows.
+		e := m.base(TypeAgentStart)
+		e.SessionID, e.Role, e.Name = sessionKey, "assistant", "assistant"
+		m.add(e)
 	}
 	return m.out
 }
@@ -253,6 +256,13 @@ func (m *mapper) tool() {
 			m.add(e)
 		}
 	case agent.KindToolResultEnded:
+		if t.State != agent.ToolSuccess && t.State != "" && t.Output == "" && t.Error != "" {
+			// A call that did not run (denied, failed, interrupted) streamed no output: its
+			// reason is its text, so a client shows why next to state: error.
+			d := ev(TypeToolResultTextDelta)
+			d.Delta = ptr(t.Error)
+			m.add(d)
+		}
 		e := ev(TypeToolResultEnd)
 		e.State = t.State
 		if e.State == "" {
@@ -276,17 +286,33 @@ func (m *mapper) suspended() {
 	if s == nil {
 		s = &agent.SuspendInfo{}
 	}
+	generate := agent.ReasonMiddleware
 	switch s.Reason {
-	case agent.SuspendPermissionAsk, agent.SuspendExternalExecution, agent.SuspendRequestStop:
+	case agent.SuspendPermissionAsk:
+		generate = agent.ReasonPermission
+	case agent.SuspendExternalExecution:
+		generate = agent.ReasonToolSuspended
+	case agent.SuspendRequestStop:
 	case agent.SuspendManual:
-		m.add(m.stop(orDefault(s.Message, "suspended by the user"), reasonReasoningStop))
+		generate = reasonReasoningStop
+		m.add(m.stop(orDefault(s.Message, "suspended by the user"), generate))
 	case agent.SuspendShutdown:
-		m.add(m.stop(orDefault(s.Message, "the daemon stopped"), agent.ReasonInterrupted))
+		generate = agent.ReasonInterrupted
+		m.add(m.stop(orDefault(s.Message, "the daemon stopped"), generate))
 	case agent.SuspendAsyncTool:
-		m.add(m.stop(orDefault(s.Message, "waiting for an asynchronous tool"), agent.ReasonToolSuspended))
+		generate = agent.ReasonToolSuspended
+		m.add(m.stop(orDefault(s.Message, "waiting for an asynchronous tool"), generate))
 	default:
-		m.add(m.stop(orDefault(s.Message, "paused: "+s.Reason), agent.ReasonMiddleware))
+		m.add(m.stop(orDefault(s.Message, "paused: "+s.Reason), generate))
 	}
+	// §6: every response ends AGENT_RESULT → AGENT_END, a paused one with the answer so far and
+	// why it stopped.
+	msg := Msg{ID: uuidOf(hashHex(m.ev.ID + "/msg")), Role: "ASSISTANT", Content: []ContentBlock{},
+		Metadata: map[string]any{generateReasonKey: generate}, Timestamp: Timestamp(m.ev.At)}
+	if s.Answer != "" {
+		msg.Content = append(msg.Content, TextBlock(s.Answer))
+	}
+	m.add(m.result(msg))
 	m.add(m.base(TypeAgentEnd))
 }
 

@@ -104,13 +104,13 @@ func TestMapPauses(t *testing.T) {
 	cases := []struct {
 		reason, types, generate string
 	}{
-		{agent.SuspendPermissionAsk, "AGENT_END", ""},
-		{agent.SuspendExternalExecution, "AGENT_END", ""},
-		{agent.SuspendRequestStop, "AGENT_END", ""},
-		{agent.SuspendManual, "REQUEST_STOP AGENT_END", "REASONING_STOP_REQUESTED"},
-		{agent.SuspendShutdown, "REQUEST_STOP AGENT_END", "INTERRUPTED"},
-		{agent.SuspendAsyncTool, "REQUEST_STOP AGENT_END", "TOOL_SUSPENDED"},
-		{"SOMETHING_NEW", "REQUEST_STOP AGENT_END", "MIDDLEWARE_STOP_REQUESTED"},
+		{agent.SuspendPermissionAsk, "AGENT_RESULT AGENT_END", "PERMISSION_ASKING"},
+		{agent.SuspendExternalExecution, "AGENT_RESULT AGENT_END", "TOOL_SUSPENDED"},
+		{agent.SuspendRequestStop, "AGENT_RESULT AGENT_END", "MIDDLEWARE_STOP_REQUESTED"},
+		{agent.SuspendManual, "REQUEST_STOP AGENT_RESULT AGENT_END", "REASONING_STOP_REQUESTED"},
+		{agent.SuspendShutdown, "REQUEST_STOP AGENT_RESULT AGENT_END", "INTERRUPTED"},
+		{agent.SuspendAsyncTool, "REQUEST_STOP AGENT_RESULT AGENT_END", "TOOL_SUSPENDED"},
+		{"SOMETHING_NEW", "REQUEST_STOP AGENT_RESULT AGENT_END", "MIDDLEWARE_STOP_REQUESTED"},
 	}
 	for _, c := range cases {
 		e := ev(agent.KindSuspended)
@@ -120,7 +120,9 @@ func TestMapPauses(t *testing.T) {
 		for _, o := range out {
 			ts = append(ts, o.Type)
 		}
-		if strings.Join(ts, " ") != c.types || (c.generate != "" && (out[0].GenerateReason != c.generate || out[0].Reason == "")) {
+		res := out[len(out)-2]
+		if strings.Join(ts, " ") != c.types || res.Result == nil || res.Result.Metadata["agentscope_generate_reason"] != c.generate ||
+			(len(out) == 3 && (out[0].GenerateReason != c.generate || out[0].Reason == "")) {
 			t.Fatalf("%s: %+v", c.reason, out)
 		}
 	}
@@ -172,7 +174,7 @@ func TestMapOtherKinds(t *testing.T) {
 	if out[0].Type != harness.TypeCustom || out[0].Name != harness.CustomStatus || !strings.Contains(string(out[0].Value), "LLM_RATE_LIMITED") {
 		t.Fatalf("%+v", out)
 	}
-	if out := harness.Map(ev(agent.KindResumed), "s"); len(out) != 0 {
+	if out := harness.Map(ev(agent.KindResumed), "s"); len(out) != 1 || out[0].Type != harness.TypeAgentStart || out[0].ReplyID == "" {
 		t.Fatalf("resumed: %+v", out)
 	}
 	if out := harness.Map(ev("some.future.kind"), "s"); len(out) != 0 {

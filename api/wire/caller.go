@@ -71,6 +71,17 @@ func RequireKeys(keys []APIKey) *Keys { return &Keys{keys: keys} }
 // Development reports whether callers name themselves (no keys).
 func (k *Keys) Development() bool { return k.dev }
 
+// Reviewers returns the reviewer keys: the console signs reviewers in with them.
+func (k *Keys) Reviewers() []APIKey {
+	var out []APIKey
+	for _, key := range k.keys {
+		if key.Role == RoleReviewer {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
 // Required returns k requiring a key on every request.
 func (k *Keys) Required() *Keys { return RequireKeys(k.keys) }
 

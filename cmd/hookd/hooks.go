@@ -18,6 +18,7 @@ func newHooksCmd() *cobra.Command {
 	c := addAdminFlags(g)
 	g.AddCommand(
 		newHooksAddCmd(c),
+		newHooksApplyCmd(c),
 		newHooksListCmd(c),
 		newHooksRmCmd(c),
 		newHooksTestCmd(c),

@@ -5,7 +5,8 @@ package main
 //	root.go        the root, `version`, exit codes, helpers every command uses
 //	serve.go       `serve` (the daemon itself)
 //	admin.go       the admin API client and the --addr/--token/--json flags of every group that uses it
-//	hooks.go       `hooks list|add|rm|test`
+//	hooks.go       `hooks list|add|rm|test` (hooks_apply.go: `hooks apply`, hook files in hookfiles.go)
+//	policy.go      `policy test` (policy test cases, offline)
 //	decisions.go   `decisions list|verify`
 //	deliveries.go  `deliveries list|redeliver`
 //	verify.go      `verify` (offline signature check)
@@ -49,6 +50,7 @@ func newRootCmd() *cobra.Command {
 		newHookCmd(),
 		newHooksCmd(),
 		newKeysCmd(),
+		newPolicyCmd(),
 		newServeCmd(),
 		newVerifyCmd(),
 		newVersionCmd(),

@@ -182,7 +182,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	defer endStreams()
 	srv := api.NewServer(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
 		LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
-		Workspaces: workspaces, Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
+		Workspaces: workspaces, ConsoleTTL: cfg.Console.SessionTTL.Std(), Heartbeat: cfg.SSE.Heartbeat.Std(), Metrics: metrics, ChatDisabled: cfg.Auth.ChatDisabled(),
 		AllowedOrigins: cfg.HTTP.AllowedOrigins, Limits: api.Limits{ReadTimeout: cfg.HTTP.ReadTimeout.Std(),
 			IdleTimeout: cfg.HTTP.IdleTimeout.Std(), MaxHeaderBytes: cfg.HTTP.MaxHeaderBytes,
 			SSEWriteTimeout: cfg.SSE.WriteTimeout.Std()}})

@@ -48,7 +48,7 @@ const Script = `{"scripts":[
    {"text":"You picked it."}]},
  {"match":"/fatal/","steps":[{"error":"fatal","text":"never"}]},
  {"match":"/slow/","steps":[
-   {"toolCalls":[{"name":"workspace_list_files"}],"delayMs":400},
+   {"toolCalls":[{"name":"workspace_list_files"}],"delayMs":1200},
    {"text":"after the restart"}]},
  {"match":"*","steps":[{"text":"default"}]}
 ]}`

@@ -1,0 +1,89 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
+	"github.com/hookd/hookd/policy"
+)
+
+// policiesAPI serves trial evaluations of policies: what a policy would decide about a sample
+// event, with nothing recorded.
+type policiesAPI struct {
+	reg *dispatcher.Registry
+}
+
+type evaluateRequest struct {
+	// Exactly one of PolicyConfig (with FailureMode) and HookID names the policy.
+	PolicyConfig *policy.Config   `json:"policyConfig"`
+	FailureMode  string           `json:"failureMode"`
+	HookID       int64            `json:"hookId"`
+	Event        *dispatchRequest `json:"event"`
+}
+
+func (a policiesAPI) evaluate(c *gin.Context) {
+	var req evaluateRequest
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &req) {
+		return
+	}
+	var h dispatcher.Hook
+	switch {
+	case (req.PolicyConfig == nil) == (req.HookID == 0):
+		wire.Fail(c, http.StatusBadRequest, "policyConfig: give either policyConfig or hookId")
+		return
+	case req.HookID != 0:
+		if req.FailureMode != "" {
+			wire.Fail(c, http.StatusBadRequest, "failureMode: the hook's own applies with hookId")
+			return
+		}
+		stored, err := a.reg.Get(c.Request.Context(), req.HookID)
+		if err != nil {
+			wire.FailErr(c, err)
+			return
+		}
+		if stored.DispatchType != dispatcher.DispatchPolicy {
+			wire.Fail(c, http.StatusBadRequest, "hookId: hook %d is a %s hook, not a policy", req.HookID, stored.DispatchType)
+			return
+		}
+		h = dispatcher.Hook{HookName: stored.HookName, PolicyConfig: stored.PolicyConfig,
+			DispatchConfig: dispatcher.DispatchConfig{FailureMode: stored.DispatchConfig.FailureMode}}
+	default:
+		h = dispatcher.Hook{HookName: "policy", PolicyConfig: req.PolicyConfig,
+			DispatchConfig: dispatcher.DispatchConfig{FailureMode: req.FailureMode}}
+	}
+	if req.Event == nil {
+		wire.Fail(c, http.StatusBadRequest, "event: is required")
+		return
+	}
+	e := req.Event
+	if !e.HookType.Interceptive() {
+		wire.Fail(c, http.StatusBadRequest, "event.hookType: %q is not one of user_message, pre_tool_use, pre_scheduled_task", e.HookType)
+		return
+	}
+	ctxValue, err := dispatcher.DecodeContext(e.HookType, e.Context)
+	if err != nil {
+		wire.FailErr(c, prefixed("event.", err))
+		return
+	}
+	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
+		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusOK, res)
+}
+
+// prefixed names a validation error's field below prefix: the event's context is event.context.
+func prefixed(prefix string, err error) error {
+	var ve *hookdtype.ValidationError
+	if errors.As(err, &ve) {
+		return &hookdtype.ValidationError{Field: prefix + ve.Field, Msg: ve.Msg}
+	}
+	return err
+}

@@ -1,0 +1,177 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// policyServer is the admin API with a running dispatcher.
+func policyServer(t *testing.T, db *storage.DB) client {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	reg, err := dispatcher.NewRegistry(ctx, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dispatcher.New(db, reg, log, dispatcher.Settings{Version: "test"})
+	if err := d.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		d.Stop(ctx)
+	})
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: d,
+		AdminTokens: []string{adminToken}, Log: log})))
+	t.Cleanup(srv.Close)
+	return client{t: t, base: srv.URL, tok: adminToken}
+}
+
+// The issue's example, as a compliance team would register it.
+const transferPolicy = `{"hookName": "转账限额", "hookType": "pre_tool_use", "toolNameMatch": "transferFunds|payOrder",
+ "dispatchType": "policy", "dispatchConfig": {"failureMode": "DENY"},
+ "policyConfig": {"rules": [
+   {"name": "over-limit", "when": "args.amount > 10000", "decision": "deny",
+    "reason": "'单笔金额 ' + string(args.amount) + ' 超过限额 10000'"},
+   {"name": "large", "when": "args.amount > 1000", "decision": "ask", "reason": "'大额转账需人工审批'"},
+   {"name": "mask-card", "when": "has(args.cardNo)", "decision": "modify",
+    "modifiedValue": "args.with({'cardNo': '****' + args.cardNo.substring(args.cardNo.size() - 4)})"}],
+  "default": "allow"}}`
+
+func transferEvent(args string) string {
+	b, _ := json.Marshal(args)
+	return `{"hookType":"pre_tool_use","sessionId":10001,"principalId":1001,"context":{"toolName":"transferFunds","toolCallId":"call_1","arguments":` + string(b) + `}}`
+}
+
+func TestPolicyHooksThroughTheAPI(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		code, w := c.do("POST", "/api/hooks", transferPolicy)
+		if code != 201 {
+			t.Fatalf("create: %d %s", code, w.Message)
+		}
+		var hk dispatcher.Hook
+		json.Unmarshal(w.Data, &hk)
+		if hk.DispatchType != "policy" || hk.PolicyConfig == nil || len(hk.PolicyConfig.Rules) != 3 ||
+			hk.DispatchConfig.FailureMode != "DENY" || hk.DispatchConfig.URL != "" {
+			t.Fatalf("created %s", w.Data)
+		}
+
+		t.Run("registration names rule and field", func(t *testing.T) {
+			bad := strings.Replace(transferPolicy, `"when": "args.amount > 1000"`, `"when": "amount > 1000"`, 1)
+			code, w := c.do("POST", "/api/hooks", bad)
+			if code != 400 || w.Message != "policyConfig.rules[1].when: undeclared reference to 'amount' (1:1)" {
+				t.Fatalf("%d %q", code, w.Message)
+			}
+			code, w = c.do("POST", "/api/hooks", strings.Replace(transferPolicy, `"decision": "ask"`, `"decison": "ask"`, 1))
+			if code != 400 || !strings.Contains(w.Message, "policyConfig.rules[1].decison") {
+				t.Fatalf("unknown field: %d %q", code, w.Message)
+			}
+		})
+
+		t.Run("dispatch answers ask", func(t *testing.T) {
+			for _, c2 := range []struct{ args, decision, reason, modified string }{
+				{`{"amount":5000}`, "ask", "大额转账需人工审批", ""},
+				{`{"amount":12000}`, "deny", "单笔金额 12000 超过限额 10000", ""},
+				{`{"amount":5,"cardNo":"6222020012345678"}`, "modify", "", `{"amount":5,"cardNo":"****5678"}`},
+			} {
+				code, w := c.do("POST", "/api/hooks/dispatch", transferEvent(c2.args))
+				var dec struct {
+					Decision, DecisionID  string
+					Reason, ModifiedValue *string
+				}
+				json.Unmarshal(w.Data, &dec)
+				if code != 200 || dec.Decision != c2.decision || deref(dec.Reason) != c2.reason || deref(dec.ModifiedValue) != c2.modified {
+					t.Fatalf("%s: %d %s", c2.args, code, w.Data)
+				}
+				ds, err := db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: dec.DecisionID})
+				if err != nil || len(ds) != 1 || ds[0].Outcome != c2.decision || ds[0].RuleName == "" {
+					t.Fatalf("decision log %+v %v", ds, err)
+				}
+			}
+		})
+
+		t.Run("a webhook may answer ask", func(t *testing.T) {
+			rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				w.Write([]byte(`{"decision":"ASK","reason":"需要复核"}`))
+			}))
+			defer rec.Close()
+			code, w := c.do("POST", "/api/hooks", `{"hookName":"复核","hookType":"user_message","agentId":42,
+				"dispatchConfig":{"url":"`+rec.URL+`"}}`)
+			if code != 201 {
+				t.Fatalf("%d %s", code, w.Message)
+			}
+			code, w = c.do("POST", "/api/hooks/dispatch", `{"hookType":"user_message","agentId":42,
+				"context":{"userInput":"hi","chatMode":"single_chat","triggerSource":{"sourceType":"api_call","channelType":null,"channelProvider":null},"bizKey":null,"userNickname":null}}`)
+			if code != 200 || !strings.Contains(string(w.Data), `"decision":"ask"`) || !strings.Contains(string(w.Data), "需要复核") {
+				t.Fatalf("%d %s", code, w.Data)
+			}
+		})
+
+		t.Run("evaluate records nothing", func(t *testing.T) {
+			before, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{Limit: 500})
+			var cfg struct {
+				PolicyConfig json.RawMessage `json:"policyConfig"`
+			}
+			json.Unmarshal([]byte(transferPolicy), &cfg)
+			cases := []struct{ body, want string }{
+				{`{"policyConfig":` + string(cfg.PolicyConfig) + `,"event":` + transferEvent(`{"amount":5000}`) + `}`,
+					`"decision":"ask","rule":"large","reason":"大额转账需人工审批"`},
+				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5,"cardNo":"6222020012345678"}`) + `}`,
+					`"decision":"modify","rule":"mask-card","modifiedValue":"{\"amount\":5,\"cardNo\":\"****5678\"}"`},
+				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5}`) + `}`, `"decision":"allow","cost":`},
+				{`{"policyConfig":{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]},"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`,
+					`"decision":"deny","rule":"x","reason":"hook policy unavailable (failureMode DENY)"`},
+			}
+			for _, tc := range cases {
+				code, w := c.do("POST", "/api/policies/evaluate", tc.body)
+				if code != 200 || !strings.Contains(string(w.Data), tc.want) {
+					t.Fatalf("%s\n→ %d %s %s", tc.body, code, w.Message, w.Data)
+				}
+			}
+			var ev struct{ Cost int }
+			_, w := c.do("POST", "/api/policies/evaluate", cases[0].body)
+			if json.Unmarshal(w.Data, &ev); ev.Cost <= 0 {
+				t.Fatalf("no cost in %s", w.Data)
+			}
+			for _, bad := range []struct{ body, msg string }{
+				{`{"event":` + transferEvent(`{}`) + `}`, "policyConfig: give either policyConfig or hookId"},
+				{`{"policyConfig":{"rules":[{"name":"x","when":"nope","decision":"deny"}]},"event":` + transferEvent(`{}`) + `}`,
+					"policyConfig.rules[0].when: undeclared reference to 'nope' (1:1)"},
+				{`{"policyConfig":{},"event":{"hookType":"post_tool_use","context":{}}}`, "event.hookType"},
+				{`{"policyConfig":{},"event":{"hookType":"pre_tool_use","context":{"toolNme":"x"}}}`, "event.context.toolNme"},
+			} {
+				code, w := c.do("POST", "/api/policies/evaluate", bad.body)
+				if code != 400 || !strings.Contains(w.Message, bad.msg) {
+					t.Fatalf("%s → %d %q, want %q", bad.body, code, w.Message, bad.msg)
+				}
+			}
+			after, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{Limit: 500})
+			if len(after) != len(before) {
+				t.Fatalf("evaluate recorded %d decisions", len(after)-len(before))
+			}
+		})
+	})
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
+)
+
+// Hook files: hooks kept as YAML or JSON, one document per hook (YAML may hold several, separated
+// by ---), in the shape of the admin API. Secrets are never written in them: a secret field holds
+// ${NAME}, read from the environment when the file is applied.
+
+// isTestFile says a file holds `hookd policy test` cases rather than hooks.
+func isTestFile(path string) bool {
+	base := strings.ToLower(filepath.Base(path))
+	for _, suffix := range []string{"_test.yaml", "_test.yml", "_test.json"} {
+		if strings.HasSuffix(base, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// filesOf lists path (a file) or the hook or test files in path (a directory, not recursive),
+// sorted.
+func filesOf(path string, tests bool) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if e.IsDir() || (ext != ".yaml" && ext != ".yml" && ext != ".json") || isTestFile(e.Name()) != tests {
+			continue
+		}
+		out = append(out, filepath.Join(path, e.Name()))
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// yamlDocuments decodes every document of a YAML (or JSON) file as JSON.
+func yamlDocuments(path string) ([]json.RawMessage, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	var out []json.RawMessage
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		if v == nil {
+			continue
+		}
+		j, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, j)
+	}
+}
+
+// loadHooks reads the hooks of files, checked as the daemon would check them (so a typo fails
+// here, before anything is sent), with their ${NAME} secrets read from the environment.
+func loadHooks(files []string) ([]dispatcher.Hook, error) {
+	var hooks []dispatcher.Hook
+	where := map[string]string{}
+	for _, f := range files {
+		docs, err := yamlDocuments(f)
+		if err != nil {
+			return nil, err
+		}
+		for i, doc := range docs {
+			at := fmt.Sprintf("%s (document %d)", f, i+1)
+			var h dispatcher.Hook
+			if err := hookdtype.DecodeStrict(doc, &h, ""); err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			if h.ID != 0 || h.CreatedAt != nil || h.UpdatedAt != nil {
+				return nil, fmt.Errorf("%s: id, createdAt and updatedAt belong to the daemon, not to a hook file", at)
+			}
+			if err := expandSecrets(&h); err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			check := h
+			if err := check.Normalize(); err != nil {
+				return nil, fmt.Errorf("%s: %w", at, err)
+			}
+			if prev, dup := where[check.HookName]; dup {
+				return nil, fmt.Errorf("%s: hookName %q is also in %s; hooks are matched by name", at, check.HookName, prev)
+			}
+			where[check.HookName] = at
+			h.HookName = check.HookName
+			hooks = append(hooks, h)
+		}
+	}
+	return hooks, nil
+}
+
+var secretRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}$`)
+
+// expandSecrets replaces each secret field of h written as ${NAME} by the environment variable
+// NAME. A secret written out literally is refused: the file would keep it in git.
+func expandSecrets(h *dispatcher.Hook) error {
+	expand := func(field string, v *string) error {
+		if v == nil || *v == "" {
+			return nil
+		}
+		m := secretRef.FindStringSubmatch(*v)
+		if m == nil {
+			return hookdtype.Invalid(field, "write ${NAME} and set the environment variable NAME: secrets are not kept in hook files")
+		}
+		val, ok := os.LookupEnv(m[1])
+		if !ok || val == "" {
+			return hookdtype.Invalid(field, "environment variable %s is not set", m[1])
+		}
+		*v = val
+		return nil
+	}
+	dc := &h.DispatchConfig
+	if err := expand("dispatchConfig.signingSecret", dc.SigningSecret); err != nil {
+		return err
+	}
+	if a := dc.Auth; a != nil {
+		if err := expand("dispatchConfig.auth.credential", &a.Credential); err != nil {
+			return err
+		}
+		if err := expand("dispatchConfig.auth.password", &a.Password); err != nil {
+			return err
+		}
+		for k := range a.Headers {
+			v := a.Headers[k]
+			if err := expand("dispatchConfig.auth.headers."+k, &v); err != nil {
+				return err
+			}
+			a.Headers[k] = v
+		}
+		if f := a.TokenFetchConfig; f != nil {
+			if err := expand("dispatchConfig.auth.tokenFetchConfig.body", &f.Body); err != nil {
+				return err
+			}
+			for k := range f.Headers {
+				v := f.Headers[k]
+				if err := expand("dispatchConfig.auth.tokenFetchConfig.headers."+k, &v); err != nil {
+					return err
+				}
+				f.Headers[k] = v
+			}
+		}
+	}
+	return nil
+}

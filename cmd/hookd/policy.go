@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
+)
+
+func newPolicyCmd() *cobra.Command {
+	return newGroup("policy", "try policy hooks before the daemon enforces them", newPolicyTestCmd())
+}
+
+// policySuite is a test file: the hook file of the policy and cases of event → expected decision.
+type policySuite struct {
+	Policy string       `json:"policy"` // the hook file, relative to the test file
+	Hook   string       `json:"hook"`   // the hook's name, when the file holds several
+	Cases  []policyCase `json:"cases"`
+}
+
+type policyCase struct {
+	Name  string `json:"name"`
+	Event struct {
+		HookType    dispatcher.HookType `json:"hookType"` // the hook's when absent
+		SessionID   *int64              `json:"sessionId"`
+		PrincipalID *int64              `json:"principalId"`
+		AgentID     *int64              `json:"agentId"`
+		TraceID     string              `json:"traceId"`
+		Context     json.RawMessage     `json:"context"`
+	} `json:"event"`
+	Decision      string          `json:"decision"`
+	Rule          *string         `json:"rule"`   // "" expects the default
+	Reason        *string         `json:"reason"` // checked when given
+	ModifiedValue json.RawMessage `json:"modifiedValue"`
+}
+
+func newPolicyTestCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "test FILE|DIR...",
+		Short: "run policy test cases (*_test.yaml: event → expected decision) offline; exit 1 if one fails",
+		Long: `Runs the cases of each test file against the policy hook it names, in-process, exactly as the
+daemon would evaluate it (failureMode included), and prints PASS or FAIL per case. A directory
+means its *_test.yaml files. See docs/policies.md for the file format.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var files []string
+			for _, a := range args {
+				fs, err := filesOf(a, true)
+				if err != nil {
+					return err
+				}
+				files = append(files, fs...)
+			}
+			if len(files) == 0 {
+				return usageErrorf("no test files (*_test.yaml) in %v", args)
+			}
+			out := cmd.OutOrStdout()
+			passed, failed := 0, 0
+			for _, f := range files {
+				results, err := runSuite(cmd.Context(), f)
+				if err != nil {
+					return err
+				}
+				for _, r := range results {
+					if r.problem == "" {
+						passed++
+						fmt.Fprintf(out, "PASS %s: %s\n", f, r.name)
+					} else {
+						failed++
+						fmt.Fprintf(out, "FAIL %s: %s: %s\n", f, r.name, r.problem)
+					}
+				}
+			}
+			fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
+			if failed > 0 {
+				return fmt.Errorf("%d of %d policy cases failed", failed, passed+failed)
+			}
+			return nil
+		},
+	}
+}
+
+type caseResult struct{ name, problem string }
+
+func runSuite(ctx context.Context, path string) ([]caseResult, error) {
+	docs, err := yamlDocuments(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(docs) != 1 {
+		return nil, fmt.Errorf("%s: a test file is one document with policy and cases", path)
+	}
+	var s policySuite
+	if err := hookdtype.DecodeStrict(docs[0], &s, ""); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if s.Policy == "" || len(s.Cases) == 0 {
+		return nil, fmt.Errorf("%s: policy (the hook file) and cases are required", path)
+	}
+	hookFile := s.Policy
+	if !filepath.IsAbs(hookFile) {
+		hookFile = filepath.Join(filepath.Dir(path), hookFile)
+	}
+	hooks, err := loadHooks([]string{hookFile})
+	if err != nil {
+		return nil, err
+	}
+	var hook *dispatcher.Hook
+	for i := range hooks {
+		if hooks[i].DispatchType == dispatcher.DispatchPolicy && (s.Hook == "" || hooks[i].HookName == s.Hook) {
+			if hook != nil {
+				return nil, fmt.Errorf("%s: %s holds several policy hooks; name one with hook", path, hookFile)
+			}
+			hook = &hooks[i]
+		}
+	}
+	if hook == nil {
+		return nil, fmt.Errorf("%s: no policy hook %q in %s", path, s.Hook, hookFile)
+	}
+	var out []caseResult
+	for i, c := range s.Cases {
+		name := c.Name
+		if name == "" {
+			name = fmt.Sprintf("cases[%d]", i)
+		}
+		out = append(out, caseResult{name: name, problem: runCase(ctx, *hook, c)})
+	}
+	return out, nil
+}
+
+// runCase evaluates one case; the problem is "" when it passes.
+func runCase(ctx context.Context, h dispatcher.Hook, c policyCase) string {
+	e := c.Event
+	if e.HookType == "" {
+		e.HookType = h.HookType
+	}
+	if e.HookType != h.HookType {
+		return fmt.Sprintf("event.hookType %s, but the hook is %s", e.HookType, h.HookType)
+	}
+	ctxValue, err := dispatcher.DecodeContext(e.HookType, e.Context)
+	if err != nil {
+		return "event." + err.Error()
+	}
+	got, err := dispatcher.EvaluatePolicy(ctx, h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
+		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
+	if err != nil {
+		return err.Error()
+	}
+	describe := func() string {
+		s := got.Decision
+		if got.Rule != "" {
+			s += " by rule " + got.Rule
+		} else {
+			s += " by default"
+		}
+		if got.Error != "" {
+			s += " (" + got.Error + ")"
+		}
+		return s
+	}
+	switch {
+	case c.Decision == "":
+		return "decision: is required"
+	case got.Decision != c.Decision:
+		return fmt.Sprintf("want %s, got %s", c.Decision, describe())
+	case c.Rule != nil && got.Rule != *c.Rule:
+		return fmt.Sprintf("want rule %q, got %s", *c.Rule, describe())
+	case c.Reason != nil && got.Reason != *c.Reason:
+		return fmt.Sprintf("want reason %q, got %q", *c.Reason, got.Reason)
+	}
+	if len(c.ModifiedValue) > 0 {
+		if got.ModifiedValue == nil {
+			return "want a modifiedValue, got none"
+		}
+		if !sameValue(c.ModifiedValue, *got.ModifiedValue) {
+			return fmt.Sprintf("want modifiedValue %s, got %s", c.ModifiedValue, *got.ModifiedValue)
+		}
+	}
+	return ""
+}
+
+// sameValue compares an expected modifiedValue (a YAML object, or a string) with the one given: as
+// JSON values when both are JSON, else as text.
+func sameValue(want json.RawMessage, got string) bool {
+	var s string
+	if json.Unmarshal(want, &s) == nil {
+		if s == got {
+			return true
+		}
+		want = json.RawMessage(s)
+	}
+	var a, b any
+	if json.Unmarshal(want, &a) != nil || json.Unmarshal([]byte(got), &b) != nil {
+		return false
+	}
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return bytes.Equal(ja, jb)
+}

@@ -1,0 +1,209 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const transferHookYAML = `hookName: 转账限额
+hookType: pre_tool_use
+toolNameMatch: transferFunds|payOrder
+dispatchType: policy
+dispatchConfig: {failureMode: DENY}
+policyConfig:
+  rules:
+    - name: over-limit
+      when: args.amount > 10000
+      decision: deny
+      reason: "'单笔金额 ' + string(args.amount) + ' 超过限额 10000'"
+    - name: large
+      when: args.amount > 1000
+      decision: ask
+      reason: "'大额转账需人工审批'"
+    - name: mask-card
+      when: has(args.cardNo)
+      decision: modify
+      modifiedValue: "args.with({'cardNo': args.cardNo.mask(4)})"
+  default: allow
+`
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestPolicyTestCommand(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "transfer.yaml", transferHookYAML)
+	pass := writeFile(t, dir, "transfer_test.yaml", `policy: transfer.yaml
+cases:
+  - name: over the limit is denied
+    event: {principalId: 7, context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 12000}}}
+    decision: deny
+    rule: over-limit
+    reason: 单笔金额 12000 超过限额 10000
+  - name: large asks a person
+    event: {context: {toolName: transferFunds, toolCallId: c2, arguments: {amount: 5000}}}
+    decision: ask
+    rule: large
+  - name: the card is masked
+    event: {context: {toolName: payOrder, toolCallId: c3, arguments: {amount: 5, cardNo: "6222020012345678"}}}
+    decision: modify
+    modifiedValue: {amount: 5, cardNo: "************5678"}
+  - name: small passes by default
+    event: {context: {toolName: transferFunds, toolCallId: c4, arguments: {amount: 5}}}
+    decision: allow
+    rule: ""
+  - name: an unreadable amount is denied by failureMode
+    event: {context: {toolName: transferFunds, toolCallId: c5, arguments: {amount: "many"}}}
+    decision: deny
+`)
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(binary, args...)
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	out, code := cli("policy", "test", pass)
+	if code != 0 || !strings.Contains(out, "5 passed, 0 failed") {
+		t.Fatalf("passing cases: %d\n%s", code, out)
+	}
+	fail := writeFile(t, t.TempDir(), "wrong_test.yaml", `policy: `+filepath.Join(dir, "transfer.yaml")+`
+cases:
+  - name: right
+    event: {context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 12000}}}
+    decision: deny
+  - name: wrong decision
+    event: {context: {toolName: transferFunds, toolCallId: c2, arguments: {amount: 5000}}}
+    decision: allow
+  - name: wrong value
+    event: {context: {toolName: payOrder, toolCallId: c3, arguments: {amount: 5, cardNo: "6222020012345678"}}}
+    decision: modify
+    modifiedValue: {amount: 5, cardNo: "6222020012345678"}
+`)
+	out, code = cli("policy", "test", fail, pass)
+	if code != 1 || !strings.Contains(out, "6 passed, 2 failed") ||
+		!strings.Contains(out, "FAIL "+fail+": wrong decision: want allow, got ask by rule large") ||
+		!strings.Contains(out, "FAIL "+fail+": wrong value: want modifiedValue") {
+		t.Fatalf("failing cases: %d\n%s", code, out)
+	}
+	// A directory runs its *_test.yaml files; a typo in a test file is named.
+	if out, code = cli("policy", "test", dir); code != 0 || !strings.Contains(out, "5 passed") {
+		t.Fatalf("directory: %d\n%s", code, out)
+	}
+	typo := writeFile(t, t.TempDir(), "typo_test.yaml", "policy: "+filepath.Join(dir, "transfer.yaml")+"\ncases:\n  - name: x\n    decison: deny\n")
+	if out, code = cli("policy", "test", typo); code != 1 || !strings.Contains(out, "cases[0].decison") {
+		t.Fatalf("typo: %d\n%s", code, out)
+	}
+}
+
+func TestHooksApply(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n")
+	d := startDaemon(t, cfg)
+	cli := func(env []string, args ...string) (string, int) {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(append(os.Environ(), "HOOKD_CLI_ADDR=http://"+d.addr, "HOOKD_CLI_TOKEN=adm-test"), env...)
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	// A hook made by hand is left alone by apply, unless the files name it.
+	if st := d.call("POST", "/api/hooks", `{"hookName":"by hand","hookType":"pre_tool_use","dispatchType":"policy","policyConfig":{"rules":[]}}`, nil); st != 201 {
+		t.Fatalf("by hand: %d", st)
+	}
+	files := t.TempDir()
+	writeFile(t, files, "transfer.yaml", transferHookYAML)
+	writeFile(t, files, "audit.yaml", `hookName: audit
+hookType: post_tool_use
+dispatchConfig:
+  url: https://audit.example.com/hook
+  signingSecret: ${AUDIT_SECRET}
+---
+hookName: greeting
+hookType: user_message
+dispatchType: policy
+policyConfig: {rules: [{name: pw, when: "input.contains('password')", decision: deny}]}
+`)
+	writeFile(t, files, "transfer_test.yaml", "policy: transfer.yaml\ncases: []\n") // a test file is not a hook
+	secret := []string{"AUDIT_SECRET=whsec-from-env"}
+
+	if out, code := cli(nil, "hooks", "apply", "-f", files, "--dry-run"); code != 1 || !strings.Contains(out, "environment variable AUDIT_SECRET is not set") {
+		t.Fatalf("missing secret: %d\n%s", code, out)
+	}
+	out, code := cli(secret, "hooks", "apply", "-f", files, "--dry-run")
+	if code != 0 || !strings.Contains(out, "+ create audit (post_tool_use, webhook)") || !strings.Contains(out, "+ create 转账限额 (pre_tool_use, policy)") ||
+		!strings.Contains(out, "plan: 3 to create, 0 to update, 0 to delete, 0 unchanged") || !strings.Contains(out, "nothing changed") {
+		t.Fatalf("dry run: %d\n%s", code, out)
+	}
+	var hooks []map[string]any
+	list := func() []map[string]any {
+		var page struct{ Items []map[string]any }
+		d.call("GET", "/api/hooks", "", &page)
+		return page.Items
+	}
+	if hooks = list(); len(hooks) != 1 {
+		t.Fatalf("the dry run changed the hooks: %v", hooks)
+	}
+	if out, code = cli(secret, "hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("apply: %d\n%s", code, out)
+	}
+	if hooks = list(); len(hooks) != 4 {
+		t.Fatalf("after apply: %v", hooks)
+	}
+	// Applied again, nothing changes.
+	if out, code = cli(secret, "hooks", "apply", "-f", files, "--dry-run"); code != 0 || !strings.Contains(out, "plan: 0 to create, 0 to update, 0 to delete, 3 unchanged") {
+		t.Fatalf("second dry run: %d\n%s", code, out)
+	}
+	// Edited files: one rule changed, one hook gone, the hand-made hook taken over.
+	os.WriteFile(filepath.Join(files, "transfer.yaml"), []byte(strings.Replace(transferHookYAML, "args.amount > 1000\n", "args.amount > 2000\n", 1)), 0o600)
+	os.WriteFile(filepath.Join(files, "audit.yaml"), []byte(`hookName: audit
+hookType: post_tool_use
+dispatchConfig: {url: "https://audit.example.com/hook", signingSecret: "${AUDIT_SECRET}"}
+---
+hookName: by hand
+hookType: pre_tool_use
+dispatchType: policy
+policyConfig: {rules: []}
+`), 0o600)
+	out, code = cli(secret, "hooks", "apply", "-f", files, "--dry-run")
+	for _, want := range []string{"~ update 转账限额", `policyConfig.rules[1].when: "args.amount \u003e 1000" → "args.amount \u003e 2000"`,
+		"- delete greeting", "~ update by hand", `managedBy: (absent) → "files"`, "= keep   audit",
+		"plan: 0 to create, 2 to update, 1 to delete, 1 unchanged"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("dry run after edits: want %q in\n%s", want, out)
+		}
+	}
+	if out, code = cli(secret, "hooks", "apply", "-f", files); code != 0 {
+		t.Fatalf("apply edits: %d\n%s", code, out)
+	}
+	hooks = list()
+	names := map[string]map[string]any{}
+	for _, h := range hooks {
+		names[h["hookName"].(string)] = h
+	}
+	if len(hooks) != 3 || names["greeting"] != nil || names["by hand"]["managedBy"] != "files" {
+		t.Fatalf("after the edits: %v", hooks)
+	}
+	b, _ := json.Marshal(names["转账限额"])
+	if !strings.Contains(string(b), "args.amount \\u003e 2000") && !strings.Contains(string(b), "args.amount > 2000") {
+		t.Fatalf("rule not updated: %s", b)
+	}
+	// The secret went to the daemon from the environment and is never shown.
+	if strings.Contains(out, "whsec-from-env") || !strings.Contains(mustJSON(names["audit"]), `"signingSecret":"***"`) {
+		t.Fatalf("secret: %s / %v", out, names["audit"])
+	}
+	// A secret written in a file is refused.
+	bad := writeFile(t, t.TempDir(), "bad.yaml", "hookName: x\nhookType: post_tool_use\ndispatchConfig: {url: 'https://x.example', signingSecret: plain}\n")
+	if out, code = cli(nil, "hooks", "apply", "-f", bad, "--dry-run"); code != 1 || !strings.Contains(out, "dispatchConfig.signingSecret: write ${NAME}") {
+		t.Fatalf("plain secret: %d\n%s", code, out)
+	}
+}
+
+func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }

@@ -1,0 +1,131 @@
+package dispatcher
+
+// BenchmarkDecisionDurability puts the two decision log durabilities side by side in one run,
+// with their baselines (docs/benchmarks.md, "Decision log durability"):
+//
+//	serial   op after op: a bare POST, a bare one-row decision log commit, a batched Intercept, a
+//	         sync Intercept; each one's p50 and p99, batched/bare and sync-(bare+commit)
+//	c64      64 callers deciding at once, batched then sync, in alternating rounds: decisions/s
+//	         of each and sync/batched
+//
+// Each dispatcher has a database file of its own, as a daemon would. Nothing asserts a speed.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+func BenchmarkDecisionDurability(b *testing.B) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		b.Run(dialect, func(b *testing.B) {
+			open := storagetest.SQLite
+			if dialect == "postgres" {
+				open = storagetest.Postgres
+			}
+			srv := benchAllowReceiver(b)
+			hook := `{"hookName":"bench-intercept","hookType":"pre_tool_use","toolNameMatch":"transferFunds",
+				"dispatchConfig":{"url":"` + srv.URL + `","signingSecret":"bench-secret","failureMode":"DENY"}}`
+			batched := benchDispatcherWith(b, open(b), hook, DurabilityBatched)
+			commitDB := open(b)
+			synced := benchDispatcherWith(b, commitDB, hook, DurabilitySync)
+			post, _ := benchBarePoster(b, &http.Client{Transport: benchTransport(b)}, srv.URL)
+			ev := benchPreToolUse()
+			ctx := context.Background()
+			intercept := func(d *Dispatcher) func() error {
+				return func() error {
+					if dec, err := d.Intercept(ctx, ev); err != nil || dec.Decision != Allow {
+						return fmt.Errorf("intercept: %+v %v", dec, err)
+					}
+					return nil
+				}
+			}
+			// The commit alone: the row a sync decision writes, through the same storage call, on
+			// the sync dispatcher's database.
+			row := storage.Decision{DecisionID: "bench", EventID: "bench", HookID: 1, HookName: "bench-intercept",
+				HookType: string(PreToolUse), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID,
+				ToolName: "transferFunds", ToolCallID: "call_abc123", SubjectHash: sha256Hex([]byte(`{}`)), Outcome: Allow,
+				BreakerState: "closed", StatusCode: 200}
+			commit := func() error {
+				r := row
+				r.CreatedAt = time.Now()
+				return commitDB.InsertDecisions(ctx, []storage.Decision{r})
+			}
+
+			b.Run("serial", func(b *testing.B) {
+				ops := []struct {
+					name string
+					do   func() error
+					lat  []time.Duration
+				}{{name: "bare-", do: post}, {name: "commit-", do: commit}, {name: "batched-", do: intercept(batched)},
+					{name: "sync-", do: intercept(synced)}}
+				for i := range ops {
+					if err := ops[i].do(); err != nil { // warm the pools
+						b.Fatal(err)
+					}
+					ops[i].lat = make([]time.Duration, b.N)
+				}
+				b.ResetTimer()
+				for n := range b.N {
+					for i := range ops {
+						start := time.Now()
+						err := ops[i].do()
+						ops[i].lat[n] = time.Since(start)
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StopTimer()
+				for i := range ops {
+					benchReportLatency(b, ops[i].name, ops[i].lat) // sorts
+				}
+				p50 := func(i int) float64 { return float64(benchPercentile(ops[i].lat, 0.5)) }
+				b.ReportMetric(p50(2)/p50(0), "batched/bare-p50")
+				b.ReportMetric(p50(3)-(p50(0)+p50(1)), "sync-minus-bare+commit-ns")
+			})
+
+			b.Run("c64", func(b *testing.B) {
+				const callers = 64
+				run := func(d *Dispatcher, n int) time.Duration {
+					var wg sync.WaitGroup
+					per := (n + callers - 1) / callers
+					start := time.Now()
+					for range callers {
+						wg.Go(func() {
+							for range per {
+								if dec, err := d.Intercept(ctx, ev); err != nil || dec.Decision != Allow {
+									b.Errorf("intercept: %+v %v", dec, err)
+									return
+								}
+							}
+						})
+					}
+					wg.Wait()
+					return time.Since(start)
+				}
+				run(batched, callers) // warm both
+				run(synced, callers)
+				var tb, ts time.Duration
+				b.ResetTimer()
+				// Alternating rounds, so load from elsewhere falls on both alike.
+				const rounds = 4
+				for range rounds {
+					tb += run(batched, b.N/rounds+1)
+					ts += run(synced, b.N/rounds+1)
+				}
+				b.StopTimer()
+				n := float64(rounds * ((b.N/rounds + 1 + callers - 1) / callers * callers))
+				b.ReportMetric(n/tb.Seconds(), "batched-decisions/s")
+				b.ReportMetric(n/ts.Seconds(), "sync-decisions/s")
+				b.ReportMetric(tb.Seconds()/ts.Seconds(), "sync/batched")
+			})
+		})
+	}
+}

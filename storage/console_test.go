@@ -1,0 +1,127 @@
+package storage_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+func TestConsoleSessions(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		now := time.Now()
+		old := storage.ConsoleSession{TokenHash: []byte("old-hash"), Role: "admin", Subject: "admin",
+			ExpiresAt: now.Add(-time.Minute), CreatedAt: now.Add(-time.Hour)}
+		if err := db.AddConsoleSession(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ConsoleSession(ctx, old.TokenHash, now); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("an expired session: %v", err)
+		}
+		s := storage.ConsoleSession{TokenHash: []byte("new-hash"), Role: "reviewer", Subject: "rev",
+			Reviews: []string{"alice", "bob"}, ExpiresAt: now.Add(time.Hour), CreatedAt: now}
+		if err := db.AddConsoleSession(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		got, err := db.ConsoleSession(ctx, s.TokenHash, now)
+		if err != nil || got.Role != "reviewer" || len(got.Reviews) != 2 || got.Reviews[1] != "bob" {
+			t.Fatalf("read back: %+v %v", got, err)
+		}
+		if err := db.DeleteConsoleSession(ctx, s.TokenHash); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ConsoleSession(ctx, s.TokenHash, now); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("a deleted session: %v", err)
+		}
+	})
+}
+
+func TestOverviewAndPendingAsks(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		now := time.Now()
+		changed := db.Changed(storage.TopicDecisions)
+		ds := []storage.Decision{
+			{DecisionID: "d1", EventID: "e1", HookID: 1, HookType: "pre_tool_use", Outcome: "allow", CreatedAt: now.Add(-30 * time.Minute)},
+			{DecisionID: "d2", EventID: "e2", HookID: 1, HookType: "pre_tool_use", Outcome: "deny", FromFailureMode: true, CreatedAt: now.Add(-30 * time.Minute)},
+			{DecisionID: "d3", EventID: "e3", HookID: 1, HookType: "user_message", Outcome: "modify", CreatedAt: now.Add(-time.Minute)},
+			{DecisionID: "d4", EventID: "e4", HookID: 1, HookType: "user_message", Outcome: "allow", CreatedAt: now.Add(-2 * time.Hour)},
+		}
+		if err := db.InsertDecisions(ctx, ds); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-changed:
+		default:
+			t.Fatal("a decision commit was not announced")
+		}
+		o, err := db.ReadOverview(ctx, now.Add(-time.Hour), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Decisions.Total != 3 || o.Decisions.Deny != 1 || o.Decisions.FromFailureMode != 1 || len(o.PerMinute) != 61 {
+			t.Fatalf("overview: %+v (%d minutes)", o.Decisions, len(o.PerMinute))
+		}
+		var allow, modify int64
+		for _, m := range o.PerMinute {
+			allow, modify = allow+m.Allow, modify+m.Modify
+		}
+		if allow != 1 || modify != 1 {
+			t.Fatalf("per minute: allow %d modify %d", allow, modify)
+		}
+		tail, err := db.DecisionsAfter(ctx, 0, "pre_tool_use", "", 10)
+		if err != nil || len(tail) != 2 || tail[0].DecisionID != "d1" {
+			t.Fatalf("tail: %+v %v", tail, err)
+		}
+
+		sess, _, err := db.EnsureSession(ctx, storage.Session{UserID: "alice", Key: "inbox"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := storage.Run{RequestID: "req-inbox", SessionID: sess.ID, UserID: "alice", Status: storage.RunRunning}
+		if err := db.CreateRun(ctx, &run); err != nil {
+			t.Fatal(err)
+		}
+		asksChanged := db.Changed(storage.TopicAsks)
+		var asks []storage.Ask
+		for i, user := range []string{"alice", "bob", "alice"} {
+			asks = append(asks, storage.Ask{AskID: fmt.Sprintf("ask-%d", i), Kind: storage.AskConfirm, RunID: run.ID,
+				UserID: user, CallID: fmt.Sprintf("call-%d", i), ToolName: "shell"})
+		}
+		if err := db.AddAsks(ctx, asks); err != nil {
+			t.Fatal(err)
+		}
+		<-asksChanged
+		all, next, err := db.PendingAsks(ctx, storage.AskFilter{Limit: 2})
+		if err != nil || len(all) != 2 || next == "" {
+			t.Fatalf("first page: %+v %q %v", all, next, err)
+		}
+		rest, next, err := db.PendingAsks(ctx, storage.AskFilter{After: next, Limit: 2})
+		if err != nil || len(rest) != 1 || next != "" {
+			t.Fatalf("second page: %+v %q %v", rest, next, err)
+		}
+		bobs, _, err := db.PendingAsks(ctx, storage.AskFilter{Users: []string{"bob"}})
+		if err != nil || len(bobs) != 1 || bobs[0].UserID != "bob" {
+			t.Fatalf("bob's inbox: %+v %v", bobs, err)
+		}
+		if none, _, err := db.PendingAsks(ctx, storage.AskFilter{Users: []string{}}); err != nil || len(none) != 0 {
+			t.Fatalf("a reviewer of nobody: %+v %v", none, err)
+		}
+		asksChanged = db.Changed(storage.TopicAsks)
+		if err := db.AnswerAsk(ctx, "ask-1", storage.AskApproved, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		<-asksChanged
+		if o, err = db.ReadOverview(ctx, now.Add(-time.Hour), now); err != nil || o.PendingApprovals != 2 {
+			t.Fatalf("pending approvals: %d %v", o.PendingApprovals, err)
+		}
+		if _, _, err := db.PendingAsks(ctx, storage.AskFilter{After: "garbage"}); err == nil {
+			t.Fatal("a cursor no list gave was accepted")
+		}
+	})
+}
