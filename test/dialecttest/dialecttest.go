@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/agenttest"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/signing"
@@ -79,7 +80,7 @@ func (e *Env) serve() {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	e.register(r, e.AE.Runtime, wire.NewKeys(e.keys))
-	e.Srv = httptest.NewServer(r)
+	e.Srv = httptest.NewServer(openapitest.Handler(e.T, r))
 	e.T.Cleanup(e.Srv.Close)
 }
 
