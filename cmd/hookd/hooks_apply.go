@@ -212,8 +212,11 @@ func flatten(prefix string, v any, out map[string]string) {
 		if v == nil {
 			return // null and absent are the same to the daemon
 		}
-		b, _ := json.Marshal(v)
-		out[prefix] = string(b)
+		var b bytes.Buffer
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false) // a CEL rule's > and & as written
+		enc.Encode(v)
+		out[prefix] = strings.TrimSuffix(b.String(), "\n")
 	}
 }
 

@@ -173,7 +173,7 @@ dispatchType: policy
 policyConfig: {rules: []}
 `), 0o600)
 	out, code = cli(secret, "hooks", "apply", "-f", files, "--dry-run")
-	for _, want := range []string{"~ update 转账限额", `policyConfig.rules[1].when: "args.amount \u003e 1000" → "args.amount \u003e 2000"`,
+	for _, want := range []string{"~ update 转账限额", `policyConfig.rules[1].when: "args.amount > 1000" → "args.amount > 2000"`,
 		"- delete greeting", "~ update by hand", `managedBy: (absent) → "files"`, "= keep   audit",
 		"plan: 0 to create, 2 to update, 1 to delete, 1 unchanged"} {
 		if !strings.Contains(out, want) {
