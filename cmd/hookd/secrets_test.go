@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hookd/hookd/storage/storagetest"
 )
 
 // A full scenario with every kind of secret hookd handles — admin token, API key, master key,
@@ -199,6 +201,8 @@ func TestDatabasePasswordNeverShown(t *testing.T) {
 		t.Log("HOOKD_TEST_POSTGRES_DSN not set: the live PostgreSQL part is skipped")
 		return
 	}
+	// A schema of its own: the shared public one may carry migrations this binary does not know.
+	base = storagetest.PostgresURL(t)
 	// The test server trusts local connections, so the passwords are carried and never needed.
 	u := strings.Replace(base, "postgres://postgres@", "postgres://postgres:"+pw[0]+"@", 1) + "&password=" + pw[1]
 	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: "+dir+"\ndatabase: '"+u+"'\n")
