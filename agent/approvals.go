@@ -25,8 +25,10 @@ type Approval struct {
 	// Arguments are those of the call asked about; an answer is bound to them (ArgsHash).
 	Arguments json.RawMessage `json:"arguments,omitempty"`
 	ArgsHash  string          `json:"argumentsHash"`
-	Since     time.Time       `json:"since"`
-	ExpiresAt time.Time       `json:"expiresAt,omitzero"`
+	// AskedBy is who asked for a person: the permission rule, or the hook or policy that answered ask.
+	AskedBy   string    `json:"askedBy,omitempty"`
+	Since     time.Time `json:"since"`
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
 }
 
 // Approvals lists the pending asks, oldest first; users, when not nil, keeps those of the listed
@@ -43,7 +45,7 @@ func (rt *Runtime) Approvals(ctx context.Context, users []string, cursor string,
 			return nil, "", err
 		}
 		ap := Approval{AskID: a.AskID, RequestID: run.RequestID, UserID: a.UserID, SessionID: run.SessionID,
-			ToolName: a.ToolName, CallID: a.CallID, ArgsHash: a.ArgsHash, Since: a.CreatedAt, ExpiresAt: a.ExpiresAt}
+			ToolName: a.ToolName, CallID: a.CallID, ArgsHash: a.ArgsHash, AskedBy: a.Reason, Since: a.CreatedAt, ExpiresAt: a.ExpiresAt}
 		if a.Arguments != "" {
 			if !json.Valid([]byte(a.Arguments)) {
 				return nil, "", fmt.Errorf("agent: ask %s: stored arguments are not JSON", a.AskID)

@@ -224,7 +224,8 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 	var rows []storage.Ask
 	for _, a := range asks {
 		rows = append(rows, storage.Ask{AskID: a.AskID, Kind: storage.AskConfirm, RunID: r.rec.ID, UserID: r.spec.UserID,
-			CallID: a.CallID, ToolName: a.Name, Arguments: a.Arguments, ArgsHash: argsHash(a.Arguments), ExpiresAt: a.ExpiresAt})
+			CallID: a.CallID, ToolName: a.Name, Arguments: a.Arguments, ArgsHash: argsHash(a.Arguments), Reason: a.RuleDescription,
+			ExpiresAt: a.ExpiresAt})
 	}
 	for _, e := range externals {
 		rows = append(rows, storage.Ask{AskID: e.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID,

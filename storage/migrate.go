@@ -335,6 +335,11 @@ var migrations = []migration{
 			SELECT created_at / 60000, outcome, from_failure_mode, COUNT(*) FROM decisions
 			GROUP BY created_at / 60000, outcome, from_failure_mode`,
 	}},
+	{26, "ask reasons", []string{
+		// Who asked for a person (the permission rule, or the hook or policy that answered ask):
+		// the approvals inbox shows it beside the call.
+		`ALTER TABLE asks ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -139,14 +139,17 @@ const (
 // exact arguments asked about (ArgsHash), or a client-side tool's result. Each is answered once.
 // It keeps the call it is about (ToolName, Arguments), so nobody reads the run's events for it.
 type Ask struct {
-	AskID      string
-	Kind       string
-	RunID      int64
-	UserID     string
-	CallID     string
-	ToolName   string
-	Arguments  string
-	ArgsHash   string
+	AskID     string
+	Kind      string
+	RunID     int64
+	UserID    string
+	CallID    string
+	ToolName  string
+	Arguments string
+	ArgsHash  string
+	// Reason says who asked for a person: the permission rule, or the hook or policy that answered
+	// ask (what the approvals inbox shows).
+	Reason     string
 	Status     string
 	Answer     []byte // the answer as the agent recorded it (JSON)
 	ExpiresAt  time.Time
@@ -163,6 +166,7 @@ type askRow struct {
 	ToolName   string
 	Arguments  string
 	ArgsHash   string
+	Reason     string
 	Status     string
 	Answer     string
 	ExpiresAt  int64
@@ -174,7 +178,7 @@ func (askRow) TableName() string { return "asks" }
 
 func (r askRow) plain() Ask {
 	return Ask{AskID: r.AskID, Kind: r.Kind, RunID: r.RunID, UserID: r.UserID, CallID: r.CallID, ToolName: r.ToolName,
-		Arguments: r.Arguments, ArgsHash: r.ArgsHash, Status: r.Status, Answer: []byte(r.Answer), ExpiresAt: fromMs(r.ExpiresAt),
+		Arguments: r.Arguments, ArgsHash: r.ArgsHash, Reason: r.Reason, Status: r.Status, Answer: []byte(r.Answer), ExpiresAt: fromMs(r.ExpiresAt),
 		CreatedAt: fromMs(r.CreatedAt), AnsweredAt: fromMs(r.AnsweredAt)}
 }
 
@@ -187,7 +191,7 @@ func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
 	rows := make([]askRow, len(asks))
 	for i, a := range asks {
 		rows[i] = askRow{AskID: a.AskID, Kind: a.Kind, RunID: a.RunID, UserID: a.UserID, CallID: a.CallID, ToolName: a.ToolName,
-			Arguments: a.Arguments, ArgsHash: a.ArgsHash, Status: AskPending, ExpiresAt: ms(a.ExpiresAt), CreatedAt: now}
+			Arguments: a.Arguments, ArgsHash: a.ArgsHash, Reason: a.Reason, Status: AskPending, ExpiresAt: ms(a.ExpiresAt), CreatedAt: now}
 	}
 	if err := db.w.WithContext(ctx).Create(&rows).Error; err != nil {
 		return fmt.Errorf("storage: add asks: %w", err)

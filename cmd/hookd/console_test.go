@@ -347,6 +347,11 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	if took := time.Since(asked); took > time.Second {
 		t.Fatalf("the ask took %v to show in the inbox, want under 1 s", took)
 	}
+	// The card says who asks, for which tool, with which arguments, and what asked for a person.
+	if txt := value(inbox, "the ask's card", chromedp.Text(chromedp.CSS(card))); !strings.Contains(txt, "workspace_write_file") ||
+		!strings.Contains(txt, "tester") || !strings.Contains(txt, `"path": "report.md"`) || !strings.Contains(txt, "Asked by") {
+		t.Fatalf("the ask's card: %q", txt)
+	}
 	inbox.run("approve", 10*time.Second,
 		chromedp.SendKeys(chromedp.CSS(card+` input`), "reviewed in the console"),
 		chromedp.Click(chromedp.CSS(card+` button.primary`)),
