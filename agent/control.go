@@ -91,7 +91,10 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 		if err := rt.db.AnswerAsk(ctx, ask.AskID, status, body); err != nil {
 			return err
 		}
-		if a.Approved && len(a.Rules) > 0 {
+		if !a.Approved { // a refusal teaches only what to refuse next time
+			a.Rules = denyRules(a.Rules)
+		}
+		if len(a.Rules) > 0 {
 			if err := rt.remember(ctx, rec, a); err != nil {
 				return err
 			}
@@ -270,4 +273,15 @@ func (rt *Runtime) liveRun(requestID string) *run {
 		}
 	}
 	return nil
+}
+
+// denyRules keeps the rules that deny.
+func denyRules(rules []RuleSpec) []RuleSpec {
+	var out []RuleSpec
+	for _, r := range rules {
+		if r.Behavior == BehaviorDeny {
+			out = append(out, r)
+		}
+	}
+	return out
 }

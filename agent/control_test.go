@@ -424,3 +424,30 @@ func TestUnreadableStateFailsLoudly(t *testing.T) {
 	}
 	isStatus(t, e.rt, "u", info.RequestID, storage.RunSuspended)
 }
+
+// The deny rules a person gives with a refusal are stored (and only those: a refusal allows
+// nothing).
+func TestRefusalStoresDenyRules(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e, info, evs := pausedRun(t, db)
+		call := find(evs, KindAsk).Ask.Calls[0]
+		err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{{AskID: call.AskID, Approved: false,
+			Rules: []RuleSpec{{ToolName: "workspace_write_file", RuleContent: "a.txt", Behavior: BehaviorDeny},
+				{ToolName: "workspace_write_file", RuleContent: "b.txt", Behavior: BehaviorAllow}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+		run, err := e.rt.ownRun(context.Background(), "alice", info.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules, err := db.RulesFor(context.Background(), run.SessionID, "alice", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rules) != 1 || rules[0].Behavior != BehaviorDeny || rules[0].RuleContent != "a.txt" {
+			t.Fatalf("rules after the refusal: %+v", rules)
+		}
+	})
+}

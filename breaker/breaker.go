@@ -61,6 +61,8 @@ type Status struct {
 	// OpenedAt is when the breaker last opened; set while open or half-open,
 	// nil while closed.
 	OpenedAt *time.Time `json:"openedAt"`
+	// HalfOpenAt is when an open breaker lets its next probe through; set only while open.
+	HalfOpenAt *time.Time `json:"halfOpenAt,omitempty"`
 }
 
 // Set holds one breaker per callback URL. It is safe for concurrent use.
@@ -233,6 +235,10 @@ func (s *Set) States() []Status {
 		if st != gobreaker.StateClosed && !e.openedAt.IsZero() {
 			t := e.openedAt
 			status.OpenedAt = &t
+		}
+		if st == gobreaker.StateOpen && !e.openedAt.IsZero() {
+			t := e.openedAt.Add(s.settings.OpenFor)
+			status.HalfOpenAt = &t
 		}
 		e.mu.Unlock()
 		out = append(out, status)

@@ -49,6 +49,8 @@ const DefaultYAML = `# hookd configuration. Every key is optional; a missing key
 listen: 127.0.0.1:8080                # host:port of the HTTP API
 database: sqlite:./data/hookd.db      # or postgres://user@host:5432/db?sslmode=disable
 masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
+masterKeys: []                        # rotation: [new, old…] instead of masterKey; the first seals, any opens
+                                      # (then run hookd keys rotate, and drop the old ones)
 dataDir: ""                           # where the generated master key lives; empty = the directory of the
                                       # sqlite file, or ./data for postgres
 shutdownTimeout: 10s                  # how long a graceful shutdown waits for in-flight work
@@ -137,9 +139,11 @@ otel:
 
 // Config is hookd's whole configuration.
 type Config struct {
-	Listen          string    `yaml:"listen"`
-	Database        string    `yaml:"database"`
-	MasterKey       string    `yaml:"masterKey"`
+	Listen    string `yaml:"listen"`
+	Database  string `yaml:"database"`
+	MasterKey string `yaml:"masterKey"`
+	// MasterKeys replaces MasterKey during a rotation: the first seals, every one opens.
+	MasterKeys      []string  `yaml:"masterKeys"`
 	DataDir         string    `yaml:"dataDir"`
 	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
 	Auth            Auth      `yaml:"auth"`
@@ -364,6 +368,7 @@ func Default() Config {
 		Listen:          "127.0.0.1:8080",
 		Database:        "sqlite:./data/hookd.db",
 		ShutdownTimeout: Duration(10 * time.Second),
+		MasterKeys:      []string{},
 		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
 		Webhooks: Webhooks{
 			AllowCIDRs: []string{},
@@ -939,12 +944,21 @@ func (c Config) Validate() error {
 		bad("database", `must start with "sqlite:", "postgres://" or "postgresql://"`)
 	}
 
-	if c.MasterKey != "" {
-		if k, err := base64.StdEncoding.DecodeString(c.MasterKey); err != nil {
-			bad("masterKey", "not valid base64 (want 32 random bytes, base64; e.g. openssl rand -base64 32)")
+	checkKey := func(key, s string) {
+		if k, err := base64.StdEncoding.DecodeString(s); err != nil {
+			bad(key, "not valid base64 (want 32 random bytes, base64; e.g. openssl rand -base64 32)")
 		} else if len(k) != 32 {
-			bad("masterKey", "must decode to exactly 32 bytes, got %d", len(k))
+			bad(key, "must decode to exactly 32 bytes, got %d", len(k))
 		}
+	}
+	if c.MasterKey != "" {
+		checkKey("masterKey", c.MasterKey)
+		if len(c.MasterKeys) > 0 {
+			bad("masterKeys", "set masterKey or masterKeys, not both")
+		}
+	}
+	for i, k := range c.MasterKeys {
+		checkKey(fmt.Sprintf("masterKeys[%d]", i), k)
 	}
 
 	if c.ShutdownTimeout <= 0 {
@@ -1224,6 +1238,10 @@ func (c Config) redacted() Config {
 	}
 	r := c
 	r.MasterKey = hide(c.MasterKey)
+	r.MasterKeys = make([]string, len(c.MasterKeys))
+	for i, k := range c.MasterKeys {
+		r.MasterKeys[i] = hide(k)
+	}
 	r.Model.APIKey = hide(c.Model.APIKey)
 	r.Database = redactURL(c.Database)
 	r.Auth.AdminTokens = make([]string, len(c.Auth.AdminTokens))

@@ -147,6 +147,7 @@ func TestFullFile(t *testing.T) {
 		Listen:          "0.0.0.0:9090",
 		Database:        "postgres://hookd@db:5432/hookd?sslmode=disable",
 		MasterKey:       validKey,
+		MasterKeys:      []string{},
 		DataDir:         "/var/lib/hookd",
 		ShutdownTimeout: sec(45),
 		Auth: Auth{
@@ -322,6 +323,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_LOG_FORMAT",
 		"HOOKD_LOG_LEVEL",
 		"HOOKD_MASTER_KEY",
+		"HOOKD_MASTER_KEYS",
 		"HOOKD_MODEL_API_KEY",
 		"HOOKD_MODEL_BASE_URL",
 		"HOOKD_MODEL_NAME",
@@ -416,6 +418,9 @@ func TestValidate(t *testing.T) {
 		{"readTimeout", func(c *Config) { c.HTTP.ReadTimeout = 0 }, `config: http.readTimeout: must be at least 10ms`},
 		{"maxConnections", func(c *Config) { c.HTTP.MaxConnections = -1 }, `config: http.maxConnections: must be 0 (no cap) or more`},
 		{"sse writeTimeout", func(c *Config) { c.SSE.WriteTimeout = 0 }, `config: sse.writeTimeout: must be at least 10ms`},
+		{"masterKeys and masterKey", func(c *Config) { c.MasterKey, c.MasterKeys = validKey, []string{validKey} },
+			`config: masterKeys: set masterKey or masterKeys, not both`},
+		{"masterKeys entry", func(c *Config) { c.MasterKeys = []string{validKey, "short"} }, `config: masterKeys[1]: not valid base64…`},
 		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
 		{"apiKey is an admin token", func(c *Config) {
 			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}

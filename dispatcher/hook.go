@@ -88,6 +88,8 @@ type Hook struct {
 	PolicyConfig *policy.Config `json:"policyConfig,omitempty"`
 	CreatedAt    *time.Time     `json:"createdAt,omitempty"`
 	UpdatedAt    *time.Time     `json:"updatedAt,omitempty"`
+	// SecretUnreadable (output only) says the stored secrets open with no configured master key.
+	SecretUnreadable bool `json:"secretUnreadable,omitempty"`
 }
 
 // DispatchConfig says where and how a hook's events are sent.

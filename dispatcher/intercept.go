@@ -245,6 +245,9 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decision
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
 // failureMode decides. breakerState is the URL's breaker as the call found it.
 func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (dec Decision, status int, breakerState string, failure error) {
+	if h.SecretUnreadable {
+		return Decision{}, 0, d.breakers.State(h.DispatchConfig.URL), ErrSecretUnreadable
+	}
 	if d.interceptInFlight.Add(1) > int64(d.set.InterceptiveConcurrency) {
 		d.interceptInFlight.Add(-1)
 		d.bulkheadRejected.Add(1)

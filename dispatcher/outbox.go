@@ -164,6 +164,12 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.StatusCode = row.LastStatusCode
 		return out
 	}
+	if h.SecretUnreadable {
+		// Never sent without its secret: the row waits, its attempts unspent, until a PUT heals it.
+		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(30*time.Second), ErrSecretUnreadable.Error()
+		out.StatusCode = row.LastStatusCode
+		return out
+	}
 	url := h.DispatchConfig.URL
 	done, err := d.breakers.Acquire(url)
 	if err != nil {

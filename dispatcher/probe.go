@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/hookd/hookd/storage"
@@ -22,6 +23,61 @@ type ProbeResult struct {
 	FromFailureMode bool    `json:"fromFailureMode"`
 	BreakerState    string  `json:"breakerState,omitempty"`
 	Error           *string `json:"error"`
+	// Request is the signed request as it was sent (credentials shown as ***), Response the
+	// receiver's answer; absent when no request was made.
+	Request  *ProbeRequest  `json:"request,omitempty"`
+	Response *ProbeResponse `json:"response,omitempty"`
+}
+
+// ProbeRequest is the request a probe sent.
+type ProbeRequest struct {
+	URL     string              `json:"url"`
+	Headers map[string][]string `json:"headers"`
+	Body    string              `json:"body"`
+}
+
+// ProbeResponse is what the receiver answered a probe.
+type ProbeResponse struct {
+	StatusCode int                 `json:"statusCode"`
+	Headers    map[string][]string `json:"headers"`
+	Body       string              `json:"body"`
+}
+
+// exchange records one request and its answer for a probe; a nil exchange (every call that is
+// not a probe) records nothing.
+type exchange struct {
+	masked []string // header names whose values are credentials
+	req    *ProbeRequest
+	resp   *ProbeResponse
+}
+
+type exchangeKey struct{}
+
+func exchangeOf(ctx context.Context) *exchange {
+	x, _ := ctx.Value(exchangeKey{}).(*exchange)
+	return x
+}
+
+// request keeps a copy of req, its credentials shown as ***: the secret behind a signature never
+// appears, but a bearer token or a basic password would.
+func (x *exchange) request(req *http.Request, body []byte) {
+	if x == nil {
+		return
+	}
+	h := req.Header.Clone()
+	for _, k := range x.masked {
+		if k = http.CanonicalHeaderKey(k); k != "" && h[k] != nil {
+			h[k] = []string{"***"}
+		}
+	}
+	x.req = &ProbeRequest{URL: stripPassword(req.URL), Headers: h, Body: string(body)}
+}
+
+func (x *exchange) response(status int, h http.Header, body []byte) {
+	if x == nil {
+		return
+	}
+	x.resp = &ProbeResponse{StatusCode: status, Headers: h.Clone(), Body: string(body)}
 }
 
 // Probe sends one signed sample event of the hook's type to its receiver now, so an operator can
@@ -29,6 +85,24 @@ type ProbeResult struct {
 // dispatch (bulkhead, breaker, timeout, tolerance rules, modify check) but nothing is recorded;
 // an observational one bypasses the outbox and the breaker.
 func (d *Dispatcher) Probe(ctx context.Context, hookID int64) (ProbeResult, error) {
+	x := &exchange{masked: []string{"Authorization", "Proxy-Authorization", "Cookie"}}
+	if h := d.reg.byID(hookID); h != nil && h.DispatchConfig.Auth != nil {
+		// The headers the hook's credentials go in, whatever their names.
+		a := h.DispatchConfig.Auth
+		x.masked = append(x.masked, a.Header)
+		for k := range a.Headers {
+			x.masked = append(x.masked, k)
+		}
+		if a.TokenFetchConfig != nil {
+			x.masked = append(x.masked, a.TokenFetchConfig.Header)
+		}
+	}
+	res, err := d.probe(context.WithValue(ctx, exchangeKey{}, x), hookID)
+	res.Request, res.Response = x.req, x.resp
+	return res, err
+}
+
+func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, error) {
 	h := d.reg.byID(hookID)
 	if h == nil {
 		if _, err := d.reg.Get(ctx, hookID); err != nil {

@@ -140,6 +140,10 @@ func (r *Registry) Reload(ctx context.Context) error {
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
+		if h.SecretUnreadable {
+			r.log.Error("hook secret unreadable: its interceptive calls resolve by failureMode and its events wait"+
+				" until a PUT sets the secret again", "hookId", h.ID, "hookName", h.HookName)
+		}
 		b := &boundHook{Hook: h, match: m}
 		if old != nil {
 			b.decider = reuseDecider(old.all[h.ID], &h)
@@ -213,6 +217,11 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 	stored, err := r.Get(ctx, id)
 	if err != nil {
 		return Hook{}, err
+	}
+	if stored.SecretUnreadable && h.DispatchType != DispatchPolicy &&
+		(h.DispatchConfig.SigningSecret == nil || *h.DispatchConfig.SigningSecret == Masked) {
+		return Hook{}, hookdtype.Invalid("dispatchConfig.signingSecret",
+			"the stored secret does not open with the configured master keys; send it again (\"\" for none)")
 	}
 	h.MergeSecrets(&stored)
 	if err := h.Normalize(); err != nil {
@@ -338,8 +347,25 @@ func toRow(h *Hook) (storage.Hook, error) {
 }
 
 func fromRow(row storage.Hook) (Hook, error) {
-	return join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
+	h, err := join(row.ID, row.Doc, row.Secrets, row.CreatedAt, row.UpdatedAt)
+	h.SecretUnreadable = row.SecretsUnreadable
+	return h, err
 }
+
+// SecretsUnreadable counts the hooks whose stored secrets open with no configured master key.
+func (r *Registry) SecretsUnreadable() int {
+	n := 0
+	for _, h := range r.snap.Load().all {
+		if h.SecretUnreadable {
+			n++
+		}
+	}
+	return n
+}
+
+// ErrSecretUnreadable is the failure of a call a hook cannot make: its stored secrets open with
+// no configured master key, and it never calls its receiver without them.
+var ErrSecretUnreadable = errors.New("the hook's stored secrets do not open with any configured master key")
 
 // usesURL reports whether a registered hook, enabled or not, sends to url.
 func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }

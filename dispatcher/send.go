@@ -127,6 +127,8 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 	if refetched {
 		start = time.Now()
 	}
+	x := exchangeOf(ctx) // an operator's probe records what was sent and answered
+	x.request(req, body)
 	resp, err := s.do(req)
 	if err != nil {
 		if errors.Is(err, context.Canceled) && ctx.Err() == context.DeadlineExceeded {
@@ -150,6 +152,7 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 	if err != nil && a.status/100 == 2 {
 		a.err = fmt.Errorf("read response: %w", err)
 	}
+	x.response(a.status, resp.Header, a.respBody)
 	return a
 }
 

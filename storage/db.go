@@ -45,6 +45,8 @@ type DB struct {
 type Options struct {
 	// Key is the 32-byte master key that seals secrets at rest.
 	Key []byte
+	// OldKeys open secrets sealed before a rotation; Key seals (masterKeys: [Key, OldKeys…]).
+	OldKeys [][]byte
 	// Logger receives slow-query and error logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -52,7 +54,7 @@ type Options struct {
 // Open connects to the database named by rawURL ("sqlite:PATH" or "postgres://...") and runs the
 // pending migrations.
 func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
-	sealer, err := NewSealer(opt.Key)
+	sealer, err := NewSealer(append([][]byte{opt.Key}, opt.OldKeys...)...)
 	if err != nil {
 		return nil, fmt.Errorf("storage: %w", err)
 	}

@@ -226,6 +226,9 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 			return err
 		}
 	}
+	if err := db.countMinutes(ctx, tx, ds); err != nil {
+		return err
+	}
 	return tx.Commit()
 }
 
@@ -406,6 +409,10 @@ func (db *DB) PruneDecisions(ctx context.Context, cutoff time.Time, batch int) (
 		return 0, fmt.Errorf("storage: prune decisions: %w", err)
 	}
 	removed, _ := r.RowsAffected()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM decision_minutes WHERE minute < `+db.param(1),
+		last.CreatedAt/60000); err != nil {
+		return 0, fmt.Errorf("storage: prune decisions: %w", err)
+	}
 	// The anchor only moves forward: a replica that read an older prefix must not move it back.
 	if _, err := tx.ExecContext(ctx, `INSERT INTO decision_chain (id, pruned_through, pruned_hash)
 		VALUES (1, `+db.param(1)+`, `+db.param(2)+`)

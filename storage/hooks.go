@@ -17,15 +17,18 @@ var ErrNotFound = errors.New("not found")
 // definition itself is the dispatcher's JSON document, and its secrets travel beside it in
 // plaintext in memory and sealed at rest.
 type Hook struct {
-	ID        int64
-	HookType  string
-	AgentID   *int64 // nil: every agent
-	Enabled   bool
-	Priority  int
-	Doc       []byte // the definition without secrets (JSON)
-	Secrets   []byte // the secrets (JSON); never written unsealed
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	ID       int64
+	HookType string
+	AgentID  *int64 // nil: every agent
+	Enabled  bool
+	Priority int
+	Doc      []byte // the definition without secrets (JSON)
+	Secrets  []byte // the secrets (JSON); never written unsealed
+	// SecretsUnreadable says the sealed secrets open with none of the master keys (Secrets is
+	// nil): the key was lost or changed. Only a new secret heals the hook.
+	SecretsUnreadable bool
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
 }
 
 // HookFilter narrows ListHooks; zero values do not filter.
@@ -61,12 +64,12 @@ func (db *DB) toHookRow(h *Hook) hookRow {
 }
 
 func (db *DB) fromHookRow(r hookRow) (Hook, error) {
+	// A secret that does not open stops nothing but its hook: it is marked, and the dispatcher
+	// keeps it from calling its receiver without its secret.
 	secrets, err := db.sealer.Open(r.SecretsEnc, hookSecretsAAD)
-	if err != nil {
-		return Hook{}, fmt.Errorf("hook %d: %w", r.ID, err)
-	}
 	return Hook{ID: r.ID, HookType: r.HookType, AgentID: r.AgentID, Enabled: r.Enabled, Priority: r.Priority,
-		Doc: []byte(r.Doc), Secrets: secrets, CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt)}, nil
+		Doc: []byte(r.Doc), Secrets: secrets, SecretsUnreadable: err != nil,
+		CreatedAt: fromMs(r.CreatedAt), UpdatedAt: fromMs(r.UpdatedAt)}, nil
 }
 
 // CreateHook inserts h and sets its ID and times.
@@ -164,6 +167,47 @@ func (db *DB) DeleteHook(ctx context.Context, id int64) error {
 		}
 		return nil
 	})
+}
+
+// ResealSecrets seals every hook's secrets again with the first master key, in one transaction,
+// and returns how many it re-sealed. A secret that opens with no key stops it with nothing changed.
+func (db *DB) ResealSecrets(ctx context.Context) (int, error) {
+	n := 0
+	err := db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var rows []hookRow
+		if err := tx.Where("secrets_enc IS NOT NULL").Order("id").Find(&rows).Error; err != nil {
+			return fmt.Errorf("storage: reseal: %w", err)
+		}
+		for _, r := range rows {
+			if len(r.SecretsEnc) == 0 {
+				continue
+			}
+			pt, err := db.sealer.Open(r.SecretsEnc, hookSecretsAAD)
+			if err != nil {
+				return fmt.Errorf("hook %d: %w; nothing was re-sealed", r.ID, err)
+			}
+			res := tx.Model(&hookRow{}).Where("id = ?", r.ID).Update("secrets_enc", db.sealer.Seal(pt, hookSecretsAAD))
+			if res.Error != nil {
+				return fmt.Errorf("storage: reseal hook %d: %w", r.ID, res.Error)
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// HasSealedSecrets reports whether any sealed value is stored: a new master key would lose them.
+func (db *DB) HasSealedSecrets(ctx context.Context) (bool, error) {
+	var n int64
+	if err := db.r.WithContext(ctx).Model(&hookRow{}).Where("secrets_enc IS NOT NULL AND LENGTH(secrets_enc) > 0").
+		Count(&n).Error; err != nil {
+		return false, fmt.Errorf("storage: sealed secrets: %w", err)
+	}
+	return n > 0, nil
 }
 
 // HooksVersion changes whenever a hook is added, changed or removed, by this process or another

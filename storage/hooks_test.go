@@ -135,14 +135,32 @@ func TestSecretsSealedAtRest(t *testing.T) {
 	}
 	db.Close()
 
-	// Another key cannot open it, and says so instead of returning garbage.
+	// Another key cannot open it, and says so instead of returning garbage: the hook is marked.
 	other, err := storage.Open(ctx, u, storage.Options{Key: bytes.Repeat([]byte{7}, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	if _, err := other.GetHook(ctx, h.ID); err == nil || !strings.Contains(err.Error(), "master key") {
-		t.Fatalf("wrong key: %v", err)
+	if got, err := other.GetHook(ctx, h.ID); err != nil || !got.SecretsUnreadable || got.Secrets != nil {
+		t.Fatalf("wrong key: %+v %v", got, err)
+	}
+	// Rotation: [new, old] opens it; ResealSecrets seals it with the new key, which then opens it alone.
+	newKey := bytes.Repeat([]byte{9}, 32)
+	both, err := storage.Open(ctx, u, storage.Options{Key: newKey, OldKeys: [][]byte{storagetest.Key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := both.ResealSecrets(ctx); err != nil || n != 1 {
+		t.Fatalf("reseal: %d %v", n, err)
+	}
+	both.Close()
+	rotated, err := storage.Open(ctx, u, storage.Options{Key: newKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rotated.Close()
+	if got, err := rotated.GetHook(ctx, h.ID); err != nil || got.SecretsUnreadable || string(got.Secrets) != string(h.Secrets) {
+		t.Fatalf("after rotation: %+v %v", got, err)
 	}
 }
 

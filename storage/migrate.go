@@ -322,10 +322,18 @@ var migrations = []migration{
 			created_at BIGINT NOT NULL
 		)`,
 		`CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)`,
-		// The console's overview counts an hour of decisions by minute and outcome from the index
-		// alone; the wider index still serves the time-range filters the narrow one served.
-		`DROP INDEX decisions_created`,
-		`CREATE INDEX decisions_created ON decisions (created_at, outcome, from_failure_mode)`,
+		// The console's overview reads an hour of the decision log by minute and outcome from this
+		// rollup, kept in the transaction that writes the decisions; retention prunes it with them.
+		`CREATE TABLE decision_minutes (
+			minute BIGINT NOT NULL,
+			outcome TEXT NOT NULL,
+			from_failure_mode {{bool}} NOT NULL,
+			n BIGINT NOT NULL,
+			PRIMARY KEY (minute, outcome, from_failure_mode)
+		)`,
+		`INSERT INTO decision_minutes (minute, outcome, from_failure_mode, n)
+			SELECT created_at / 60000, outcome, from_failure_mode, COUNT(*) FROM decisions
+			GROUP BY created_at / 60000, outcome, from_failure_mode`,
 	}},
 }
 

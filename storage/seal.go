@@ -14,25 +14,37 @@ import (
 
 // Sealer encrypts secrets at rest with AES-256-GCM. A sealed value is
 // version(1) || nonce(12) || ciphertext+tag; the table and column go in as additional data so a
-// sealed value copied into another column does not open.
-type Sealer struct{ aead cipher.AEAD }
+// sealed value copied into another column does not open. It seals with its first key and opens
+// with any (key rotation: masterKeys [new, old…]).
+type Sealer struct {
+	aead  cipher.AEAD   // the first key's: sealing
+	aeads []cipher.AEAD // every key's, first first: opening
+}
 
 const sealVersion = 1
 
-// NewSealer takes a 32-byte key.
-func NewSealer(key []byte) (*Sealer, error) {
-	if len(key) != 32 {
-		return nil, fmt.Errorf("master key must be 32 bytes, got %d", len(key))
+// NewSealer takes 32-byte keys: the first seals, any opens.
+func NewSealer(keys ...[]byte) (*Sealer, error) {
+	if len(keys) == 0 {
+		return nil, errors.New("no master key")
 	}
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, err
+	s := &Sealer{}
+	for i, key := range keys {
+		if len(key) != 32 {
+			return nil, fmt.Errorf("master key %d must be 32 bytes, got %d", i+1, len(key))
+		}
+		block, err := aes.NewCipher(key)
+		if err != nil {
+			return nil, err
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, err
+		}
+		s.aeads = append(s.aeads, aead)
 	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, err
-	}
-	return &Sealer{aead: aead}, nil
+	s.aead = s.aeads[0]
+	return s, nil
 }
 
 // Seal encrypts plaintext bound to where it is stored. Empty plaintext seals to nil.
@@ -57,12 +69,16 @@ func (s *Sealer) Open(sealed []byte, where string) ([]byte, error) {
 	if len(sealed) < 1+n+s.aead.Overhead() || sealed[0] != sealVersion {
 		return nil, errors.New("storage: sealed value malformed")
 	}
-	pt, err := s.aead.Open(nil, sealed[1:1+n], sealed[1+n:], []byte(where))
-	if err != nil {
-		return nil, errors.New("storage: sealed value does not open with this master key")
+	for _, aead := range s.aeads {
+		if pt, err := aead.Open(nil, sealed[1:1+n], sealed[1+n:], []byte(where)); err == nil {
+			return pt, nil
+		}
 	}
-	return pt, nil
+	return nil, ErrSealedUnreadable
 }
+
+// ErrSealedUnreadable: a sealed value opens with none of the master keys.
+var ErrSealedUnreadable = errors.New("storage: sealed value does not open with any configured master key")
 
 // LoadOrCreateKey returns the master key: the configured one (base64) when set, else the one in
 // dataDir/master.key, created there (mode 0600) on first start.

@@ -289,8 +289,25 @@ func TestConsoleInTheBrowser(t *testing.T) {
 	// Fixed, it is saved and listed.
 	b.run("fix the typo", 15*time.Second,
 		chromedp.SetValue(chromedp.CSS(`[data-field=toolNameMatch]`), "workspace_write_file"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.signingSecret"]`), "console-signing-secret"),
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-approval"]`)))
+
+	// Send a test event: the signed request and the receiver's answer are shown.
+	b.run("send test event", 15*time.Second,
+		chromedp.Click(chromedp.Search(`//a[text()="console-approval"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//button[text()="Send test event"]`)),
+		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#probe pre`)))
+	probe := value(b, "probe text", chromedp.Text(chromedp.CSS(`#probe`)))
+	for _, want := range []string{"X-Webhook-Signature", `"decision": "allow"`, "Receiver's answer · 200", `"hookType":"pre_tool_use"`} {
+		if !strings.Contains(probe, want) {
+			t.Fatalf("the test event's view lacks %q:\n%s", want, probe)
+		}
+	}
+	if strings.Contains(probe, "console-signing-secret") {
+		t.Fatalf("the test event's view shows the signing secret:\n%s", probe)
+	}
 
 	// An observational hook whose receiver is down: its delivery dies, for the redeliver step.
 	if st := d.call("POST", "/api/hooks", fmt.Sprintf(`{"hookName":"console-audit","hookType":"post_tool_use",

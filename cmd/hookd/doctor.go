@@ -126,7 +126,17 @@ func (d *doctor) run(ctx context.Context, path string) {
 		d.fail("masterKey", "the key does not open the sealed secrets: %v", err)
 		return
 	}
-	d.ok("masterKey", "opens the sealed secrets of all %d hooks", len(hooks))
+	var unreadable []int64
+	for _, h := range hooks {
+		if h.SecretUnreadable {
+			unreadable = append(unreadable, h.ID)
+		}
+	}
+	if len(unreadable) > 0 {
+		d.fail("masterKey", "the key does not open the sealed secrets of hooks %v: they call no receiver until a PUT sets their secrets again", unreadable)
+	} else {
+		d.ok("masterKey", "opens the sealed secrets of all %d hooks", len(hooks))
+	}
 
 	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
 		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})

@@ -69,7 +69,7 @@ func TestDoctor(t *testing.T) {
 	}{
 		{"wrong key", func(t *testing.T) string {
 			return doctorConfig(t, t.TempDir(), dbURL, []byte("ffffffffffffffffffffffffffffffff"), private)
-		}, "FAIL  masterKey  the key does not open the sealed secrets: storage: list hooks: hook 1: storage: sealed value does not open with this master key"},
+		}, "FAIL  masterKey  the key does not open the sealed secrets of hooks [1]: they call no receiver until a PUT sets their secrets again"},
 		{"private receiver", func(t *testing.T) string {
 			return doctorConfig(t, t.TempDir(), dbURL, key, "")
 		}, "FAIL  hook 1     gate: receiver 127.0.0.1:9"},

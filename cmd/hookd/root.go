@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		newDoctorCmd(),
 		newHookCmd(),
 		newHooksCmd(),
+		newKeysCmd(),
 		newPolicyCmd(),
 		newServeCmd(),
 		newVerifyCmd(),

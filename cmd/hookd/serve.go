@@ -32,7 +32,6 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/scheduler"
-	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/tracing"
 )
 
@@ -84,15 +83,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if tc.Enabled() {
 		log.Info("tracing: spans go out over OTLP/HTTP", "endpoint", cmp.Or(tc.Endpoint, "from OTEL_EXPORTER_OTLP_*"))
 	}
-	key, created, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
-	if err != nil {
-		return err
-	}
-	if created {
-		log.Warn("generated a master key; back it up, secrets cannot be read without it",
-			"path", cfg.ResolvedDataDir()+"/master.key")
-	}
-	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: key, Logger: log})
+	db, err := openSealed(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -105,7 +96,10 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		return fmt.Errorf("load hooks: %w", err)
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "hookd_hooks_secret_unreadable",
+			Help: "Hooks whose stored secrets open with no configured master key (they call no receiver until a PUT sets the secret)."},
+			func() float64 { return float64(hooks.SecretsUnreadable()) }))
 	disp := dispatcher.New(db, hooks, log, dispatcher.Settings{
 		Metrics: metrics,
 		Retry: dispatcher.RetryPolicy{Fast: durations(cfg.Webhooks.Retry.Fast), Ladder: durations(cfg.Webhooks.Retry.Ladder),

@@ -371,13 +371,20 @@
       clearErrors(form);
       let event;
       try { event = JSON.parse(sample.value); } catch (err) { return showError(form, new APIError(400, "event: " + err.message)); }
-      try { evalOut.replaceChildren(el("h2", { text: t("result") }), json(await api("POST", "/api/policies/evaluate", { policyConfig: body().policyConfig, event }))); }
+      const b = body(), req = { policyConfig: b.policyConfig, event };
+      if (b.dispatchConfig && b.dispatchConfig.failureMode) req.failureMode = b.dispatchConfig.failureMode;
+      try { evalOut.replaceChildren(el("h2", { text: t("result") }), json(await api("POST", "/api/policies/evaluate", req))); }
       catch (err) { showError(form, err); }
     }
     async function probe() {
       try {
         const r = await api("POST", "/api/hooks/" + h.id + "/test", {});
-        out.replaceChildren(el("div", { class: "card" }, el("h2", { text: t("test") }), json(r)));
+        const { request, response, ...verdict } = r;
+        out.replaceChildren(el("div", { class: "card", id: "probe" }, el("h2", { text: t("test") }), json(verdict),
+          request ? el("div", {}, el("h2", { text: t("request") }), el("p", { class: "muted", text: "POST " + request.url }),
+            json(request.headers), el("pre", { text: request.body })) : "",
+          response ? el("div", {}, el("h2", { text: t("answer") + " · " + response.statusCode }), json(response.headers),
+            el("pre", { text: response.body })) : ""));
       } catch (err) { toast(err.message, true); }
     }
     async function remove() {

@@ -1,0 +1,127 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/signing"
+)
+
+// TestMasterKeyRotationAndLoss: a hook's secret sealed with key A; masterKeys [B, A] and
+// `hookd keys rotate` re-seal it with B; with A removed the restarted daemon still signs so that
+// a real receiver verifies. Then a start with a wrong key: the daemon serves, the hook reports
+// secretUnreadable (and the metric counts it), its interceptive call follows failureMode DENY
+// without reaching the receiver, and a PUT with a new secret heals it.
+func TestMasterKeyRotationAndLoss(t *testing.T) {
+	dir := t.TempDir()
+	key := func(c byte) string { return base64.StdEncoding.EncodeToString([]byte(strings.Repeat(string(c), 32))) }
+	keyA, keyB, keyC := key('a'), key('b'), key('c')
+	secret := "whsec-rotation-1"
+	var verified, calls atomic.Int64
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if _, err := signing.VerifyRequest(r, secret, time.Minute, 1<<20); err != nil {
+			w.WriteHeader(401)
+			return
+		}
+		verified.Add(1)
+		io.WriteString(w, `{"decision":"allow"}`)
+	}))
+	defer recv.Close()
+	cfgFor := func(keys string) string {
+		return writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: sqlite:%s\n%s\nauth: {adminTokens: [adm-test]}\nwebhooks: {allowPrivateNetworks: true}\n",
+			filepath.Join(dir, "hookd.db"), keys))
+	}
+	dispatch := func(d *daemon) string {
+		var out struct{ Decision string }
+		if st := d.call("POST", "/api/hooks/dispatch", `{"hookType":"pre_tool_use","context":{"toolName":"t","toolCallId":"c1","arguments":{}}}`, &out); st != 200 {
+			t.Fatalf("dispatch: %d\n%s", st, d.log())
+		}
+		return out.Decision
+	}
+	stop := func(d *daemon) { d.cmd.Process.Signal(syscall.SIGTERM); <-d.done }
+
+	d := startDaemon(t, cfgFor("masterKey: "+keyA))
+	hook := `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"` + recv.URL + `","failureMode":"DENY","signingSecret":"%s"}}`
+	if st := d.call("POST", "/api/hooks", fmt.Sprintf(hook, secret), nil); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	if got := dispatch(d); got != "allow" || verified.Load() != 1 {
+		t.Fatalf("with key A: %s, verified %d", got, verified.Load())
+	}
+	stop(d)
+
+	// Rotate: [B, A], then B alone.
+	out, err := exec.Command(binary, "keys", "rotate", "--config", cfgFor(fmt.Sprintf("masterKeys: [%s, %s]", keyB, keyA))).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "re-sealed 1 hook secrets") {
+		t.Fatalf("rotate: %v %s", err, out)
+	}
+	d = startDaemon(t, cfgFor("masterKey: "+keyB))
+	if got := dispatch(d); got != "allow" || verified.Load() != 2 {
+		t.Fatalf("after rotation with key B alone: %s, verified %d\n%s", got, verified.Load(), d.log())
+	}
+	stop(d)
+
+	// Key loss: a wrong key. The daemon serves; the hook says so and fails closed.
+	d = startDaemon(t, cfgFor("masterKey: "+keyC))
+	var h struct {
+		SecretUnreadable bool
+	}
+	if st := d.call("GET", "/api/hooks/1", "", &h); st != 200 || !h.SecretUnreadable {
+		t.Fatalf("GET hook with a wrong key: %d %+v", st, h)
+	}
+	if m := scrape(t, d); sum(m, "hookd_hooks_secret_unreadable") != 1 {
+		t.Fatalf("metric: %v", sum(m, "hookd_hooks_secret_unreadable"))
+	}
+	before := calls.Load()
+	if got := dispatch(d); got != "deny" || calls.Load() != before {
+		t.Fatalf("unreadable hook: %s, receiver called %d times", got, calls.Load()-before)
+	}
+	// A PUT that keeps the secret it cannot read is refused; one with the secret heals the hook.
+	if st := d.call("PUT", "/api/hooks/1", `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`","failureMode":"DENY"}}`, nil); st != 400 {
+		t.Fatalf("PUT keeping an unreadable secret: %d", st)
+	}
+	secret = "whsec-rotation-2"
+	var healed json.RawMessage
+	if st := d.call("PUT", "/api/hooks/1", fmt.Sprintf(hook, secret), &healed); st != 200 || strings.Contains(string(healed), "secretUnreadable") {
+		t.Fatalf("PUT with a new secret: %d %s", st, healed)
+	}
+	if got := dispatch(d); got != "allow" || verified.Load() != 3 {
+		t.Fatalf("healed: %s, verified %d", got, verified.Load())
+	}
+	stop(d)
+}
+
+// TestNoNewKeyOverSealedSecrets: with the key file gone, the daemon refuses to generate a new one
+// over a database that holds sealed secrets.
+func TestNoNewKeyOverSealedSecrets(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\n")
+	d := startDaemon(t, cfg)
+	if st := d.call("POST", "/api/hooks", `{"hookName":"g","hookType":"post_tool_use","dispatchConfig":{"url":"https://r.example/h","signingSecret":"s3"}}`, nil); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
+	if err := exec.Command("rm", filepath.Join(dir, "master.key")).Run(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "serve", "--config", cfg).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "holds sealed secrets") {
+		t.Fatalf("started with a new key over sealed secrets: %v\n%s", err, out)
+	}
+	if _, err := exec.Command("ls", filepath.Join(dir, "master.key")).Output(); err == nil {
+		t.Fatal("a new key file was left behind")
+	}
+}
