@@ -38,7 +38,7 @@ func crashTest(t *testing.T, dir, database string) {
 	// The attempts the daemon makes of a delivery: the first, the hook's three fast retries and
 	// the ladder below. While it is down the receiver takes an event only on its last attempt,
 	// so however long queueing takes on a loaded machine, no delivery runs out of retries.
-	const lastAttempt = 1 + 3 + 6
+	const lastAttempt = 1 + 3 + 9
 	var healthy atomic.Bool
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -61,15 +61,17 @@ func crashTest(t *testing.T, dir, database string) {
 	}))
 	defer recv.Close()
 
-	// A short ladder so the test takes seconds (lastAttempt counts its steps). A short claim
-	// lease so PostgreSQL hands out the killed daemon's in-flight rows soon after the restart.
+	// A short ladder so the test takes seconds (lastAttempt counts its steps); its longer tail
+	// is reached only when queueing is slow, and keeps most events undelivered until the
+	// receiver recovers. A short claim lease so PostgreSQL hands out the killed daemon's
+	// in-flight rows soon after the restart.
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks:
   allowPrivateNetworks: true
   claimLease: 3s
-  retry: {fast: [200ms, 300ms, 400ms], ladder: [1s, 2s, 2s, 2s, 2s, 2s], jitter: 0}
+  retry: {fast: [200ms, 300ms, 400ms], ladder: [1s, 2s, 2s, 2s, 2s, 2s, 5s, 10s, 20s], jitter: 0}
 `, database))
 	d := startDaemon(t, cfg)
 	var hook struct{ ID int64 }
