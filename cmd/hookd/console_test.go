@@ -161,6 +161,14 @@ func (b *browser) run(step string, timeout time.Duration, actions ...chromedp.Ac
 	}
 }
 
+// js runs a script in the page for its effect.
+func js(expr string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
+		_, err := chromedp.Evaluate[any](expr + `, true`)(ctx, t)
+		return err
+	})
+}
+
 // front brings the tab to the front.
 func front(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
 	_, err := cdp.Call(ctx, t, page.BringToFront, cdp.Empty{})
@@ -293,8 +301,35 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-approval"]`)))
 
+	// Disable and enable it from the list.
+	row := `//tr[.//a[text()="console-approval"]]`
+	b.run("disable and enable", 15*time.Second,
+		chromedp.Click(chromedp.Search(row+`//button[text()="Disable"]`)),
+		chromedp.WaitVisible(chromedp.Search(row+`//span[text()="disabled"]`)),
+		chromedp.Click(chromedp.Search(row+`//button[text()="Enable"]`)),
+		chromedp.WaitVisible(chromedp.Search(row+`//span[text()="enabled"]`)))
+
+	// A policy's rules, tried against a sample event before they are saved.
+	b.run("policy rule editor", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/hooks/new")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-field=dispatchType]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-field=dispatchType]`), "policy"),
+		js(`document.querySelector('[data-field=dispatchType]').dispatchEvent(new Event('change'))`),
+		chromedp.Click(chromedp.Search(`//button[text()="Add rule"]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="policyConfig.rules[0].name"]`), "over-limit"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="policyConfig.rules[0].when"]`), "args.amount > 10000"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="policyConfig.rules[0].reason"]`), "'over ' + string(args.amount)"),
+		chromedp.Click(chromedp.Search(`//button[text()="Evaluate against the sample"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//pre[contains(., '"decision": "deny"')]`)))
+	// A rule that does not compile is refused at its field.
+	b.run("policy rule error", 15*time.Second,
+		chromedp.SetValue(chromedp.CSS(`[data-field="policyConfig.rules[0].when"]`), "amount > 10000"),
+		chromedp.Click(chromedp.Search(`//button[text()="Evaluate against the sample"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-field="policyConfig.rules[0].when"][aria-invalid="true"]`)))
+
 	// Send a test event: the signed request and the receiver's answer are shown.
 	b.run("send test event", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/hooks")),
 		chromedp.Click(chromedp.Search(`//a[text()="console-approval"]`)),
 		chromedp.WaitVisible(chromedp.Search(`//button[text()="Send test event"]`)),
 		chromedp.Click(chromedp.Search(`//button[text()="Send test event"]`)),
