@@ -164,7 +164,7 @@ func (b *browser) run(step string, timeout time.Duration, actions ...chromedp.Ac
 // js runs a script in the page for its effect.
 func js(expr string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, t *chromedp.Target) error {
-		_, err := chromedp.Evaluate[any](expr + `, true`)(ctx, t)
+		_, err := chromedp.Evaluate[any](expr+`, true`)(ctx, t)
 		return err
 	})
 }
