@@ -59,33 +59,9 @@ func BenchmarkDecisionDurability(b *testing.B) {
 			}
 
 			b.Run("serial", func(b *testing.B) {
-				ops := []struct {
-					name string
-					do   func() error
-					lat  []time.Duration
-				}{{name: "bare-", do: post}, {name: "commit-", do: commit}, {name: "batched-", do: intercept(batched)},
+				ops := []benchOp{{name: "bare-", do: post}, {name: "commit-", do: commit}, {name: "batched-", do: intercept(batched)},
 					{name: "sync-", do: intercept(synced)}}
-				for i := range ops {
-					if err := ops[i].do(); err != nil { // warm the pools
-						b.Fatal(err)
-					}
-					ops[i].lat = make([]time.Duration, b.N)
-				}
-				b.ResetTimer()
-				for n := range b.N {
-					for i := range ops {
-						start := time.Now()
-						err := ops[i].do()
-						ops[i].lat[n] = time.Since(start)
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-				}
-				b.StopTimer()
-				for i := range ops {
-					benchReportLatency(b, ops[i].name, ops[i].lat) // sorts
-				}
+				interleave(b, ops)
 				p50 := func(i int) float64 { return float64(benchPercentile(ops[i].lat, 0.5)) }
 				b.ReportMetric(p50(2)/p50(0), "batched/bare-p50")
 				b.ReportMetric(p50(3)-(p50(0)+p50(1)), "sync-minus-bare+commit-ns")
