@@ -200,6 +200,25 @@ func (db *DB) ResealSecrets(ctx context.Context) (int, error) {
 	return n, nil
 }
 
+// SealedSecretKeys tells, for every hook with sealed secrets, which master key opens them: its
+// index in Options' keys (0 = Key, 1 = OldKeys[0], …), or -1 when none does. It changes nothing.
+func (db *DB) SealedSecretKeys(ctx context.Context) (map[int64]int, error) {
+	var rows []hookRow
+	if err := db.r.WithContext(ctx).Select("id", "secrets_enc").Where("secrets_enc IS NOT NULL").
+		Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: sealed secrets: %w", err)
+	}
+	out := make(map[int64]int, len(rows))
+	for _, r := range rows {
+		if len(r.SecretsEnc) == 0 {
+			continue
+		}
+		_, key, _ := db.sealer.open(r.SecretsEnc, hookSecretsAAD)
+		out[r.ID] = key
+	}
+	return out, nil
+}
+
 // HasSealedSecrets reports whether any sealed value is stored: a new master key would lose them.
 func (db *DB) HasSealedSecrets(ctx context.Context) (bool, error) {
 	var n int64

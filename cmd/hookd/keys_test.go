@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,8 +20,8 @@ import (
 )
 
 // TestMasterKeyRotationAndLoss: a hook's secret sealed with key A; masterKeys [B, A] and
-// `hookd keys rotate` re-seal it with B; with A removed the restarted daemon still signs so that
-// a real receiver verifies. Then a start with a wrong key: the daemon serves, the hook reports
+// `hookd keys rotate` re-seal it with B; with A removed (B now read from masterKeyFiles) the
+// restarted daemon still signs so that a real receiver verifies. Then a start with a wrong key: the daemon serves, the hook reports
 // secretUnreadable (and the metric counts it), its interceptive call follows failureMode DENY
 // without reaching the receiver, and a PUT with a new secret heals it.
 func TestMasterKeyRotationAndLoss(t *testing.T) {
@@ -67,9 +68,14 @@ func TestMasterKeyRotationAndLoss(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "re-sealed 1 hook secrets") {
 		t.Fatalf("rotate: %v %s", err, out)
 	}
-	d = startDaemon(t, cfgFor("masterKey: "+keyB))
+	// B alone, read from a file as a mounted Secret gives it.
+	fileB := filepath.Join(dir, "b.key")
+	if err := os.WriteFile(fileB, []byte(keyB+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, cfgFor("masterKeyFiles: ["+fileB+"]"))
 	if got := dispatch(d); got != "allow" || verified.Load() != 2 {
-		t.Fatalf("after rotation with key B alone: %s, verified %d\n%s", got, verified.Load(), d.log())
+		t.Fatalf("after rotation with key B alone (masterKeyFiles): %s, verified %d\n%s", got, verified.Load(), d.log())
 	}
 	stop(d)
 
