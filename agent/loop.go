@@ -35,13 +35,13 @@ type run struct {
 	inModel bool
 	// pauseRequested asks the loop to suspend at the next step boundary.
 	pauseRequested atomic.Bool
-	// hints delivered to the live run, for the model's next step.
-	hintsMu sync.Mutex
-	hints   []string
-
-	emitMu sync.Mutex
-	seq    int64 // the last seq emitted (or stored, for a resumed run)
-	opened bool  // this process registered the run's feed
+	emitMu         sync.Mutex
+	seq            int64 // the last seq emitted (or stored, for a resumed run)
+	opened         bool  // this process registered the run's feed
+	left           bool  // the run left running (leave): it emits nothing more
+	// hints delivered to the live run by other goroutines (Runtime.Hint), for the model's next
+	// step; guarded by emitMu, so a hint is either announced and kept or refused (hints.go).
+	hints []string
 }
 
 // runState is the run's resume point, persisted at every step boundary and pause.
@@ -61,6 +61,8 @@ type runState struct {
 	AssistantMessageID int64 `json:"assistantMessageId,omitempty"`
 	// BudgetBase is the token count when the budget last started counting (a resume restarts it).
 	BudgetBase int64 `json:"budgetBase,omitempty"`
+	// Hints were shown to the user and wait for the model's next step (hints.go).
+	Hints []string `json:"hints,omitempty"`
 }
 
 type userBody struct {
@@ -85,15 +87,26 @@ func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
 	return &run{rt: rt, rec: rec, spec: spec, state: st, ctx: ctx, cancel: cancel}
 }
 
-// emit stamps e with the run's next seq and queues it for the log.
-func (r *run) emit(e Event) {
+// emit stamps e with the run's next seq and queues it for the log. It reports false, emitting
+// nothing, once the run left running: its status and last events are written, and an event
+// after them would follow its end.
+func (r *run) emit(e Event) bool {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	return r.emitLocked(e)
+}
+
+func (r *run) emitLocked(e Event) bool {
+	if r.left {
+		r.rt.log.Warn("event of a run that left running dropped", "requestId", r.rec.RequestID, "kind", e.Kind)
+		return false
+	}
 	if !r.opened {
 		r.rt.elog.open(r.rec.ID, r.seq)
 		r.opened = true
 	}
 	r.rt.elog.append(r.rec.ID, r.stamp(e))
+	return true
 }
 
 // stamp gives e the run's next seq and its ids; the caller holds emitMu.
@@ -149,6 +162,7 @@ func (r *run) execute() {
 		r.fail(CodeInternal, "user_message hook: "+err.Error(), false, false)
 		return
 	}
+	r.showExtras(dec.Extras, nil)
 	input := spec.Input
 	switch dec.Decision {
 	case dispatcher.Deny, dispatcher.Ask:
@@ -437,6 +451,7 @@ func (r *run) attach(f tools.File) {
 
 // checkpoint persists the resume point.
 func (r *run) checkpoint() {
+	r.keepHints()
 	r.rec.State = mustJSON(r.state)
 	err := r.rt.db.UpdateOwnedRun(context.WithoutCancel(r.ctx), &r.rec)
 	switch {
