@@ -61,6 +61,8 @@ type runState struct {
 	AssistantMessageID int64 `json:"assistantMessageId,omitempty"`
 	// BudgetBase is the token count when the budget last started counting (a resume restarts it).
 	BudgetBase int64 `json:"budgetBase,omitempty"`
+	// Sent are the files the turn sent to the user (send_attachment): data blocks of its answer.
+	Sent []DataContent `json:"sent,omitempty"`
 	// Hints were shown to the user and wait for the model's next step (hints.go).
 	Hints []string `json:"hints,omitempty"`
 }
@@ -401,6 +403,12 @@ func (s *streamer) chunk(c model.Chunk) {
 		}
 		s.calls[c.Index] = model.ToolCall{ID: c.ToolCallID, Name: c.ToolName}
 		s.r.emit(Event{Kind: KindToolCallStarted, Tool: &ToolInfo{CallID: c.ToolCallID, Name: c.ToolName}})
+	case model.ChunkRecovering:
+		// The provider goes on from where its stream broke: the open block stays open, as the
+		// text that follows continues it.
+		s.r.emit(Event{Kind: KindStatus, Status: &StatusInfo{Code: StatusAutoRecovering, Level: "WARN",
+			Message: "网络类失败已被拦截，正在从失败点自动恢复", Attributes: map[string]any{"attempt": c.Attempt,
+				"maxRetries": c.MaxAttempts, "error": c.Text}}})
 	case model.ChunkToolCallDelta:
 		if s.r.spec.NoTools {
 			return
@@ -425,7 +433,7 @@ func firstLine(s string) string {
 }
 
 // attach records a file a tool wrote as a session attachment and announces it.
-func (r *run) attach(f tools.File) {
+func (r *run) attach(f tools.File) (AttachmentInfo, bool) {
 	name := path.Base(f.Path)
 	ext := strings.TrimPrefix(path.Ext(name), ".")
 	ctype := mime.TypeByExtension(path.Ext(name))
@@ -438,15 +446,15 @@ func (r *run) attach(f tools.File) {
 		Size: f.Size, Source: "AGENT_GENERATED"})
 	if err != nil {
 		r.rt.log.Error("recording attachment failed", "path", f.Path, "err", err)
-		return
+		return AttachmentInfo{}, false
 	}
 	change := "UPDATED"
 	if created {
 		change = "CREATED"
 	}
-	r.emit(Event{Kind: KindAttachment, Attachment: &AttachmentInfo{ID: a.ID, SessionID: a.SessionID, MessageID: a.MessageID,
+	return AttachmentInfo{ID: a.ID, SessionID: a.SessionID, MessageID: a.MessageID,
 		FileName: a.FileName, Extension: a.Extension, ContentType: a.ContentType, Size: a.Size, VirtualPath: a.Path,
-		Source: a.Source, ChangeType: change}})
+		Source: a.Source, ChangeType: change}, true
 }
 
 // checkpoint persists the resume point.
@@ -542,7 +550,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	var evs []Event
 	if outcome != OutcomeFailed {
 		evs = append(evs, Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
-			Name: r.rt.cfg.AgentName, Text: r.answer(), GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
+			Name: r.rt.cfg.AgentName, Text: r.answer(), Data: r.state.Sent, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
 	}
 	duration := time.Since(r.spec.StartedAt)
 	evs = append(evs, Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,
