@@ -233,13 +233,16 @@ const (
 
 // Block is a streamed content block; Delta carries the piece (base64 for data blocks).
 type Block struct {
-	ID         string       `json:"id"`
-	Type       string       `json:"type"`
-	Delta      string       `json:"delta,omitempty"`
-	Text       string       `json:"text,omitempty"` // a hint's whole text
-	HintSource *string      `json:"hintSource,omitempty"`
-	Data       *DataContent `json:"data,omitempty"` // a data block's description (media type, name)
-	Synthetic  bool         `json:"synthetic,omitempty"`
+	ID         string  `json:"id"`
+	Type       string  `json:"type"`
+	Delta      string  `json:"delta,omitempty"`
+	Text       string  `json:"text,omitempty"` // a hint's whole text
+	HintSource *string `json:"hintSource,omitempty"`
+	// InputID is set on the hint that shows supplementary input as it joins the turn (after its
+	// input.consumed): a dialect with its own event for that input skips the hint.
+	InputID   string       `json:"inputId,omitempty"`
+	Data      *DataContent `json:"data,omitempty"` // a data block's description (media type, name)
+	Synthetic bool         `json:"synthetic,omitempty"`
 }
 
 // DataContent is binary content: inline base64 or a URL.

@@ -87,8 +87,12 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
-		"modifiedValue": dec.ModifiedValue, "decisionId": nullIfEmpty(dec.DecisionID)})
+	out := gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
+		"modifiedValue": dec.ModifiedValue, "decisionId": nullIfEmpty(dec.DecisionID)}
+	if len(dec.Extras) > 0 { // an agent outside hookd shows them itself
+		out["extras"] = dec.Extras
+	}
+	wire.OK(c, http.StatusOK, out)
 }
 
 func (a dispatchAPI) probe(c *gin.Context) {

@@ -16,7 +16,6 @@ package config
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +50,8 @@ database: sqlite:./data/hookd.db      # or postgres://user@host:5432/db?sslmode=
 masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
 masterKeys: []                        # rotation: [new, old…] instead of masterKey; the first seals, any opens
                                       # (then run hookd keys rotate, and drop the old ones)
+masterKeyFiles: []                    # masterKeys read from files instead, one base64 key per file (mounted
+                                      # secrets); same order, same rules
 dataDir: ""                           # where the generated master key lives; empty = the directory of the
                                       # sqlite file, or ./data for postgres
 shutdownTimeout: 10s                  # how long a graceful shutdown waits for in-flight work
@@ -151,7 +152,10 @@ type Config struct {
 	Database  string `yaml:"database"`
 	MasterKey string `yaml:"masterKey"`
 	// MasterKeys replaces MasterKey during a rotation: the first seals, every one opens.
-	MasterKeys      []string  `yaml:"masterKeys"`
+	MasterKeys []string `yaml:"masterKeys"`
+	// MasterKeyFiles is MasterKeys kept out of the config: each file holds one base64 key (a
+	// mounted Kubernetes Secret, a file only the daemon's user reads).
+	MasterKeyFiles  []string  `yaml:"masterKeyFiles"`
 	DataDir         string    `yaml:"dataDir"`
 	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
 	Auth            Auth      `yaml:"auth"`
@@ -388,6 +392,7 @@ func Default() Config {
 		Database:        "sqlite:./data/hookd.db",
 		ShutdownTimeout: Duration(10 * time.Second),
 		MasterKeys:      []string{},
+		MasterKeyFiles:  []string{},
 		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
 		Webhooks: Webhooks{
 			AllowCIDRs: []string{},
@@ -964,22 +969,21 @@ func (c Config) Validate() error {
 		bad("database", `must start with "sqlite:", "postgres://" or "postgresql://"`)
 	}
 
-	checkKey := func(key, s string) {
-		if k, err := base64.StdEncoding.DecodeString(s); err != nil {
-			bad(key, "not valid base64 (want 32 random bytes, base64; e.g. openssl rand -base64 32)")
-		} else if len(k) != 32 {
-			bad(key, "must decode to exactly 32 bytes, got %d", len(k))
-		}
-	}
 	if c.MasterKey != "" {
-		checkKey("masterKey", c.MasterKey)
-		if len(c.MasterKeys) > 0 {
-			bad("masterKeys", "set masterKey or masterKeys, not both")
+		if _, err := hookdtype.DecodeMasterKey(c.MasterKey); err != nil {
+			bad("masterKey", "%v", err)
 		}
 	}
-	for i, k := range c.MasterKeys {
-		checkKey(fmt.Sprintf("masterKeys[%d]", i), k)
+	switch {
+	case c.MasterKey != "" && len(c.MasterKeys) > 0:
+		bad("masterKeys", "set masterKey or masterKeys, not both")
+	case c.MasterKey != "" && len(c.MasterKeyFiles) > 0:
+		bad("masterKeyFiles", "set masterKey or masterKeyFiles, not both")
+	case len(c.MasterKeys) > 0 && len(c.MasterKeyFiles) > 0:
+		bad("masterKeyFiles", "set masterKeys or masterKeyFiles, not both")
 	}
+	_, keyErrs := c.rotationKeys()
+	errs = append(errs, keyErrs...)
 
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be greater than 0")
@@ -1250,6 +1254,47 @@ func (c Config) ResolvedDataDir() string {
 		return p[:1]
 	}
 	return p[:i] // keeps "./data" as written rather than cleaning it to "data"
+}
+
+// ---- master keys ----
+
+// RotationKeys returns masterKeys, or the keys read from masterKeyFiles, decoded and in order (the
+// first seals, any opens); nil when neither is set, and masterKey or the generated key file
+// applies. The files are read on every call: a rotated Secret is picked up at the next start.
+func (c Config) RotationKeys() ([][]byte, error) {
+	keys, errs := c.rotationKeys()
+	return keys, errors.Join(errs...)
+}
+
+func (c Config) rotationKeys() (keys [][]byte, errs []error) {
+	for i, s := range c.MasterKeys {
+		k, err := hookdtype.DecodeMasterKey(s)
+		if err != nil {
+			errs = append(errs, fieldErr(fmt.Sprintf("masterKeys[%d]", i), err.Error()))
+		}
+		keys = append(keys, k)
+	}
+	for i, path := range c.MasterKeyFiles {
+		key := fmt.Sprintf("masterKeyFiles[%d]", i)
+		if strings.TrimSpace(path) == "" {
+			errs = append(errs, fieldErr(key, "must not be empty"))
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fieldErr(key, err.Error())) // names the path, never the content
+			continue
+		}
+		k, err := hookdtype.DecodeMasterKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			errs = append(errs, fieldErr(key, path+": "+err.Error()))
+		}
+		keys = append(keys, k)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return keys, nil
 }
 
 // ---- output ----

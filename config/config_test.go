@@ -149,6 +149,7 @@ func TestFullFile(t *testing.T) {
 		Database:        "postgres://hookd@db:5432/hookd?sslmode=disable",
 		MasterKey:       validKey,
 		MasterKeys:      []string{},
+		MasterKeyFiles:  []string{},
 		DataDir:         "/var/lib/hookd",
 		ShutdownTimeout: sec(45),
 		Auth: Auth{
@@ -326,6 +327,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_LOG_LEVEL",
 		"HOOKD_MASTER_KEY",
 		"HOOKD_MASTER_KEYS",
+		"HOOKD_MASTER_KEY_FILES",
 		"HOOKD_MODEL_API_KEY",
 		"HOOKD_MODEL_BASE_URL",
 		"HOOKD_MODEL_NAME",
@@ -426,6 +428,13 @@ func TestValidate(t *testing.T) {
 		{"masterKeys and masterKey", func(c *Config) { c.MasterKey, c.MasterKeys = validKey, []string{validKey} },
 			`config: masterKeys: set masterKey or masterKeys, not both`},
 		{"masterKeys entry", func(c *Config) { c.MasterKeys = []string{validKey, "short"} }, `config: masterKeys[1]: not valid base64…`},
+		{"masterKeyFiles and masterKey", func(c *Config) { c.MasterKey, c.MasterKeyFiles = validKey, []string{"/k"} },
+			`config: masterKeyFiles: set masterKey or masterKeyFiles, not both…`},
+		{"masterKeyFiles and masterKeys", func(c *Config) { c.MasterKeys, c.MasterKeyFiles = []string{validKey}, []string{"/k"} },
+			`config: masterKeyFiles: set masterKeys or masterKeyFiles, not both…`},
+		{"masterKeyFiles missing", func(c *Config) { c.MasterKeyFiles = []string{"/nonexistent/hookd.key"} },
+			`config: masterKeyFiles[0]: open /nonexistent/hookd.key: no such file or directory`},
+		{"masterKeyFiles empty path", func(c *Config) { c.MasterKeyFiles = []string{" "} }, `config: masterKeyFiles[0]: must not be empty`},
 		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
 		{"apiKey is an admin token", func(c *Config) {
 			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}
@@ -454,6 +463,48 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate() = %q\nwant %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestMasterKeyFiles: each file holds one base64 key (a trailing newline is fine); the keys come
+// back in order; a file that is not a key is named by index and path, its content never shown;
+// HOOKD_MASTER_KEY_FILES lists them comma-separated.
+func TestMasterKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	other := base64.StdEncoding.EncodeToString([]byte("abcdefghijklmnopqrstuvwxyz012345"))
+	newKey, oldKey := write("new.key", validKey+"\n"), write("old.key", other)
+	c, err := Load("", []string{"HOOKD_MASTER_KEY_FILES=" + newKey + "," + oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.RotationKeys()
+	if err != nil || len(keys) != 2 || base64.StdEncoding.EncodeToString(keys[0]) != validKey ||
+		base64.StdEncoding.EncodeToString(keys[1]) != other {
+		t.Fatalf("RotationKeys() = %d keys, %v", len(keys), err)
+	}
+	if keys, err := Default().RotationKeys(); keys != nil || err != nil {
+		t.Fatalf("no rotation keys configured: %v %v", keys, err)
+	}
+
+	secretish := "c2hvcnQtc2VjcmV0LXZhbHVl" // valid base64, 18 bytes
+	short := write("short.key", secretish)
+	_, err = Load("", []string{"HOOKD_MASTER_KEY_FILES=" + newKey + "," + short})
+	want := "config: HOOKD_MASTER_KEY_FILES: masterKeyFiles[1]: " + short + ": must decode to exactly 32 bytes, got 18"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load() = %v\nwant %s", err, want)
+	}
+	garbage := write("garbage.key", "not a key at all!")
+	_, err = Load(writeFile(t, "masterKeyFiles: ["+garbage+"]\n"), nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "config: masterKeyFiles[0]: "+garbage+": not valid base64") ||
+		strings.Contains(err.Error(), "not a key at all") {
+		t.Fatalf("Load() = %v", err)
 	}
 }
 

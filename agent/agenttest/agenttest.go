@@ -69,7 +69,7 @@ func New(t testing.TB, db *storage.DB, o Options) *Env {
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles()}, o.Tools...)...)
+	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment()}, o.Tools...)...)
 	cfg := o.Config
 	if cfg.ModelBackoff == 0 {
 		cfg.ModelBackoff = time.Millisecond

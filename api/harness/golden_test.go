@@ -51,6 +51,10 @@ const script = `{"scripts":[
  {"match":"chart","steps":[
    {"toolCalls":[{"name":"workspace_read_file","arguments":{"path":"chart.png"}}]},
    {"text":"这是生成的图表"}]},
+ {"match":"send report","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"report.md","content":"# 报告\n"}}]},
+   {"toolCalls":[{"name":"send_attachment","arguments":{"path":"report.md"}}]},
+   {"text":"报告已发送"}]},
  {"match":"fatal","steps":[{"error":"fatal","text":"never"}]},
  {"match":"budget","steps":[
    {"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":100,"outputTokens":50}},
@@ -317,6 +321,30 @@ var scenarios = []scenario{
 		got, _ := base64.StdEncoding.DecodeString(src["data"].(string))
 		if d["type"] != "data" || src["type"] != "base64" || src["media_type"] != "image/png" || !bytes.Equal(got, png) || d["name"] != "chart.png" {
 			t.Fatalf("data %v", d)
+		}
+	}},
+	{name: "send_attachment", run: func(t *testing.T, r *recorder) {
+		resp := r.chat(body("sess-send", "send report"), acceptSSE)
+		var got []byte
+		for _, raw := range resp.Events {
+			m, _ := decode(raw)
+			if m["type"] == harness.TypeDataBlockDelta {
+				piece, err := base64.StdEncoding.DecodeString(m["delta"].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, piece...)
+			}
+		}
+		if string(got) != "# 报告\n" || count(resp.Events, harness.TypeDataBlockStart) != 1 || count(resp.Events, harness.TypeDataBlockEnd) != 1 {
+			t.Fatalf("data block %q in %v", got, types(resp.Events))
+		}
+		content := first(t, resp.Events, harness.TypeAgentResult)["result"].(map[string]any)["content"].([]any)
+		d := content[len(content)-1].(map[string]any)
+		src := d["source"].(map[string]any)
+		inline, _ := base64.StdEncoding.DecodeString(src["data"].(string))
+		if d["type"] != "data" || d["name"] != "report.md" || src["type"] != "base64" || src["media_type"] != "text/markdown" || string(inline) != "# 报告\n" {
+			t.Fatalf("result content %v", content)
 		}
 	}},
 	{name: "failure", run: func(t *testing.T, r *recorder) {

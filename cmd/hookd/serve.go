@@ -129,7 +129,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(),
+	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment(),
 		tools.NewHTTPRequest(&http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}))
 	if cfg.Agent.Shell.Enabled {
 		toolset.Add(tools.NewShell(tools.ShellConfig{Timeout: cfg.Agent.Shell.Timeout.Std(), MaxOutput: cfg.Agent.Shell.MaxOutput}))
