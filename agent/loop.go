@@ -403,6 +403,12 @@ func (s *streamer) chunk(c model.Chunk) {
 		}
 		s.calls[c.Index] = model.ToolCall{ID: c.ToolCallID, Name: c.ToolName}
 		s.r.emit(Event{Kind: KindToolCallStarted, Tool: &ToolInfo{CallID: c.ToolCallID, Name: c.ToolName}})
+	case model.ChunkRecovering:
+		// The provider goes on from where its stream broke: the open block stays open, as the
+		// text that follows continues it.
+		s.r.emit(Event{Kind: KindStatus, Status: &StatusInfo{Code: StatusAutoRecovering, Level: "WARN",
+			Message: "网络类失败已被拦截，正在从失败点自动恢复", Attributes: map[string]any{"attempt": c.Attempt,
+				"maxRetries": c.MaxAttempts, "error": c.Text}}})
 	case model.ChunkToolCallDelta:
 		if s.r.spec.NoTools {
 			return
