@@ -477,9 +477,9 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "injected", run: func(t *testing.T, r *recorder) {
-		// Canonical events the runtime does not produce yet (data blocks: no model streams
-		// binary content) or only rarely (a URL-sourced tool result, a shutdown pause), through
-		// the mapping function.
+		// Shapes the scenarios above do not reach (a URL-sourced tool result and answer, a
+		// shutdown pause), through the mapping function. That every type has a real producer
+		// is cmd/hookd's TestHarnessEveryEventType.
 		at := time.Date(2026, 9, 18, 2, 30, 48, 123456000, time.UTC)
 		reply := "reply-7f3a91"
 		mk := func(i int, k agent.Kind) agent.Event {
