@@ -165,8 +165,14 @@ type RuleSpec struct {
 type ToolOutput struct {
 	CallID string `json:"callId"`
 	Name   string `json:"name"`
-	Output string `json:"output"`
-	State  string `json:"state"` // success | error | ...
+	Output string `json:"output"` // the result as text: what the model reads
+	State  string `json:"state"`  // success | error | ...
+	// Data are the result's binary parts (an image, a file); they stream as data deltas of the
+	// call's result.
+	Data []DataContent `json:"data,omitempty"`
+	// Blocks is the result as the client sent it, in its dialect's content blocks; the dialect
+	// echoes it as it came.
+	Blocks json.RawMessage `json:"blocks,omitempty"`
 }
 
 // StopInfo says why a run was asked to pause.

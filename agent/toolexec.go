@@ -45,7 +45,11 @@ func (r *run) runCall(p *pendingCall) {
 		return
 	}
 	if p.Name == spawnTool {
-		done(r.spawn(p))
+		state, answer, errMsg := r.spawn(p)
+		if answer != "" { // the subagent's answer is its result's text, as a tool's output is
+			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: answer}})
+		}
+		done(state, answer, errMsg)
 		return
 	}
 	tool, _ := r.rt.tools.Get(p.Name)

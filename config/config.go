@@ -117,6 +117,14 @@ decisions:
                                       # loses one that was acted on); batched: written within ~10ms after
   recordArguments: false              # keep tool arguments / user input in the log, not only their SHA-256
 
+writer:                               # the database writer: one transaction (on SQLite one fsync) per cycle
+                                      # holds the new outbox rows, delivery outcomes, decisions and run events
+  maxRows: 2000                       # rows one cycle takes at most (give or take one request)
+  maxDelay: 10ms                      # rows nobody waits for (outcomes, batched decisions) gather at most this
+                                      # long; a cycle holding a waited-for row never waits (0: none gather)
+  queue: 4096                         # queued writes per kind (outbox, outcome, decision, run_event); past it
+                                      # writers wait; hookd_write_queue_rows{kind} is its length
+
 retention:
   deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
                                       # removed, with their attempts; 0 keeps them
@@ -156,6 +164,7 @@ type Config struct {
 	Agent           Agent     `yaml:"agent"`
 	HTTP            HTTP      `yaml:"http"`
 	Decisions       Decisions `yaml:"decisions"`
+	Writer          Writer    `yaml:"writer"`
 	Retention       Retention `yaml:"retention"`
 	Console         Console   `yaml:"console"`
 	SSE             SSE       `yaml:"sse"`
@@ -290,6 +299,16 @@ type Decisions struct {
 	RecordArguments bool `yaml:"recordArguments"`
 }
 
+// Writer bounds the database writer's cycles.
+type Writer struct {
+	// MaxRows is the most rows one cycle (one transaction) takes.
+	MaxRows int `yaml:"maxRows"`
+	// MaxDelay is how long rows nobody waits for may gather before their cycle; 0: none.
+	MaxDelay Duration `yaml:"maxDelay"`
+	// Queue is how many writes of each kind may wait for a cycle.
+	Queue int `yaml:"queue"`
+}
+
 // Retention is how long finished rows are kept; 0 keeps them for ever.
 type Retention struct {
 	Deliveries Duration `yaml:"deliveries"`
@@ -395,6 +414,7 @@ func Default() Config {
 		HTTP: HTTP{AllowedOrigins: []string{}, ReadTimeout: Duration(30 * time.Second),
 			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
+		Writer:    Writer{MaxRows: 2000, MaxDelay: Duration(10 * time.Millisecond), Queue: 4096},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
 		Console:   Console{SessionTTL: Duration(8 * time.Hour)},
 		SSE:       SSE{Heartbeat: Duration(15 * time.Second), WriteTimeout: Duration(30 * time.Second)},
@@ -1099,6 +1119,15 @@ func (c Config) Validate() error {
 	}
 	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
 		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
+	}
+	if c.Writer.MaxRows < 1 {
+		bad("writer.maxRows", "must be at least 1")
+	}
+	if d := c.Writer.MaxDelay; d < 0 || d > Duration(time.Second) {
+		bad("writer.maxDelay", "must be from 0 to 1s")
+	}
+	if c.Writer.Queue < 1 {
+		bad("writer.queue", "must be at least 1")
 	}
 	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
 		bad("retention.deliveries", "must be 0 (keep) or at least 1h")

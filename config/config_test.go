@@ -133,6 +133,7 @@ model:
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
+writer: {maxRows: 500, maxDelay: 0s, queue: 64}
 console: {sessionTTL: 2h}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
@@ -175,6 +176,7 @@ func TestFullFile(t *testing.T) {
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
 		Retention: Retention{Deliveries: sec(48 * 3600)},
+		Writer:    Writer{MaxRows: 500, Queue: 64},
 		Console:   Console{SessionTTL: sec(2 * 3600)},
 		SSE:       SSE{Heartbeat: sec(5), WriteTimeout: sec(30)},
 		Log:       Log{Level: "debug", Format: "json"},
@@ -347,6 +349,9 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_WEBHOOKS_RETRY_FAST",
 		"HOOKD_WEBHOOKS_RETRY_JITTER",
 		"HOOKD_WEBHOOKS_RETRY_LADDER",
+		"HOOKD_WRITER_MAX_DELAY",
+		"HOOKD_WRITER_MAX_ROWS",
+		"HOOKD_WRITER_QUEUE",
 	}
 	if got := EnvNames(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("EnvNames() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -644,6 +649,7 @@ func TestEnvErrors(t *testing.T) {
 		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
 		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
+		{"writer", []string{"HOOKD_WRITER_MAX_DELAY=2s"}, `config: HOOKD_WRITER_MAX_DELAY: writer.maxDelay: must be from 0 to 1s`},
 		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
