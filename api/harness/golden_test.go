@@ -444,10 +444,10 @@ var scenarios = []scenario{
 			if ev["type"] == harness.TypeModelCallStart && !done {
 				done = true
 				ctx := context.Background()
-				if err := r.e.rt.Hint(ctx, "user-10001", id, "alice", "alice 加入了会话，可以开始协作。"); err != nil {
+				if _, err := r.e.rt.Hint(ctx, "user-10001", id, "alice", "alice 加入了会话，可以开始协作。"); err != nil {
 					t.Errorf("hint: %v", err)
 				}
-				if err := r.e.rt.Custom(ctx, "user-10001", id, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob","teamId":"team-007"}`)); err != nil {
+				if _, err := r.e.rt.Custom(ctx, "user-10001", id, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob","teamId":"team-007"}`)); err != nil {
 					t.Errorf("custom: %v", err)
 				}
 			}
