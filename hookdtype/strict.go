@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,27 +28,15 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(root, "is empty; a JSON object is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tree, err := readTree(dec, at)
-	var ve *ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return err
-	case err != nil:
-		var syntaxErr *json.SyntaxError
-		if errors.As(err, &syntaxErr) {
-			return Invalid(root, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-		}
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return Invalid(root, "malformed JSON: %v", err)
+	if !json.Valid(data) {
+		return malformed(data, at, root)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Invalid(root, "trailing data after the JSON value")
+	w := strictWalk{b: data, at: at}
+	_, err := w.value(0, reflect.TypeOf(v))
+	if w.dup != nil {
+		return w.dup
 	}
-	if err := checkFields(tree, reflect.TypeOf(v), at); err != nil {
+	if err != nil {
 		return err
 	}
 	if err := json.Unmarshal(data, v); err != nil {
@@ -72,45 +59,67 @@ func join(at, field, root string) string {
 	return at + "." + field
 }
 
-// readTree decodes one JSON value as encoding/json would into an any, refusing a key that appears
-// twice in one object: encoding/json would keep the last silently, other readers the first.
-func readTree(dec *json.Decoder, path string) (any, error) {
+// malformed is the first error of a text that is not one JSON value, in the order a reader meets
+// them: a key sent twice before the syntax error is named as such.
+func malformed(data []byte, at, root string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	err := firstDuplicate(dec, at)
+	if err == nil {
+		if _, err = dec.Token(); err != io.EOF {
+			return Invalid(root, "trailing data after the JSON value")
+		}
+		return Invalid(root, "malformed JSON")
+	}
+	var ve *ValidationError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &ve):
+		return err
+	case errors.As(err, &syntaxErr):
+		return Invalid(root, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	return Invalid(root, "malformed JSON: %v", err)
+}
+
+// firstDuplicate reads one JSON value token by token, refusing a key that appears twice in one
+// object.
+func firstDuplicate(dec *json.Decoder, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch tok {
 	case json.Delim('{'):
-		obj := map[string]any{}
+		seen := map[string]bool{}
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			k, _ := kt.(string)
 			at := join(path, k, k)
-			if _, dup := obj[k]; dup {
-				return nil, Invalid(at, "appears twice; send each field once")
+			if seen[k] {
+				return Invalid(at, "appears twice; send each field once")
 			}
-			if obj[k], err = readTree(dec, at); err != nil {
-				return nil, err
+			seen[k] = true
+			if err := firstDuplicate(dec, at); err != nil {
+				return err
 			}
 		}
 		_, err := dec.Token() // '}'
-		return obj, err
+		return err
 	case json.Delim('['):
-		arr := []any{}
 		for i := 0; dec.More(); i++ {
-			v, err := readTree(dec, path+"["+strconv.Itoa(i)+"]")
-			if err != nil {
-				return nil, err
+			if err := firstDuplicate(dec, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
 			}
-			arr = append(arr, v)
 		}
 		_, err := dec.Token() // ']'
-		return arr, err
+		return err
 	}
-	return tok, nil
+	return nil
 }
 
 var (
@@ -118,8 +127,28 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// checkFields walks the decoded tree beside the Go type it is decoded into.
-func checkFields(node any, t reflect.Type, path string) error {
+// strictWalk walks a valid JSON text beside the Go type it is decoded into, in one pass without
+// decoding it: a key sent twice in one object (encoding/json would keep the last silently, other
+// readers the first) anywhere in the text, the first in text order, ends the walk in dup; else the
+// error is the first unknown field, with an object's keys (a struct's or a map's) taken in sorted
+// order, so that the error is the same every time.
+type strictWalk struct {
+	b    []byte
+	at   string
+	path []pathStep
+	dup  error
+}
+
+// pathStep is one step of the path to a value: an object's key, or an array's index.
+type pathStep struct {
+	key   []byte
+	idx   int
+	index bool
+}
+
+// checked is the type whose fields a value is checked against: nil when there is nothing to check
+// (a scalar, an interface, a type that decodes itself: its owner checks it).
+func checked(t reflect.Type) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -127,52 +156,120 @@ func checkFields(node any, t reflect.Type, path string) error {
 		return nil
 	}
 	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return nil // a wrong type: json.Unmarshal names it
-		}
-		fields := fieldsOf(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // the first error is the same every time
-		for _, k := range keys {
-			ft, known := fields.types[k]
-			if !known {
-				msg := "unknown field"
-				if s := Suggest(k, fields.names); s != "" {
-					msg += " (did you mean " + strconv.Quote(s) + "?)"
-				}
-				return Invalid(join(path, k, k), "%s", msg)
-			}
-			if err := checkFields(obj[k], ft, join(path, k, k)); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return nil
-		}
-		for k, v := range obj {
-			if err := checkFields(v, t.Elem(), join(path, k, k)); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := node.([]any)
-		if !ok {
-			return nil
-		}
-		for i, v := range arr {
-			if err := checkFields(v, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
+	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array:
+		return t
 	}
 	return nil
+}
+
+// value walks the value at b[i] and returns the index after it.
+func (w *strictWalk) value(i int, t reflect.Type) (int, error) {
+	i = SkipSpace(w.b, i)
+	switch w.b[i] {
+	case '{':
+		return w.object(i, checked(t))
+	case '[':
+		return w.array(i, checked(t))
+	}
+	return ValueEnd(w.b, i), nil
+}
+
+func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
+	var fields *structFields
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = t.Elem()
+		} // an array where an object came: json.Unmarshal names the wrong type
+	}
+	var small [16][]byte
+	keys := small[:0]
+	var firstKey []byte
+	var first error
+	for i++; ; {
+		if i = SkipSpace(w.b, i); w.b[i] == '}' {
+			return i + 1, first
+		}
+		end, decode := StringEnd(w.b, i)
+		k := w.b[i+1 : end-1]
+		if decode {
+			k = []byte(StringContent(w.b[i:end], true))
+		}
+		for _, seen := range keys {
+			if bytes.Equal(seen, k) {
+				w.dup = Invalid(w.pathTo(k), "appears twice; send each field once")
+				return 0, nil
+			}
+		}
+		keys = append(keys, k)
+		i = SkipSpace(w.b, end) + 1 // ':'
+		ft, known := elem, true
+		if fields != nil {
+			ft, known = fields.types[string(k)]
+		}
+		w.path = append(w.path, pathStep{key: k})
+		end, err := w.value(i, ft)
+		w.path = w.path[:len(w.path)-1]
+		if w.dup != nil {
+			return 0, nil
+		}
+		if !known {
+			msg := "unknown field"
+			if s := Suggest(string(k), fields.names); s != "" {
+				msg += " (did you mean " + strconv.Quote(s) + "?)"
+			}
+			err = Invalid(w.pathTo(k), "%s", msg)
+		}
+		if err != nil && (first == nil || bytes.Compare(k, firstKey) < 0) {
+			firstKey, first = k, err
+		}
+		if i = SkipSpace(w.b, end); w.b[i] == ',' {
+			i++
+		}
+	}
+}
+
+func (w *strictWalk) array(i int, t reflect.Type) (int, error) {
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	var first error
+	i++
+	for n := 0; ; n++ {
+		if i = SkipSpace(w.b, i); w.b[i] == ']' {
+			return i + 1, first
+		}
+		w.path = append(w.path, pathStep{idx: n, index: true})
+		end, err := w.value(i, elem)
+		w.path = w.path[:len(w.path)-1]
+		if w.dup != nil {
+			return 0, nil
+		}
+		if first == nil {
+			first = err
+		}
+		if i = SkipSpace(w.b, end); w.b[i] == ',' {
+			i++
+		}
+	}
+}
+
+// pathTo names the member k of the object being walked, as the errors do:
+// `dispatchConfig.rules[1].when`, below the walk's at.
+func (w *strictWalk) pathTo(k []byte) string {
+	p := w.at
+	for _, s := range append(w.path, pathStep{key: k}) {
+		if s.index {
+			p += "[" + strconv.Itoa(s.idx) + "]"
+		} else {
+			p = join(p, string(s.key), string(s.key))
+		}
+	}
+	return p
 }
 
 // structFields are the JSON names of a struct type's fields, embedded structs' included.
