@@ -18,6 +18,8 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Input is what a policy sees of one event: the envelope a webhook would receive, and shortcuts
@@ -91,7 +93,11 @@ func optionalID(v *int64) ref.Val {
 // as int64 (so args.amount > 10000 compares integers and string(args.amount) has no ".0"), other
 // numbers as float64.
 func DecodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+	if json.Valid(b) {
+		v, _ := decodeValid(b, 0)
+		return v, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b)) // for the error
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
@@ -100,10 +106,52 @@ func DecodeJSON(b []byte) (any, error) {
 	if dec.More() {
 		return nil, errors.New("policy: trailing data after JSON value")
 	}
-	return numbers(v), nil
+	return number(v), nil
 }
 
-func numbers(v any) any {
+// decodeValid decodes the valid JSON value at b[i] as DecodeJSON does (as encoding/json decodes
+// into an any, the last of a key sent twice kept) and returns the index after it.
+func decodeValid(b []byte, i int) (any, int) {
+	i = hookdtype.SkipSpace(b, i)
+	switch b[i] {
+	case '{':
+		m := map[string]any{}
+		for i = hookdtype.SkipSpace(b, i+1); b[i] != '}'; {
+			end, decode := hookdtype.StringEnd(b, i)
+			k := hookdtype.StringContent(b[i:end], decode)
+			m[k], i = decodeValid(b, hookdtype.SkipSpace(b, end)+1) // after ':'
+			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
+				i = hookdtype.SkipSpace(b, i+1)
+			}
+		}
+		return m, i + 1
+	case '[':
+		a := []any{}
+		for i = hookdtype.SkipSpace(b, i+1); b[i] != ']'; {
+			var v any
+			v, i = decodeValid(b, i)
+			a = append(a, v)
+			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
+				i = hookdtype.SkipSpace(b, i+1)
+			}
+		}
+		return a, i + 1
+	case '"':
+		end, decode := hookdtype.StringEnd(b, i)
+		return hookdtype.StringContent(b[i:end], decode), end
+	case 't':
+		return true, i + 4
+	case 'f':
+		return false, i + 5
+	case 'n':
+		return nil, i + 4
+	}
+	end := hookdtype.ValueEnd(b, i)
+	return number(json.Number(b[i:end])), end
+}
+
+// number is v with every json.Number in it as int64 when whole, else float64.
+func number(v any) any {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
@@ -113,11 +161,11 @@ func numbers(v any) any {
 		return f
 	case map[string]any:
 		for k, e := range v {
-			v[k] = numbers(e)
+			v[k] = number(e)
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = numbers(e)
+			v[i] = number(e)
 		}
 	}
 	return v
