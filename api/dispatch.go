@@ -87,8 +87,17 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
-		"modifiedValue": dec.ModifiedValue, "decisionId": nullIfEmpty(dec.DecisionID)})
+	wire.OK(c, http.StatusOK, dispatchAnswer{Decision: dec.Decision, DecisionID: nullIfEmpty(dec.DecisionID),
+		ModifiedValue: dec.ModifiedValue, Reason: nullIfEmpty(dec.Reason)})
+}
+
+// dispatchAnswer is an interceptive dispatch's data: a struct rather than a map, which encodes
+// without sorting its keys (the fields are in the order a map's would be).
+type dispatchAnswer struct {
+	Decision      string  `json:"decision"`
+	DecisionID    *string `json:"decisionId"`
+	ModifiedValue *string `json:"modifiedValue"`
+	Reason        *string `json:"reason"`
 }
 
 func (a dispatchAPI) probe(c *gin.Context) {
