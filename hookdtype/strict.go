@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,14 +32,16 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if !json.Valid(data) {
 		return malformed(data, at, root)
 	}
-	w := strictWalk{b: data, at: at}
-	_, err := w.value(0, reflect.TypeOf(v))
-	if w.dup != nil {
-		return w.dup
-	}
-	if err != nil {
+	if err := walkStrict(data, reflect.TypeOf(v), at); err != nil {
 		return err
 	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if _, ok := decodeValue(data, 0, rv.Elem()); ok {
+			return nil
+		}
+	}
+	// What decodeValue does not decode itself, and every error: encoding/json, which also names
+	// the field of a wrong type.
 	if err := json.Unmarshal(data, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
@@ -133,17 +136,60 @@ var (
 // error is the first unknown field, with an object's keys (a struct's or a map's) taken in sorted
 // order, so that the error is the same every time.
 type strictWalk struct {
-	b    []byte
-	at   string
-	path []pathStep
-	dup  error
+	b   []byte
+	dup *walkError
 }
 
-// pathStep is one step of the path to a value: an object's key, or an array's index.
-type pathStep struct {
-	key   []byte
-	idx   int
-	index bool
+// walkError is an error of the walk. Its path is from the value being walked, and each level adds
+// its own step on the way out, so that a path costs nothing until there is an error to name. A
+// key "" names the path from the top afresh (as join does): rooted, and no level adds to it.
+type walkError struct {
+	path, msg string
+	rooted    bool
+}
+
+// under is e one step further from the error: below key, or below an index ("[2]").
+func (e *walkError) under(step string, key bool) *walkError {
+	switch {
+	case e.rooted:
+	case key && step == "":
+		e.rooted = true
+	default:
+		e.path = onto(step, e.path)
+	}
+	return e
+}
+
+// leaf is the error of the member key itself.
+func leaf(key []byte, msg string) *walkError {
+	return &walkError{path: string(key), msg: msg, rooted: len(key) == 0}
+}
+
+// onto is the path rel (a key or an index in brackets, and what follows) below p.
+func onto(p, rel string) string {
+	switch {
+	case rel == "":
+		return p
+	case p == "" || rel[0] == '[':
+		return p + rel
+	}
+	return p + "." + rel
+}
+
+// walkStrict walks data beside t and returns its first error, named below at.
+func walkStrict(data []byte, t reflect.Type, at string) error {
+	w := strictWalk{b: data}
+	_, err := w.value(0, t)
+	if w.dup != nil {
+		err = w.dup
+	}
+	if err == nil {
+		return nil
+	}
+	if !err.rooted {
+		err.path = onto(at, err.path)
+	}
+	return &ValidationError{Field: err.path, Msg: err.msg}
 }
 
 // checked is the type whose fields a value is checked against: nil when there is nothing to check
@@ -163,7 +209,7 @@ func checked(t reflect.Type) reflect.Type {
 }
 
 // value walks the value at b[i] and returns the index after it.
-func (w *strictWalk) value(i int, t reflect.Type) (int, error) {
+func (w *strictWalk) value(i int, t reflect.Type) (int, *walkError) {
 	i = SkipSpace(w.b, i)
 	switch w.b[i] {
 	case '{':
@@ -174,7 +220,7 @@ func (w *strictWalk) value(i int, t reflect.Type) (int, error) {
 	return ValueEnd(w.b, i), nil
 }
 
-func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
+func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 	var fields *structFields
 	var elem reflect.Type
 	if t != nil {
@@ -188,7 +234,7 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
 	var small [16][]byte
 	keys := small[:0]
 	var firstKey []byte
-	var first error
+	var first *walkError
 	for i++; ; {
 		if i = SkipSpace(w.b, i); w.b[i] == '}' {
 			return i + 1, first
@@ -200,7 +246,7 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
 		}
 		for _, seen := range keys {
 			if bytes.Equal(seen, k) {
-				w.dup = Invalid(w.pathTo(k), "appears twice; send each field once")
+				w.dup = leaf(k, "appears twice; send each field once")
 				return 0, nil
 			}
 		}
@@ -210,10 +256,9 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
 		if fields != nil {
 			ft, known = fields.types[string(k)]
 		}
-		w.path = append(w.path, pathStep{key: k})
 		end, err := w.value(i, ft)
-		w.path = w.path[:len(w.path)-1]
 		if w.dup != nil {
+			w.dup.under(string(k), true)
 			return 0, nil
 		}
 		if !known {
@@ -221,7 +266,9 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
 			if s := Suggest(string(k), fields.names); s != "" {
 				msg += " (did you mean " + strconv.Quote(s) + "?)"
 			}
-			err = Invalid(w.pathTo(k), "%s", msg)
+			err = leaf(k, msg)
+		} else if err != nil {
+			err.under(string(k), true)
 		}
 		if err != nil && (first == nil || bytes.Compare(k, firstKey) < 0) {
 			firstKey, first = k, err
@@ -232,25 +279,24 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, error) {
 	}
 }
 
-func (w *strictWalk) array(i int, t reflect.Type) (int, error) {
+func (w *strictWalk) array(i int, t reflect.Type) (int, *walkError) {
 	var elem reflect.Type
 	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 		elem = t.Elem()
 	}
-	var first error
+	var first *walkError
 	i++
 	for n := 0; ; n++ {
 		if i = SkipSpace(w.b, i); w.b[i] == ']' {
 			return i + 1, first
 		}
-		w.path = append(w.path, pathStep{idx: n, index: true})
 		end, err := w.value(i, elem)
-		w.path = w.path[:len(w.path)-1]
 		if w.dup != nil {
+			w.dup.under("["+strconv.Itoa(n)+"]", false)
 			return 0, nil
 		}
-		if first == nil {
-			first = err
+		if err != nil && first == nil {
+			first = err.under("["+strconv.Itoa(n)+"]", false)
 		}
 		if i = SkipSpace(w.b, end); w.b[i] == ',' {
 			i++
@@ -258,24 +304,13 @@ func (w *strictWalk) array(i int, t reflect.Type) (int, error) {
 	}
 }
 
-// pathTo names the member k of the object being walked, as the errors do:
-// `dispatchConfig.rules[1].when`, below the walk's at.
-func (w *strictWalk) pathTo(k []byte) string {
-	p := w.at
-	for _, s := range append(w.path, pathStep{key: k}) {
-		if s.index {
-			p += "[" + strconv.Itoa(s.idx) + "]"
-		} else {
-			p = join(p, string(s.key), string(s.key))
-		}
-	}
-	return p
-}
-
 // structFields are the JSON names of a struct type's fields, embedded structs' included.
 type structFields struct {
 	types map[string]reflect.Type
 	names []string
+	// index is where each name's field is, for decodeValue; nil when encoding/json's own rules
+	// are needed to find a field (see fieldsOf) and decodeValue leaves the struct to it.
+	index map[string][]int
 }
 
 var fieldCache sync.Map // reflect.Type -> *structFields
@@ -284,23 +319,25 @@ func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*structFields)
 	}
-	f := &structFields{types: map[string]reflect.Type{}}
-	var collect func(t reflect.Type)
-	collect = func(t reflect.Type) {
+	f := &structFields{types: map[string]reflect.Type{}, index: map[string][]int{}}
+	simple := true // every name once, reached without a pointer, with no tag option that changes decoding
+	var collect func(t reflect.Type, at []int, viaPointer bool)
+	collect = func(t reflect.Type, at []int, viaPointer bool) {
 		for i := range t.NumField() {
 			sf := t.Field(i)
 			tag := sf.Tag.Get("json")
 			if tag == "-" {
 				continue
 			}
-			name, _, _ := strings.Cut(tag, ",")
+			name, opts, _ := strings.Cut(tag, ",")
+			idx := append(slices.Clip(at), i)
 			if sf.Anonymous && name == "" {
 				et := sf.Type
 				if et.Kind() == reflect.Pointer {
 					et = et.Elem()
 				}
 				if et.Kind() == reflect.Struct {
-					collect(et)
+					collect(et, idx, viaPointer || sf.Type.Kind() == reflect.Pointer)
 					continue
 				}
 			}
@@ -312,13 +349,29 @@ func fieldsOf(t reflect.Type) *structFields {
 			}
 			if _, dup := f.types[name]; !dup {
 				f.names = append(f.names, name)
+			} else {
+				simple = false
 			}
 			f.types[name] = sf.Type
+			if strings.Contains(opts, "string") || strings.ContainsFunc(name, unusualInName) {
+				simple = false
+			}
+			if !viaPointer {
+				f.index[name] = idx
+			}
 		}
 	}
-	collect(t)
+	collect(t, nil, false)
+	if !simple {
+		f.index = nil
+	}
 	fieldCache.Store(t, f)
 	return f
+}
+
+// unusualInName is a character of a JSON name that encoding/json may not take as a tag name.
+func unusualInName(r rune) bool {
+	return !(r == '_' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
 }
 
 // jsonKind names the JSON kind a Go type decodes from.

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
 )
 
 // TestDecodeStrictMatchesTreeWalk compares DecodeStrict with the reference it replaced — the
@@ -24,16 +25,63 @@ func TestDecodeStrictMatchesTreeWalk(t *testing.T) {
 		if n%3 == 0 {
 			at = "context"
 		}
-		var got, want strictOuter
-		gerr := DecodeStrict(doc, &got, at)
-		werr := referenceStrict(doc, &want, at)
-		if !sameError(gerr, werr) {
-			t.Fatalf("%s at %q:\n got  %v\n want %v", doc, at, gerr, werr)
-		}
-		if gerr == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s: decoded %+v, want %+v", doc, got, want)
-		}
+		compareStrict[strictOuter](t, doc, at)
+		compareStrict[strictShapes](t, doc, at)
+		compareStrict[*strictShapes](t, doc, at)
 	}
+}
+
+func compareStrict[T any](t *testing.T, doc []byte, at string) {
+	t.Helper()
+	var got, want T
+	gerr := DecodeStrict(doc, &got, at)
+	werr := referenceStrict(doc, &want, at)
+	if !sameError(gerr, werr) {
+		t.Fatalf("%T: %s at %q:\n got  %v\n want %v", got, doc, at, gerr, werr)
+	}
+	if gerr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%T: %s: decoded %+v, want %+v", got, doc, got, want)
+	}
+}
+
+// strictShapes has the shapes decodeValue decodes itself, and some it leaves to encoding/json.
+type strictShapes struct {
+	HookName  string           `json:"hookName"`
+	Timeout   int8             `json:"timeoutMs"`
+	Ptr       *int64           `json:"ptr"`
+	Context   json.RawMessage  `json:"context"`
+	RawPtr    *json.RawMessage `json:"rules"`
+	Any       any              `json:"any"`
+	When      textValue        `json:"when"`
+	Headers   map[string]int   `json:"headers"`
+	Flag      bool             `json:"failureMode"`
+	Ratio     float32          `json:"x"`
+	Count     uint16           `json:"zzz"`
+	Num       json.Number      `json:"wehn"`
+	CreatedAt *time.Time       `json:"createdAt"`
+	List      []string         `json:"日本"`
+	*StrictAgent
+}
+
+// StrictAgent is an embedded pointer, whose fields encoding/json allocates.
+type StrictAgent struct {
+	Kind string `json:"dispatchConfig"`
+}
+
+// textValue decodes itself, as dispatcher.Value does.
+type textValue string
+
+func (v *textValue) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*v = textValue(s)
+		return nil
+	}
+	*v = textValue(b)
+	return nil
 }
 
 func sameError(a, b error) bool {
