@@ -87,3 +87,37 @@ func randomJSON(rng *rand.Rand, b *bytes.Buffer, depth int) {
 	}
 	space()
 }
+
+// TestInputOfMatchesNewInput: the lazily built event of InputOf is the envelope NewInput takes,
+// and so are the shortcuts.
+func TestInputOfMatchesNewInput(t *testing.T) {
+	p, s := int64(1001), int64(10001)
+	for _, env := range []*Envelope{
+		{SchemaVersion: "1.0", EventID: "e1", HookType: "pre_tool_use", HookName: "h", OccurredAt: 1, DispatchedAt: 2,
+			DeliveryAttempt: 1, TraceID: "t", SessionID: &s, PrincipalID: &p},
+		{SchemaVersion: "1.0", EventID: "e2", HookType: "pre_scheduled_task", HookName: "h", DeliveryAttempt: 1},
+	} {
+		ctx := DecodeValid([]byte(`{"toolName":"x","arguments":{"a":1},"userInput":"u","taskId":3}`))
+		got := InputOf(env, ctx)
+		event, _ := got.ResolveName("event")
+		want := NewInput(event.(map[string]any))
+		var trace any
+		if env.TraceID != "" {
+			trace = env.TraceID
+		}
+		id := func(v *int64) any {
+			if v == nil {
+				return nil
+			}
+			return *v
+		}
+		wantEvent := map[string]any{"schemaVersion": env.SchemaVersion, "eventId": env.EventID, "hookType": env.HookType,
+			"hookName": env.HookName, "occurredAt": env.OccurredAt, "dispatchedAt": env.DispatchedAt,
+			"deliveryAttempt": env.DeliveryAttempt, "traceId": trace, "sessionId": id(env.SessionID),
+			"principalId": id(env.PrincipalID), "agentId": id(env.AgentID), "context": ctx}
+		got.env, got.context = nil, nil
+		if !reflect.DeepEqual(event, wantEvent) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%+v:\n got %#v\nwant %#v", env, got, want)
+		}
+	}
+}
