@@ -43,6 +43,8 @@ func decodeValue(b []byte, i int, v reflect.Value) (end int, ok bool) {
 	case t == rawMessageType: // its UnmarshalJSON: a copy of the value's text, null included
 		v.SetBytes(append(v.Bytes()[:0], b[i:end]...))
 		return end, true
+	case b[i] != 'n' && reflect.PointerTo(t).Implements(jsonUnmarshaler): // handed its text, as encoding/json does
+		return end, v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(b[i:end]) == nil
 	case b[i] == 'n' || t == numberType || implements(t):
 		return end, json.Unmarshal(b[i:end], v.Addr().Interface()) == nil
 	}
