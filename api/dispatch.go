@@ -87,8 +87,13 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, dispatchAnswer{Decision: dec.Decision, DecisionID: nullIfEmpty(dec.DecisionID),
+	data, err := json.Marshal(dispatchAnswer{Decision: dec.Decision, DecisionID: nullIfEmpty(dec.DecisionID),
 		ModifiedValue: dec.ModifiedValue, Reason: nullIfEmpty(dec.Reason)})
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OKJSON(c, http.StatusOK, data)
 }
 
 // dispatchAnswer is an interceptive dispatch's data: a struct rather than a map, which encodes
