@@ -261,6 +261,9 @@ func TestSupplementaryInput(t *testing.T) {
 	if in == nil || in.Input.InputID != id || in.Input.Content != "顺便再加一个夜间模式" || in.Input.AssistantMessageID == info.AssistantMessageID {
 		t.Fatalf("consumed: %s", kinds(evs))
 	}
+	if h := find(evs, KindHint); h == nil || h.Seq != in.Seq+1 || h.Block.Text != "顺便再加一个夜间模式" || *h.Block.HintSource != "u" {
+		t.Fatalf("the input as a hint: %s", kinds(evs))
+	}
 	if r := find(evs, KindResult).Result; r.MessageID != in.Input.AssistantMessageID {
 		t.Fatalf("answer went to message %d", r.MessageID)
 	}

@@ -165,8 +165,14 @@ type RuleSpec struct {
 type ToolOutput struct {
 	CallID string `json:"callId"`
 	Name   string `json:"name"`
-	Output string `json:"output"`
-	State  string `json:"state"` // success | error | ...
+	Output string `json:"output"` // the result as text: what the model reads
+	State  string `json:"state"`  // success | error | ...
+	// Data are the result's binary parts (an image, a file); they stream as data deltas of the
+	// call's result.
+	Data []DataContent `json:"data,omitempty"`
+	// Blocks is the result as the client sent it, in its dialect's content blocks; the dialect
+	// echoes it as it came.
+	Blocks json.RawMessage `json:"blocks,omitempty"`
 }
 
 // StopInfo says why a run was asked to pause.
@@ -233,13 +239,16 @@ const (
 
 // Block is a streamed content block; Delta carries the piece (base64 for data blocks).
 type Block struct {
-	ID         string       `json:"id"`
-	Type       string       `json:"type"`
-	Delta      string       `json:"delta,omitempty"`
-	Text       string       `json:"text,omitempty"` // a hint's whole text
-	HintSource *string      `json:"hintSource,omitempty"`
-	Data       *DataContent `json:"data,omitempty"` // a data block's description (media type, name)
-	Synthetic  bool         `json:"synthetic,omitempty"`
+	ID         string  `json:"id"`
+	Type       string  `json:"type"`
+	Delta      string  `json:"delta,omitempty"`
+	Text       string  `json:"text,omitempty"` // a hint's whole text
+	HintSource *string `json:"hintSource,omitempty"`
+	// InputID is set on the hint that shows supplementary input as it joins the turn (after its
+	// input.consumed): a dialect with its own event for that input skips the hint.
+	InputID   string       `json:"inputId,omitempty"`
+	Data      *DataContent `json:"data,omitempty"` // a data block's description (media type, name)
+	Synthetic bool         `json:"synthetic,omitempty"`
 }
 
 // DataContent is binary content: inline base64 or a URL.

@@ -37,6 +37,11 @@ func (r *run) consumeInputs() {
 		r.state.Transcript = append(r.state.Transcript, model.Message{Role: model.RoleUser, Text: in.Content})
 		r.emit(Event{Kind: KindInputConsumed, Input: &InputInfo{InputID: in.InputID, Content: in.Content,
 			UserMessageID: user.ID, AssistantMessageID: asst.ID}})
+		// The input interrupts the turn: it is shown as a hint from the user (the model has it
+		// as a user message already).
+		h := hintEvent(r.spec.UserID, in.Content)
+		h.Block.InputID = in.InputID
+		r.emit(h)
 	}
 }
 

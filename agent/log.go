@@ -19,7 +19,10 @@ import (
 // Ownership: the writer goroutine is the only one that appends to a feed's recent events and
 // raises its durable mark; readers take the lock to copy them.
 type eventLog struct {
-	db    *storage.DB
+	db *storage.DB
+	// write makes a batch durable: the dispatcher's shared writer when it has one (one commit a
+	// cycle with the outbox and the decision log on SQLite), else the database directly.
+	write func(ctx context.Context, owner string, evs []storage.RunEvent) (dropped int, err error)
 	log   *slog.Logger
 	owner string // the runtime's Owner: only its runs' events are written (PostgreSQL)
 	in    chan logItem
@@ -54,9 +57,17 @@ type feed struct {
 // recentCap bounds the events a feed keeps in memory; older ones are read from the database.
 const recentCap = 4096
 
-func newEventLog(db *storage.DB, log *slog.Logger, owner string, wake func(runID int64)) *eventLog {
-	l := &eventLog{db: db, log: log, owner: owner, wake: wake, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
+// runEventWriter is the dispatcher's shared writer, as the event log uses it.
+type runEventWriter interface {
+	AppendRunEvents(ctx context.Context, owner string, evs []storage.RunEvent) (dropped int, err error)
+}
+
+func newEventLog(db *storage.DB, hooks Hooks, log *slog.Logger, owner string, wake func(runID int64)) *eventLog {
+	l := &eventLog{db: db, write: db.AppendRunEvents, log: log, owner: owner, wake: wake, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
 		done: make(chan struct{})}
+	if w, ok := hooks.(runEventWriter); ok {
+		l.write = w.AppendRunEvents
+	}
 	go l.writer()
 	return l
 }
@@ -155,7 +166,7 @@ func (l *eventLog) flush(batch []logItem) {
 		}
 	}
 	for attempt := 0; len(rows) > 0; attempt++ {
-		dropped, err := l.db.AppendRunEvents(context.Background(), l.owner, rows)
+		dropped, err := l.write(context.Background(), l.owner, rows)
 		if err == nil {
 			if dropped > 0 { // another replica took a run over (replicas.go); the run is abandoned
 				l.log.Warn("run events not written: already stored, or of a run another replica took over", "events", dropped)

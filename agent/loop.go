@@ -35,13 +35,13 @@ type run struct {
 	inModel bool
 	// pauseRequested asks the loop to suspend at the next step boundary.
 	pauseRequested atomic.Bool
-	// hints delivered to the live run, for the model's next step.
-	hintsMu sync.Mutex
-	hints   []string
-
-	emitMu sync.Mutex
-	seq    int64 // the last seq emitted (or stored, for a resumed run)
-	opened bool  // this process registered the run's feed
+	emitMu         sync.Mutex
+	seq            int64 // the last seq emitted (or stored, for a resumed run)
+	opened         bool  // this process registered the run's feed
+	left           bool  // the run left running (leave): it emits nothing more
+	// hints delivered to the live run by other goroutines (Runtime.Hint), for the model's next
+	// step; guarded by emitMu, so a hint is either announced and kept or refused (hints.go).
+	hints []string
 }
 
 // runState is the run's resume point, persisted at every step boundary and pause.
@@ -61,6 +61,10 @@ type runState struct {
 	AssistantMessageID int64 `json:"assistantMessageId,omitempty"`
 	// BudgetBase is the token count when the budget last started counting (a resume restarts it).
 	BudgetBase int64 `json:"budgetBase,omitempty"`
+	// Sent are the files the turn sent to the user (send_attachment): data blocks of its answer.
+	Sent []DataContent `json:"sent,omitempty"`
+	// Hints were shown to the user and wait for the model's next step (hints.go).
+	Hints []string `json:"hints,omitempty"`
 }
 
 type userBody struct {
@@ -85,15 +89,26 @@ func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
 	return &run{rt: rt, rec: rec, spec: spec, state: st, ctx: ctx, cancel: cancel}
 }
 
-// emit stamps e with the run's next seq and queues it for the log.
-func (r *run) emit(e Event) {
+// emit stamps e with the run's next seq and queues it for the log. It reports false, emitting
+// nothing, once the run left running: its status and last events are written, and an event
+// after them would follow its end.
+func (r *run) emit(e Event) bool {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
+	return r.emitLocked(e)
+}
+
+func (r *run) emitLocked(e Event) bool {
+	if r.left {
+		r.rt.log.Warn("event of a run that left running dropped", "requestId", r.rec.RequestID, "kind", e.Kind)
+		return false
+	}
 	if !r.opened {
 		r.rt.elog.open(r.rec.ID, r.seq)
 		r.opened = true
 	}
 	r.rt.elog.append(r.rec.ID, r.stamp(e))
+	return true
 }
 
 // stamp gives e the run's next seq and its ids; the caller holds emitMu.
@@ -149,6 +164,7 @@ func (r *run) execute() {
 		r.fail(CodeInternal, "user_message hook: "+err.Error(), false, false)
 		return
 	}
+	r.showExtras(dec.Extras, nil)
 	input := spec.Input
 	switch dec.Decision {
 	case dispatcher.Deny, dispatcher.Ask:
@@ -387,6 +403,12 @@ func (s *streamer) chunk(c model.Chunk) {
 		}
 		s.calls[c.Index] = model.ToolCall{ID: c.ToolCallID, Name: c.ToolName}
 		s.r.emit(Event{Kind: KindToolCallStarted, Tool: &ToolInfo{CallID: c.ToolCallID, Name: c.ToolName}})
+	case model.ChunkRecovering:
+		// The provider goes on from where its stream broke: the open block stays open, as the
+		// text that follows continues it.
+		s.r.emit(Event{Kind: KindStatus, Status: &StatusInfo{Code: StatusAutoRecovering, Level: "WARN",
+			Message: "网络类失败已被拦截，正在从失败点自动恢复", Attributes: map[string]any{"attempt": c.Attempt,
+				"maxRetries": c.MaxAttempts, "error": c.Text}}})
 	case model.ChunkToolCallDelta:
 		if s.r.spec.NoTools {
 			return
@@ -411,7 +433,7 @@ func firstLine(s string) string {
 }
 
 // attach records a file a tool wrote as a session attachment and announces it.
-func (r *run) attach(f tools.File) {
+func (r *run) attach(f tools.File) (AttachmentInfo, bool) {
 	name := path.Base(f.Path)
 	ext := strings.TrimPrefix(path.Ext(name), ".")
 	ctype := mime.TypeByExtension(path.Ext(name))
@@ -424,19 +446,20 @@ func (r *run) attach(f tools.File) {
 		Size: f.Size, Source: "AGENT_GENERATED"})
 	if err != nil {
 		r.rt.log.Error("recording attachment failed", "path", f.Path, "err", err)
-		return
+		return AttachmentInfo{}, false
 	}
 	change := "UPDATED"
 	if created {
 		change = "CREATED"
 	}
-	r.emit(Event{Kind: KindAttachment, Attachment: &AttachmentInfo{ID: a.ID, SessionID: a.SessionID, MessageID: a.MessageID,
+	return AttachmentInfo{ID: a.ID, SessionID: a.SessionID, MessageID: a.MessageID,
 		FileName: a.FileName, Extension: a.Extension, ContentType: a.ContentType, Size: a.Size, VirtualPath: a.Path,
-		Source: a.Source, ChangeType: change}})
+		Source: a.Source, ChangeType: change}, true
 }
 
 // checkpoint persists the resume point.
 func (r *run) checkpoint() {
+	r.keepHints()
 	r.rec.State = mustJSON(r.state)
 	err := r.rt.db.UpdateOwnedRun(context.WithoutCancel(r.ctx), &r.rec)
 	switch {
@@ -527,7 +550,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	var evs []Event
 	if outcome != OutcomeFailed {
 		evs = append(evs, Event{Kind: KindResult, Result: &ResultInfo{MessageID: r.assistantID(), MsgUUID: body.MsgUUID,
-			Name: r.rt.cfg.AgentName, Text: r.answer(), GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
+			Name: r.rt.cfg.AgentName, Text: r.answer(), Data: r.state.Sent, GenerateReason: reason, Usage: &usage, At: time.Now().UTC()}})
 	}
 	duration := time.Since(r.spec.StartedAt)
 	evs = append(evs, Event{Kind: KindRunEnded, End: &EndInfo{Outcome: outcome, ErrorCode: code, ErrorMessage: msg, Recoverable: recoverable,

@@ -96,6 +96,7 @@ func (r *run) resume() {
 	var answers []AskAnswer
 	var results []ToolOutput
 	var finished []*pendingCall // external calls whose results arrived
+	data := map[string][]DataContent{}
 	for i := range r.state.Pending {
 		p := &r.state.Pending[i]
 		if p.Stage != stageAsking && p.Stage != stageExternal {
@@ -120,6 +121,7 @@ func (r *run) resume() {
 				}
 			}
 			results = append(results, out)
+			data[p.ID] = out.Data
 			p.Stage, p.State = stageDone, out.State
 			p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: out.Output}
 			finished = append(finished, p)
@@ -162,7 +164,12 @@ func (r *run) resume() {
 		if p.Async == nil { // an async call's result started before the pause
 			r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
 		}
-		r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: p.Result.Text}})
+		if p.Result.Text != "" || len(data[p.ID]) == 0 {
+			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: p.Result.Text}})
+		}
+		for _, d := range data[p.ID] {
+			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Data: &d}})
+		}
 		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State, Output: p.Result.Text}})
 	}
 	r.loop()

@@ -113,7 +113,7 @@ func New(db *storage.DB, hooks Hooks, m model.Model, reg *tools.Registry, ws *to
 	}
 	rt := &Runtime{db: db, hooks: hooks, model: m, tools: reg, ws: ws, log: log, cfg: cfg,
 		live: map[int64]*run{}, m: newMetrics(cfg.Metrics), hub: newHub()}
-	rt.elog = newEventLog(db, log, cfg.Owner, rt.hub.wake)
+	rt.elog = newEventLog(db, hooks, log, cfg.Owner, rt.hub.wake)
 	return rt
 }
 

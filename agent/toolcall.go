@@ -166,6 +166,7 @@ func (r *run) preToolUse(p *pendingCall) bool {
 		p.Stage, p.Reason = stageError, "pre_tool_use hook: "+err.Error()
 		return false
 	}
+	r.showExtras(dec.Extras, p)
 	switch dec.Decision {
 	case dispatcher.Deny:
 		p.Stage, p.Reason = stageDenied, dec.Reason

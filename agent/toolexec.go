@@ -45,7 +45,11 @@ func (r *run) runCall(p *pendingCall) {
 		return
 	}
 	if p.Name == spawnTool {
-		done(r.spawn(p))
+		state, answer, errMsg := r.spawn(p)
+		if answer != "" { // the subagent's answer is its result's text, as a tool's output is
+			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, OutputDelta: answer}})
+		}
+		done(state, answer, errMsg)
 		return
 	}
 	tool, _ := r.rt.tools.Get(p.Name)
@@ -84,7 +88,9 @@ func (r *run) runCall(p *pendingCall) {
 			Data: &DataContent{ID: newEventID(), Name: d.Name, MediaType: d.MediaType, Base64: base64.StdEncoding.EncodeToString(d.Bytes)}}})
 	}
 	for _, f := range res.Files {
-		r.attach(f)
+		if a, ok := r.attach(f); ok {
+			r.emit(Event{Kind: KindAttachment, Attachment: &a})
+		}
 	}
 	switch {
 	case r.ctx.Err() != nil:
@@ -93,5 +99,33 @@ func (r *run) runCall(p *pendingCall) {
 		done(ToolError, res.Text, firstLine(res.Text))
 	default:
 		done(ToolSuccess, res.Text, "")
+		for _, s := range res.Sent {
+			r.send(s)
+		}
 	}
+}
+
+// sendChunk is how many bytes of a sent file one data block delta carries (64 KiB as base64).
+const sendChunk = 48 << 10
+
+// send hands a workspace file to the user: it becomes a session attachment marked as sent, its
+// bytes stream as a data block, and the block joins the turn's final message. It comes after
+// the call's result, as content of the answer rather than of the tool's output.
+func (r *run) send(s tools.Sent) {
+	a, ok := r.attach(s.File)
+	if !ok {
+		return
+	}
+	a.Sent = true
+	r.emit(Event{Kind: KindAttachment, Attachment: &a})
+	d := DataContent{ID: newEventID(), Name: s.NameOf(), MediaType: s.MediaType}
+	id := "blk-" + newEventID()[:12]
+	r.emit(Event{Kind: KindBlockStarted, Block: &Block{ID: id, Type: BlockData, Data: &d}})
+	for off := 0; off < len(s.Bytes) || off == 0; off += sendChunk {
+		piece := s.Bytes[off:min(off+sendChunk, len(s.Bytes))]
+		r.emit(Event{Kind: KindBlockDelta, Block: &Block{ID: id, Type: BlockData, Delta: base64.StdEncoding.EncodeToString(piece)}})
+	}
+	r.emit(Event{Kind: KindBlockEnded, Block: &Block{ID: id, Type: BlockData}})
+	d.Base64 = base64.StdEncoding.EncodeToString(s.Bytes)
+	r.state.Sent = append(r.state.Sent, d)
 }

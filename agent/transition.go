@@ -56,6 +56,8 @@ func (r *run) leave(status string, evs ...Event) bool {
 	for i := range evs {
 		evs[i] = r.stamp(evs[i])
 	}
+	r.left = true
+	r.state.Hints, r.hints = append(r.state.Hints, r.hints...), nil // a resume shows them to the model
 	r.emitMu.Unlock()
 	from := r.rec.Status
 	r.rec.Status = status

@@ -88,7 +88,7 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		return
 	}
 	data, err := json.Marshal(dispatchAnswer{Decision: dec.Decision, DecisionID: nullIfEmpty(dec.DecisionID),
-		ModifiedValue: dec.ModifiedValue, Reason: nullIfEmpty(dec.Reason)})
+		Extras: dec.Extras, ModifiedValue: dec.ModifiedValue, Reason: nullIfEmpty(dec.Reason)})
 	if err != nil {
 		wire.FailErr(c, err)
 		return
@@ -97,12 +97,14 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 }
 
 // dispatchAnswer is an interceptive dispatch's data: a struct rather than a map, which encodes
-// without sorting its keys (the fields are in the order a map's would be).
+// without sorting its keys (the fields are in the order a map's would be). Extras are there only
+// when a hook sent some: an agent outside hookd shows them itself.
 type dispatchAnswer struct {
-	Decision      string  `json:"decision"`
-	DecisionID    *string `json:"decisionId"`
-	ModifiedValue *string `json:"modifiedValue"`
-	Reason        *string `json:"reason"`
+	Decision      string             `json:"decision"`
+	DecisionID    *string            `json:"decisionId"`
+	Extras        []dispatcher.Extra `json:"extras,omitempty"`
+	ModifiedValue *string            `json:"modifiedValue"`
+	Reason        *string            `json:"reason"`
 }
 
 func (a dispatchAPI) probe(c *gin.Context) {

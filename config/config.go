@@ -16,7 +16,6 @@ package config
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +50,8 @@ database: sqlite:./data/hookd.db      # or postgres://user@host:5432/db?sslmode=
 masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
 masterKeys: []                        # rotation: [new, old…] instead of masterKey; the first seals, any opens
                                       # (then run hookd keys rotate, and drop the old ones)
+masterKeyFiles: []                    # masterKeys read from files instead, one base64 key per file (mounted
+                                      # secrets); same order, same rules
 dataDir: ""                           # where the generated master key lives; empty = the directory of the
                                       # sqlite file, or ./data for postgres
 shutdownTimeout: 10s                  # how long a graceful shutdown waits for in-flight work
@@ -116,6 +117,14 @@ decisions:
                                       # loses one that was acted on); batched: written within ~10ms after
   recordArguments: false              # keep tool arguments / user input in the log, not only their SHA-256
 
+writer:                               # the database writer: one transaction (on SQLite one fsync) per cycle
+                                      # holds the new outbox rows, delivery outcomes, decisions and run events
+  maxRows: 2000                       # rows one cycle takes at most (give or take one request)
+  maxDelay: 10ms                      # rows nobody waits for (outcomes, batched decisions) gather at most this
+                                      # long; a cycle holding a waited-for row never waits (0: none gather)
+  queue: 4096                         # queued writes per kind (outbox, outcome, decision, run_event); past it
+                                      # writers wait; hookd_write_queue_rows{kind} is its length
+
 retention:
   deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
                                       # removed, with their attempts; 0 keeps them
@@ -143,7 +152,10 @@ type Config struct {
 	Database  string `yaml:"database"`
 	MasterKey string `yaml:"masterKey"`
 	// MasterKeys replaces MasterKey during a rotation: the first seals, every one opens.
-	MasterKeys      []string  `yaml:"masterKeys"`
+	MasterKeys []string `yaml:"masterKeys"`
+	// MasterKeyFiles is MasterKeys kept out of the config: each file holds one base64 key (a
+	// mounted Kubernetes Secret, a file only the daemon's user reads).
+	MasterKeyFiles  []string  `yaml:"masterKeyFiles"`
 	DataDir         string    `yaml:"dataDir"`
 	ShutdownTimeout Duration  `yaml:"shutdownTimeout"`
 	Auth            Auth      `yaml:"auth"`
@@ -152,6 +164,7 @@ type Config struct {
 	Agent           Agent     `yaml:"agent"`
 	HTTP            HTTP      `yaml:"http"`
 	Decisions       Decisions `yaml:"decisions"`
+	Writer          Writer    `yaml:"writer"`
 	Retention       Retention `yaml:"retention"`
 	Console         Console   `yaml:"console"`
 	SSE             SSE       `yaml:"sse"`
@@ -286,6 +299,16 @@ type Decisions struct {
 	RecordArguments bool `yaml:"recordArguments"`
 }
 
+// Writer bounds the database writer's cycles.
+type Writer struct {
+	// MaxRows is the most rows one cycle (one transaction) takes.
+	MaxRows int `yaml:"maxRows"`
+	// MaxDelay is how long rows nobody waits for may gather before their cycle; 0: none.
+	MaxDelay Duration `yaml:"maxDelay"`
+	// Queue is how many writes of each kind may wait for a cycle.
+	Queue int `yaml:"queue"`
+}
+
 // Retention is how long finished rows are kept; 0 keeps them for ever.
 type Retention struct {
 	Deliveries Duration `yaml:"deliveries"`
@@ -369,6 +392,7 @@ func Default() Config {
 		Database:        "sqlite:./data/hookd.db",
 		ShutdownTimeout: Duration(10 * time.Second),
 		MasterKeys:      []string{},
+		MasterKeyFiles:  []string{},
 		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
 		Webhooks: Webhooks{
 			AllowCIDRs: []string{},
@@ -390,6 +414,7 @@ func Default() Config {
 		HTTP: HTTP{AllowedOrigins: []string{}, ReadTimeout: Duration(30 * time.Second),
 			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
+		Writer:    Writer{MaxRows: 2000, MaxDelay: Duration(10 * time.Millisecond), Queue: 4096},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
 		Console:   Console{SessionTTL: Duration(8 * time.Hour)},
 		SSE:       SSE{Heartbeat: Duration(15 * time.Second), WriteTimeout: Duration(30 * time.Second)},
@@ -944,22 +969,21 @@ func (c Config) Validate() error {
 		bad("database", `must start with "sqlite:", "postgres://" or "postgresql://"`)
 	}
 
-	checkKey := func(key, s string) {
-		if k, err := base64.StdEncoding.DecodeString(s); err != nil {
-			bad(key, "not valid base64 (want 32 random bytes, base64; e.g. openssl rand -base64 32)")
-		} else if len(k) != 32 {
-			bad(key, "must decode to exactly 32 bytes, got %d", len(k))
-		}
-	}
 	if c.MasterKey != "" {
-		checkKey("masterKey", c.MasterKey)
-		if len(c.MasterKeys) > 0 {
-			bad("masterKeys", "set masterKey or masterKeys, not both")
+		if _, err := hookdtype.DecodeMasterKey(c.MasterKey); err != nil {
+			bad("masterKey", "%v", err)
 		}
 	}
-	for i, k := range c.MasterKeys {
-		checkKey(fmt.Sprintf("masterKeys[%d]", i), k)
+	switch {
+	case c.MasterKey != "" && len(c.MasterKeys) > 0:
+		bad("masterKeys", "set masterKey or masterKeys, not both")
+	case c.MasterKey != "" && len(c.MasterKeyFiles) > 0:
+		bad("masterKeyFiles", "set masterKey or masterKeyFiles, not both")
+	case len(c.MasterKeys) > 0 && len(c.MasterKeyFiles) > 0:
+		bad("masterKeyFiles", "set masterKeys or masterKeyFiles, not both")
 	}
+	_, keyErrs := c.rotationKeys()
+	errs = append(errs, keyErrs...)
 
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdownTimeout", "must be greater than 0")
@@ -1096,6 +1120,15 @@ func (c Config) Validate() error {
 	if c.Decisions.Durability != "sync" && c.Decisions.Durability != "batched" {
 		bad("decisions.durability", "%q is not one of sync, batched", c.Decisions.Durability)
 	}
+	if c.Writer.MaxRows < 1 {
+		bad("writer.maxRows", "must be at least 1")
+	}
+	if d := c.Writer.MaxDelay; d < 0 || d > Duration(time.Second) {
+		bad("writer.maxDelay", "must be from 0 to 1s")
+	}
+	if c.Writer.Queue < 1 {
+		bad("writer.queue", "must be at least 1")
+	}
 	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
 		bad("retention.deliveries", "must be 0 (keep) or at least 1h")
 	}
@@ -1221,6 +1254,47 @@ func (c Config) ResolvedDataDir() string {
 		return p[:1]
 	}
 	return p[:i] // keeps "./data" as written rather than cleaning it to "data"
+}
+
+// ---- master keys ----
+
+// RotationKeys returns masterKeys, or the keys read from masterKeyFiles, decoded and in order (the
+// first seals, any opens); nil when neither is set, and masterKey or the generated key file
+// applies. The files are read on every call: a rotated Secret is picked up at the next start.
+func (c Config) RotationKeys() ([][]byte, error) {
+	keys, errs := c.rotationKeys()
+	return keys, errors.Join(errs...)
+}
+
+func (c Config) rotationKeys() (keys [][]byte, errs []error) {
+	for i, s := range c.MasterKeys {
+		k, err := hookdtype.DecodeMasterKey(s)
+		if err != nil {
+			errs = append(errs, fieldErr(fmt.Sprintf("masterKeys[%d]", i), err.Error()))
+		}
+		keys = append(keys, k)
+	}
+	for i, path := range c.MasterKeyFiles {
+		key := fmt.Sprintf("masterKeyFiles[%d]", i)
+		if strings.TrimSpace(path) == "" {
+			errs = append(errs, fieldErr(key, "must not be empty"))
+			continue
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			errs = append(errs, fieldErr(key, err.Error())) // names the path, never the content
+			continue
+		}
+		k, err := hookdtype.DecodeMasterKey(strings.TrimSpace(string(b)))
+		if err != nil {
+			errs = append(errs, fieldErr(key, path+": "+err.Error()))
+		}
+		keys = append(keys, k)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return keys, nil
 }
 
 // ---- output ----

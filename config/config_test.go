@@ -133,6 +133,7 @@ model:
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
+writer: {maxRows: 500, maxDelay: 0s, queue: 64}
 console: {sessionTTL: 2h}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
@@ -148,6 +149,7 @@ func TestFullFile(t *testing.T) {
 		Database:        "postgres://hookd@db:5432/hookd?sslmode=disable",
 		MasterKey:       validKey,
 		MasterKeys:      []string{},
+		MasterKeyFiles:  []string{},
 		DataDir:         "/var/lib/hookd",
 		ShutdownTimeout: sec(45),
 		Auth: Auth{
@@ -174,6 +176,7 @@ func TestFullFile(t *testing.T) {
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
 		Retention: Retention{Deliveries: sec(48 * 3600)},
+		Writer:    Writer{MaxRows: 500, Queue: 64},
 		Console:   Console{SessionTTL: sec(2 * 3600)},
 		SSE:       SSE{Heartbeat: sec(5), WriteTimeout: sec(30)},
 		Log:       Log{Level: "debug", Format: "json"},
@@ -324,6 +327,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_LOG_LEVEL",
 		"HOOKD_MASTER_KEY",
 		"HOOKD_MASTER_KEYS",
+		"HOOKD_MASTER_KEY_FILES",
 		"HOOKD_MODEL_API_KEY",
 		"HOOKD_MODEL_BASE_URL",
 		"HOOKD_MODEL_NAME",
@@ -345,6 +349,9 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_WEBHOOKS_RETRY_FAST",
 		"HOOKD_WEBHOOKS_RETRY_JITTER",
 		"HOOKD_WEBHOOKS_RETRY_LADDER",
+		"HOOKD_WRITER_MAX_DELAY",
+		"HOOKD_WRITER_MAX_ROWS",
+		"HOOKD_WRITER_QUEUE",
 	}
 	if got := EnvNames(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("EnvNames() =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -421,6 +428,13 @@ func TestValidate(t *testing.T) {
 		{"masterKeys and masterKey", func(c *Config) { c.MasterKey, c.MasterKeys = validKey, []string{validKey} },
 			`config: masterKeys: set masterKey or masterKeys, not both`},
 		{"masterKeys entry", func(c *Config) { c.MasterKeys = []string{validKey, "short"} }, `config: masterKeys[1]: not valid base64…`},
+		{"masterKeyFiles and masterKey", func(c *Config) { c.MasterKey, c.MasterKeyFiles = validKey, []string{"/k"} },
+			`config: masterKeyFiles: set masterKey or masterKeyFiles, not both…`},
+		{"masterKeyFiles and masterKeys", func(c *Config) { c.MasterKeys, c.MasterKeyFiles = []string{validKey}, []string{"/k"} },
+			`config: masterKeyFiles: set masterKeys or masterKeyFiles, not both…`},
+		{"masterKeyFiles missing", func(c *Config) { c.MasterKeyFiles = []string{"/nonexistent/hookd.key"} },
+			`config: masterKeyFiles[0]: open /nonexistent/hookd.key: no such file or directory`},
+		{"masterKeyFiles empty path", func(c *Config) { c.MasterKeyFiles = []string{" "} }, `config: masterKeyFiles[0]: must not be empty`},
 		{"chat value", func(c *Config) { c.Auth.Chat = "off" }, `config: auth.chat: "off" is not one of enabled, disabled`},
 		{"apiKey is an admin token", func(c *Config) {
 			c.Auth.AdminTokens, c.Auth.APIKeys = []string{"same"}, []APIKey{{Key: "same", UserID: "u", PrincipalID: 1}}
@@ -449,6 +463,48 @@ func TestValidate(t *testing.T) {
 				t.Fatalf("Validate() = %q\nwant %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestMasterKeyFiles: each file holds one base64 key (a trailing newline is fine); the keys come
+// back in order; a file that is not a key is named by index and path, its content never shown;
+// HOOKD_MASTER_KEY_FILES lists them comma-separated.
+func TestMasterKeyFiles(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	other := base64.StdEncoding.EncodeToString([]byte("abcdefghijklmnopqrstuvwxyz012345"))
+	newKey, oldKey := write("new.key", validKey+"\n"), write("old.key", other)
+	c, err := Load("", []string{"HOOKD_MASTER_KEY_FILES=" + newKey + "," + oldKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := c.RotationKeys()
+	if err != nil || len(keys) != 2 || base64.StdEncoding.EncodeToString(keys[0]) != validKey ||
+		base64.StdEncoding.EncodeToString(keys[1]) != other {
+		t.Fatalf("RotationKeys() = %d keys, %v", len(keys), err)
+	}
+	if keys, err := Default().RotationKeys(); keys != nil || err != nil {
+		t.Fatalf("no rotation keys configured: %v %v", keys, err)
+	}
+
+	secretish := "c2hvcnQtc2VjcmV0LXZhbHVl" // valid base64, 18 bytes
+	short := write("short.key", secretish)
+	_, err = Load("", []string{"HOOKD_MASTER_KEY_FILES=" + newKey + "," + short})
+	want := "config: HOOKD_MASTER_KEY_FILES: masterKeyFiles[1]: " + short + ": must decode to exactly 32 bytes, got 18"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Load() = %v\nwant %s", err, want)
+	}
+	garbage := write("garbage.key", "not a key at all!")
+	_, err = Load(writeFile(t, "masterKeyFiles: ["+garbage+"]\n"), nil)
+	if err == nil || !strings.HasPrefix(err.Error(), "config: masterKeyFiles[0]: "+garbage+": not valid base64") ||
+		strings.Contains(err.Error(), "not a key at all") {
+		t.Fatalf("Load() = %v", err)
 	}
 }
 
@@ -593,6 +649,7 @@ func TestEnvErrors(t *testing.T) {
 		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
 		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
+		{"writer", []string{"HOOKD_WRITER_MAX_DELAY=2s"}, `config: HOOKD_WRITER_MAX_DELAY: writer.maxDelay: must be from 0 to 1s`},
 		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},

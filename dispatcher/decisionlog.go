@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hookd/hookd/storage"
 )
@@ -18,31 +17,10 @@ const (
 	// DurabilitySync commits a decision's rows before Intercept returns it: a decision that was
 	// acted on is on the record, even across a crash. Concurrent decisions share one commit.
 	DurabilitySync = "sync"
-	// DurabilityBatched returns the decision first and writes the rows within about
-	// decisionLinger: a crash loses the decisions of that window.
+	// DurabilityBatched returns the decision first and writes the rows in the writer's next
+	// cycle, within about WriterLimits.MaxDelay: a crash loses the decisions of that window.
 	DurabilityBatched = "batched"
 )
-
-// decisionLinger is how long the batched decision log writer waits for more rows after the first
-// one of a write. Without it, a steady trickle of decisions costs one transaction and one fsync
-// each, which on SQLite took a fifth of the CPU from the calls being decided. The sync writer
-// does not wait: its callers are blocked, and what queued during one commit goes into the next.
-const decisionLinger = 10 * time.Millisecond
-
-// decisionBatch is the most rows one decision log write takes.
-const decisionBatch = 256
-
-func (d *Dispatcher) newDecisionLog() *groupCommit[storage.Decision] {
-	linger := time.Duration(0)
-	if d.set.DecisionDurability == DurabilityBatched {
-		linger = decisionLinger
-	}
-	return newGroupCommit(decisionBatch, 8192, linger, d.db.InsertDecisions, func(n int, err error) {
-		if err != nil {
-			d.log.Error("decision log write failed", "entries", n, "err", err)
-		}
-	})
-}
 
 // recordDecisions hands the rows of one chain to the decision log; in sync mode it returns once
 // they are committed, and an error means the decision must not be acted on.
@@ -52,7 +30,11 @@ func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decisio
 	}
 	sync := d.set.DecisionDurability != DurabilityBatched
 	// The hooks were asked: the record is written even if the caller has gone meanwhile.
-	if err := d.decisionLog.submit(context.WithoutCancel(ctx), recs, sync); err != nil {
+	r := &writeReq{kind: writeDecision, decisions: recs}
+	if sync {
+		r.done = make(chan error, 1)
+	}
+	if err := d.route[writeDecision].submit(context.WithoutCancel(ctx), r); err != nil {
 		if !sync {
 			d.log.Error("decision log write dropped", "entries", len(recs), "err", err)
 			return nil

@@ -39,6 +39,8 @@ type Settings struct {
 	// RecordArguments keeps a decision's tool arguments or user input in its log row, besides
 	// their hash.
 	RecordArguments bool
+	// Writer bounds the database writer's cycles; zero values take the defaults.
+	Writer WriterLimits
 }
 
 // RetryPolicy is the observational retry ladder: a fast tier truncated by a hook's maxRetries, then
@@ -94,11 +96,15 @@ type Dispatcher struct {
 	interceptInFlight atomic.Int64  // bulkhead: interceptive calls in flight, at most InterceptiveConcurrency
 	deliverySlots     chan struct{} // bulkhead: one token per delivery in flight
 
-	outbox      *groupCommit[storage.Delivery] // Observe's rows
-	decisionLog *groupCommit[storage.Decision] // Intercept's rows
-	// The completion writer owns this channel's receiving end; any goroutine may send.
-	completions chan storage.Outcome
-	wake        chan struct{} // to the claimer: work may be due
+	// The database writers (writer.go): route names the committer of each kind of write, nil for
+	// a kind written directly.
+	writers []*committer
+	route   [numWriteKinds]*committer
+	wake    chan struct{} // to the claimer: work may be due
+	// mayBeDue says pending rows may be due that no worker has: rows written while every slot was
+	// busy, retries, rescued rows. The claim loop runs its query only then (or on its timer).
+	mayBeDue atomic.Bool
+	started  atomic.Bool // Start has returned the rows a crash left claimed: hand-offs may begin
 
 	bulkheadRejected atomic.Int64
 
@@ -108,9 +114,7 @@ type Dispatcher struct {
 	stopSend  context.CancelFunc
 	claimers  sync.WaitGroup
 	inflight  sync.WaitGroup
-	writers   sync.WaitGroup
 	stopOnce  sync.Once
-	closeWrit chan struct{}
 }
 
 // New builds a dispatcher over db and the hooks of reg. Call Start to deliver.
@@ -141,9 +145,7 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 		send:          newSender(s.Transport, s.Version),
 		breakers:      breaker.New(s.Breaker),
 		deliverySlots: make(chan struct{}, s.ObservationalInFlight),
-		completions:   make(chan storage.Outcome, 4096),
 		wake:          make(chan struct{}, 1),
-		closeWrit:     make(chan struct{}),
 	}
 	d.metrics = newMetrics(s.Metrics, db, d.Breakers, log)
 	d.breakers.OnStateChange(func(url, from, to string) {
@@ -151,10 +153,9 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	})
 	d.runCtx, d.stopClaim = context.WithCancel(context.Background())
 	d.sendCtx, d.stopSend = context.WithCancel(context.Background())
-	d.outbox = d.newOutbox()
-	d.decisionLog = d.newDecisionLog()
-	d.writers.Add(1)
-	go d.completionLoop()
+	d.newWriters()
+	d.registerWriterMetrics(s.Metrics)
+	d.mayBeDue.Store(true)
 	return d
 }
 
@@ -166,6 +167,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			return err
 		}
 	}
+	d.started.Store(true)
 	d.claimers.Add(3)
 	go d.claimLoop()
 	go d.rescueLoop()
@@ -178,7 +180,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // after Stop begins. Stop is idempotent.
 func (d *Dispatcher) Stop(ctx context.Context) {
 	d.stopOnce.Do(func() {
-		d.outbox.close()
+		d.route[writeOutbox].closeKind(writeOutbox) // queued rows committed and handed off first
 		d.stopClaim()
 		d.claimers.Wait()
 		done := make(chan struct{})
@@ -189,9 +191,9 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 			d.stopSend()
 			<-done
 		}
-		d.decisionLog.close()
-		close(d.closeWrit)
-		d.writers.Wait()
+		for _, c := range d.writers {
+			c.close()
+		}
 		d.stopSend()
 	})
 }

@@ -3,148 +3,234 @@ package dispatcher
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/hookd/hookd/storage"
 )
 
-// groupCommit is a single writer that makes items durable in shared transactions: whatever
-// queued while one write ran goes into the next, so throughput does not fall to one fsync per
-// item, and a caller that waits learns when its items are committed. The outbox and the decision
-// log each run one; any other table written on a hot path can run the same.
-type groupCommit[T any] struct {
-	write func(context.Context, []T) error
-	after func(n int, err error) // after each write; nil: nothing
-	max   int                    // items per write, give or take one request
-	// linger, when set, is how long the writer waits for more after the first item of a write,
-	// unless maxItems are already queued: for callers that do not wait, fewer and larger
-	// transactions cost less CPU.
-	linger time.Duration
+// writeKind is what a queued write holds. Each kind has a queue of its own and a cycle takes one
+// request of each kind in turn, so a burst of one kind (a run streaming deltas, a flood of
+// Observe calls) cannot starve the others out of a cycle.
+type writeKind int
 
-	queue   chan commitReq[T]
-	full    chan struct{} // a lingering writer's wake-up: a whole write is queued
-	mu      sync.RWMutex  // held for reading while a request is handed over
-	closed  bool
+const (
+	writeOutbox    writeKind = iota // new deliveries (Observe); the caller waits
+	writeOutcome                    // a finished attempt's outcome; nobody waits
+	writeDecision                   // decision log rows; the caller waits in sync durability
+	writeRunEvents                  // run events; the run's event writer waits
+	numWriteKinds
+)
+
+var writeKindNames = [numWriteKinds]string{"outbox", "outcome", "decision", "run_event"}
+
+// WriterLimits bound the write cycles (config: writer.*).
+type WriterLimits struct {
+	// MaxRows is the most rows one cycle (one transaction) takes, give or take one request.
+	MaxRows int
+	// MaxDelay is how long rows that nobody waits for (outcomes, batched decisions) may gather
+	// before their cycle begins, when nothing else is queued. A cycle holding a row somebody
+	// waits for begins at once: while one commit runs, the next batch gathers by itself.
+	MaxDelay time.Duration
+	// Queue is how many requests each kind's queue holds; past it a submitter waits.
+	Queue int
+}
+
+// Defaults of WriterLimits.
+const (
+	DefaultWriterMaxRows  = 2000
+	DefaultWriterMaxDelay = 10 * time.Millisecond
+	DefaultWriterQueue    = 4096
+)
+
+func (l WriterLimits) withDefaults() WriterLimits {
+	if l.MaxRows <= 0 {
+		l.MaxRows = DefaultWriterMaxRows
+	}
+	if l.MaxDelay < 0 {
+		l.MaxDelay = 0
+	} else if l.MaxDelay == 0 {
+		l.MaxDelay = DefaultWriterMaxDelay
+	}
+	if l.Queue <= 0 {
+		l.Queue = DefaultWriterQueue
+	}
+	return l
+}
+
+// writeReq is one caller's rows, of one kind.
+type writeReq struct {
+	kind       writeKind
+	deliveries []storage.Delivery
+	outcomes   []storage.Outcome
+	decisions  []storage.Decision
+	events     storage.RunEventAppend
+	done       chan error // nil: nobody waits
+}
+
+func (r *writeReq) rows() int {
+	return len(r.deliveries) + len(r.outcomes) + len(r.decisions) + len(r.events.Events)
+}
+
+// committer is a single writer that makes rows durable in shared transactions: whatever queued
+// while one cycle committed goes into the next, so throughput does not fall to one fsync per row,
+// and a caller that waits is released when the commit holding its rows returns. On SQLite one
+// committer takes every kind (one connection writes, so one transaction a cycle is the most that
+// can be shared); on PostgreSQL each kind has its own, and they commit concurrently.
+type committer struct {
+	lim    WriterLimits
+	write  func([]*writeReq) // commits one cycle and answers every request's done
+	queues [numWriteKinds]chan *writeReq
+	queued [numWriteKinds]atomic.Int64 // rows waiting, per kind: the queue length metric
+	wake   chan struct{}               // one token: something was queued
+
+	mu      sync.RWMutex // held for reading while a request is handed over
+	closed  [numWriteKinds]bool
 	closing chan struct{}
+	stopped bool
 	done    chan struct{}
 }
 
-type commitReq[T any] struct {
-	items []T
-	done  chan error // nil: nobody waits
-}
-
-func newGroupCommit[T any](max, queue int, linger time.Duration, write func(context.Context, []T) error, after func(int, error)) *groupCommit[T] {
-	g := &groupCommit[T]{write: write, after: after, max: max, linger: linger,
-		queue: make(chan commitReq[T], queue), full: make(chan struct{}, 1),
-		closing: make(chan struct{}), done: make(chan struct{})}
-	go g.run()
-	return g
-}
-
-// submit hands items to the writer. With wait it returns once they are committed (or the write
-// failed), whatever ctx says once they are handed over: that wait is what makes a caller's answer
-// a promise. Without wait it returns at once. ErrStopped once close has begun.
-func (g *groupCommit[T]) submit(ctx context.Context, items []T, wait bool) error {
-	r := commitReq[T]{items: items}
-	if wait {
-		r.done = make(chan error, 1)
+func newCommitter(lim WriterLimits, kinds []writeKind, write func([]*writeReq)) *committer {
+	c := &committer{lim: lim, write: write, wake: make(chan struct{}, 1), closing: make(chan struct{}),
+		done: make(chan struct{})}
+	for _, k := range kinds {
+		c.queues[k] = make(chan *writeReq, lim.Queue)
 	}
-	g.mu.RLock()
-	if g.closed {
-		g.mu.RUnlock()
+	go c.run()
+	return c
+}
+
+// submit queues r. When r has a done channel it returns once r's rows are committed (or their
+// write failed), whatever ctx says once they are queued: that wait is what makes a caller's
+// answer a promise. ErrStopped once r's kind is closed.
+func (c *committer) submit(ctx context.Context, r *writeReq) error {
+	c.mu.RLock()
+	if c.closed[r.kind] {
+		c.mu.RUnlock()
 		return ErrStopped
 	}
-	select {
-	case g.queue <- r:
-	case <-ctx.Done():
-		g.mu.RUnlock()
-		return ctx.Err()
-	}
-	g.mu.RUnlock()
-	if g.linger > 0 && len(g.queue) >= g.max {
-		select {
-		case g.full <- struct{}{}:
-		default:
-		}
-	}
-	if !wait {
-		return nil
+	err := c.enqueue(ctx, r)
+	c.mu.RUnlock()
+	if err != nil || r.done == nil {
+		return err
 	}
 	return <-r.done
 }
 
-// close refuses new items, writes the queued ones and returns when the writer is gone.
-func (g *groupCommit[T]) close() {
-	g.mu.Lock()
-	if !g.closed {
-		g.closed = true
-		close(g.closing)
+func (c *committer) enqueue(ctx context.Context, r *writeReq) error {
+	n := int64(r.rows())
+	c.queued[r.kind].Add(n)
+	select {
+	case c.queues[r.kind] <- r:
+	case <-ctx.Done():
+		c.queued[r.kind].Add(-n)
+		return ctx.Err()
 	}
-	g.mu.Unlock()
-	<-g.done
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
-func (g *groupCommit[T]) run() {
-	defer close(g.done)
-	var reqs []commitReq[T]
-	var items []T
-	add := func(r commitReq[T]) { reqs, items = append(reqs, r), append(items, r.items...) }
-	flush := func() {
-		err := g.write(context.Background(), items)
-		for _, r := range reqs {
-			if r.done != nil {
-				r.done <- err
-			}
-		}
-		if g.after != nil {
-			g.after(len(items), err)
-		}
-		clear(reqs) // drop the references the next write reuses the arrays over
-		clear(items)
-		reqs, items = reqs[:0], items[:0]
+// closeKind refuses new requests of kind k and returns once those already queued are committed.
+func (c *committer) closeKind(k writeKind) {
+	c.mu.Lock()
+	already := c.closed[k] || c.stopped
+	c.closed[k] = true
+	c.mu.Unlock()
+	if already {
+		return
 	}
-	// take moves what is queued into the write, up to max items; only this goroutine receives.
-	take := func() {
-		for len(items) < g.max {
+	barrier := &writeReq{kind: k, done: make(chan error, 1)} // no rows: answered by the cycle after the queued ones
+	_ = c.enqueue(context.Background(), barrier)
+	<-barrier.done
+}
+
+// close refuses every request, commits the queued ones and returns when the writer is gone.
+func (c *committer) close() {
+	c.mu.Lock()
+	if !c.stopped {
+		c.stopped = true
+		c.closed = [numWriteKinds]bool{true, true, true, true}
+		close(c.closing)
+	}
+	c.mu.Unlock()
+	<-c.done
+}
+
+// queuedRows is how many rows of kind k wait for a cycle.
+func (c *committer) queuedRows(k writeKind) int64 { return c.queued[k].Load() }
+
+// take moves queued requests into reqs, one of each kind in turn, until MaxRows; waiting tells
+// whether one of them has a caller waiting. Only the writer goroutine receives.
+func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq, int, bool) {
+	for rows < c.lim.MaxRows {
+		got := false
+		for k := range c.queues {
+			if c.queues[k] == nil || rows >= c.lim.MaxRows {
+				continue
+			}
 			select {
-			case r := <-g.queue:
-				add(r)
+			case r := <-c.queues[k]:
+				n := r.rows()
+				c.queued[k].Add(-int64(n))
+				reqs, rows, got = append(reqs, r), rows+n, true
+				waiting = waiting || r.done != nil
 			default:
-				return
 			}
 		}
+		if !got {
+			break
+		}
 	}
-	var linger *time.Timer
-	if g.linger > 0 {
-		linger = time.NewTimer(g.linger)
-		linger.Stop()
+	return reqs, rows, waiting
+}
+
+func (c *committer) run() {
+	defer close(c.done)
+	var reqs []*writeReq
+	delay := time.NewTimer(time.Hour)
+	delay.Stop()
+	flush := func() {
+		c.write(reqs)
+		clear(reqs) // drop the references the next cycle reuses the array over
+		reqs = reqs[:0]
 	}
 	for {
-		select {
-		case r := <-g.queue:
-			add(r)
-			if linger != nil && len(g.queue) < g.max-1 {
-				select { // a stale signal from the previous turn
-				case <-g.full:
-				default:
+		var rows int
+		var waiting bool
+		reqs, rows, waiting = c.take(reqs, 0, false)
+		if len(reqs) == 0 {
+			select {
+			case <-c.wake:
+				continue
+			case <-c.closing:
+				for {
+					if reqs, _, _ = c.take(reqs, 0, false); len(reqs) == 0 {
+						return
+					}
+					flush()
 				}
-				linger.Reset(g.linger)
-				select {
-				case <-linger.C:
-				case <-g.full:
-				case <-g.closing: // write what is there; the next turn drains the rest
-				}
-				linger.Stop()
-			}
-			take()
-			flush()
-		case <-g.closing:
-			for {
-				take()
-				if len(items) == 0 {
-					return
-				}
-				flush()
 			}
 		}
+		if !waiting && rows < c.lim.MaxRows && c.lim.MaxDelay > 0 {
+			// Nobody waits for these rows: gather more for a while, unless somebody comes who does.
+			delay.Reset(c.lim.MaxDelay)
+		gather:
+			for !waiting && rows < c.lim.MaxRows {
+				select {
+				case <-c.wake:
+					reqs, rows, waiting = c.take(reqs, rows, waiting)
+				case <-delay.C:
+					break gather
+				case <-c.closing:
+					break gather
+				}
+			}
+			delay.Stop()
+		}
+		flush()
 	}
 }

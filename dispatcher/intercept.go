@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/tracing"
 )
@@ -32,7 +33,39 @@ type Decision struct {
 	Reason        string  `json:"reason,omitempty"`
 	ModifiedValue *string `json:"modifiedValue,omitempty"`
 	DecisionID    string  `json:"decisionId,omitempty"`
+	// Extras are what the hooks asked to be shown besides their verdict, in chain order, one per
+	// hook that sent any (docs/receivers.md, "Extras"). They come with every verdict, a deny
+	// included: an auth_required tool event says how to get past the deny.
+	Extras []Extra `json:"extras,omitempty"`
 }
+
+// Extra is what one hook's answer carried besides its decision. hookd's runtime shows the hint
+// to the model and streams it (HINT_BLOCK, hintSource the hook's name), streams the events
+// (CUSTOM) and the tool event (TOOL_EVENT).
+type Extra struct {
+	HookName  string        `json:"hookName"`
+	Hint      string        `json:"hint,omitempty"`
+	Events    []CustomEvent `json:"events,omitempty"`
+	ToolEvent *ToolEvent    `json:"toolEvent,omitempty"`
+}
+
+// CustomEvent is a named event a hook asks to be streamed.
+type CustomEvent struct {
+	Name  string          `json:"name"`
+	Value json.RawMessage `json:"value"`
+}
+
+// ToolEvent is side-channel information on the tool call a pre_tool_use hook decided about
+// (auth_required with an approval URL, resource_created, ...).
+type ToolEvent struct {
+	Category    string          `json:"category"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	UserMessage string          `json:"userMessage,omitempty"`
+}
+
+// ReservedEventName is the custom event the runtime itself owns (a run's status); a hook may
+// not send it, or clients would take a hook's value for the run's state.
+const ReservedEventName = "state_updated"
 
 // InvalidModifyError is returned when a pre_tool_use hook's modifiedValue is not JSON: the tool
 // call must fail rather than run with arguments nobody approved.
@@ -50,6 +83,10 @@ type hookAnswer struct {
 	Decision      string          `json:"decision"`
 	Reason        string          `json:"reason"`
 	ModifiedValue json.RawMessage `json:"modifiedValue"`
+	// The extras, decoded strictly by parseExtras.
+	Hint      json.RawMessage `json:"hint"`
+	Events    json.RawMessage `json:"events"`
+	ToolEvent json.RawMessage `json:"toolEvent"`
 }
 
 // A decider is one stage of the interceptive chain: it answers for one hook, a webhook by asking
@@ -145,9 +182,13 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 			if res.invalid != nil {
 				return Decision{}, res.invalid
 			}
+			if x := res.dec.Extras; len(x) > 0 {
+				x[0].HookName = h.HookName
+				verdict.Extras = append(verdict.Extras, x[0])
+			}
 			switch res.dec.Decision {
 			case Deny:
-				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID}, nil
+				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID, Extras: verdict.Extras}, nil
 			case Ask:
 				if askReason == nil {
 					askReason = &res.dec.Reason
@@ -277,7 +318,7 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 	if a.status/100 != 2 {
 		return Decision{}, a.status, breakerState, fmt.Errorf("receiver answered HTTP %d", a.status)
 	}
-	dec, err = parseAnswer(a.respBody)
+	dec, err = parseAnswer(a.respBody, ev.HookType)
 	if err != nil {
 		return Decision{}, a.status, breakerState, err
 	}
@@ -296,8 +337,11 @@ var (
 )
 
 // parseAnswer applies the tolerance rules: an empty body, a missing or unknown decision is allow;
-// a body that is not a JSON object is a failure. ask is hookd's extension (docs/receivers.md).
-func parseAnswer(body []byte) (Decision, error) {
+// a body that is not a JSON object is a failure. ask and the extras are hookd's extensions
+// (docs/receivers.md); extras that are malformed, or that the hook point cannot carry, are a
+// failure too, naming the field: a receiver that meant to show something is never silently
+// dropped.
+func parseAnswer(body []byte, t HookType) (Decision, error) {
 	// The common answer, give or take JSON whitespace around it, is an allow: what decoding it
 	// would decide too.
 	if trimmed := bytes.Trim(body, " \t\r\n"); bytes.Equal(trimmed, answerAllow) ||
@@ -311,13 +355,18 @@ func parseAnswer(body []byte) (Decision, error) {
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return Decision{}, fmt.Errorf("unparsable response body: %w", err)
 	}
+	extra, err := parseExtras(&ans, t)
+	if err != nil {
+		return Decision{}, err
+	}
+	var dec Decision
 	switch strings.ToLower(strings.TrimSpace(ans.Decision)) {
 	case Deny:
-		return Decision{Decision: Deny, Reason: ans.Reason}, nil
+		dec = Decision{Decision: Deny, Reason: ans.Reason}
 	case Ask:
-		return Decision{Decision: Ask, Reason: ans.Reason}, nil
+		dec = Decision{Decision: Ask, Reason: ans.Reason}
 	case Modify:
-		dec := Decision{Decision: Modify}
+		dec = Decision{Decision: Modify}
 		if len(ans.ModifiedValue) > 0 && string(ans.ModifiedValue) != "null" {
 			var s string
 			if json.Unmarshal(ans.ModifiedValue, &s) != nil {
@@ -325,10 +374,79 @@ func parseAnswer(body []byte) (Decision, error) {
 			}
 			dec.ModifiedValue = &s
 		}
-		return dec, nil
 	default:
-		return Decision{Decision: Allow}, nil
+		dec = Decision{Decision: Allow}
 	}
+	if extra != nil {
+		dec.Extras = []Extra{*extra}
+	}
+	return dec, nil
+}
+
+// parseExtras decodes an answer's hint, events and toolEvent strictly; nil when it has none.
+// null is the same as absent. The hint and the events need a run to be shown in, which
+// pre_scheduled_task has not yet; a tool event needs the tool call of pre_tool_use.
+func parseExtras(ans *hookAnswer, t HookType) (*Extra, error) {
+	present := func(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+	if !present(ans.Hint) && !present(ans.Events) && !present(ans.ToolEvent) {
+		return nil, nil
+	}
+	if t != UserMessage && t != PreToolUse {
+		return nil, hookdtype.Invalid("hint", "%s answers cannot carry hint, events or toolEvent: no run shows them", t)
+	}
+	var x Extra
+	if present(ans.Hint) {
+		if err := hookdtype.DecodeStrict(ans.Hint, &x.Hint, "hint"); err != nil {
+			return nil, err
+		}
+		if strings.TrimSpace(x.Hint) == "" {
+			return nil, hookdtype.Invalid("hint", "is empty; omit it or send the text to show")
+		}
+	}
+	if present(ans.Events) {
+		if err := hookdtype.DecodeStrict(ans.Events, &x.Events, "events"); err != nil {
+			return nil, err
+		}
+		for i, e := range x.Events {
+			at := fmt.Sprintf("events[%d]", i)
+			switch {
+			case strings.TrimSpace(e.Name) == "":
+				return nil, hookdtype.Invalid(at+".name", "is required")
+			case e.Name == ReservedEventName:
+				return nil, hookdtype.Invalid(at+".name", "%q is the runtime's own event (the run's status)", e.Name)
+			case !isObject(e.Value):
+				return nil, hookdtype.Invalid(at+".value", "must be a JSON object")
+			}
+		}
+	}
+	if present(ans.ToolEvent) {
+		if t != PreToolUse {
+			return nil, hookdtype.Invalid("toolEvent", "only a pre_tool_use answer has a tool call to attach it to")
+		}
+		x.ToolEvent = &ToolEvent{}
+		if err := hookdtype.DecodeStrict(ans.ToolEvent, x.ToolEvent, "toolEvent"); err != nil {
+			return nil, err
+		}
+		te := x.ToolEvent
+		if strings.TrimSpace(te.Category) == "" {
+			return nil, hookdtype.Invalid("toolEvent.category", "is required")
+		}
+		if len(te.Payload) > 0 && string(te.Payload) != "null" && !isObject(te.Payload) {
+			return nil, hookdtype.Invalid("toolEvent.payload", "must be a JSON object")
+		}
+		if string(te.Payload) == "null" {
+			te.Payload = nil
+		}
+	}
+	if x.Hint == "" && len(x.Events) == 0 && x.ToolEvent == nil {
+		return nil, nil // an empty events list
+	}
+	return &x, nil
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
 }
 
 // hookTimeout is the cause of a hook call's deadline (callDeadlines). It wraps DeadlineExceeded:

@@ -52,27 +52,17 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), TraceParent: tracing.Parent(ctx), SessionID: ev.SessionID,
 			PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
 	}
-	if err := d.outbox.submit(ctx, rows, true); err != nil {
+	if err := d.route[writeOutbox].submit(ctx, &writeReq{kind: writeOutbox, deliveries: rows, done: make(chan error, 1)}); err != nil {
 		return nil, err
 	}
 	d.metrics.observed(time.Since(start))
 	return ids, nil
 }
 
-// newOutbox is the outbox's group committer: concurrent Observe calls share one transaction, so
-// throughput does not fall to one fsync per event.
-func (d *Dispatcher) newOutbox() *groupCommit[storage.Delivery] {
-	return newGroupCommit(2000, 4096, 0, d.db.EnqueueDeliveries, func(n int, err error) {
-		if err != nil {
-			d.log.Error("outbox commit failed", "rows", n, "err", err)
-		} else {
-			d.poke()
-		}
-	})
-}
-
-// claimLoop owns the deliverySlots bulkhead: it claims only as many due rows as there are free
-// slots, hands each to a goroutine, and sleeps until a commit, a free slot or the next due time.
+// claimLoop claims the due rows that no worker has been handed (Observe's rows go to free slots
+// in the writer's cycle, see commitCycle): only as many as there are free slots, each to a
+// goroutine, and only while some may be due (mayBeDue); it sleeps until woken, or the next due
+// time.
 func (d *Dispatcher) claimLoop() {
 	defer d.claimers.Done()
 	const batch = 256
@@ -83,7 +73,7 @@ func (d *Dispatcher) claimLoop() {
 			d.metrics.bulkheadRejected(false) // due rows, if any, wait in the outbox
 		}
 		var claimed []storage.Delivery
-		if n > 0 {
+		if n > 0 && d.mayBeDue.Swap(false) {
 			var err error
 			claimed, err = d.db.ClaimDeliveries(d.runCtx, time.Now(), n, d.set.Lease)
 			if err != nil && d.runCtx.Err() == nil {
@@ -96,6 +86,7 @@ func (d *Dispatcher) claimLoop() {
 			}
 		}
 		if n > 0 && len(claimed) == n {
+			d.mayBeDue.Store(true)
 			continue // more may be due right now
 		}
 		wait := time.Second
@@ -111,6 +102,7 @@ func (d *Dispatcher) claimLoop() {
 			return
 		case <-d.wake:
 		case <-t.C:
+			d.mayBeDue.Store(true)
 		}
 		t.Stop()
 	}
@@ -132,6 +124,7 @@ func (d *Dispatcher) rescueLoop() {
 			}
 			if n > 0 {
 				d.log.Warn("rescued deliveries left in flight", "count", n)
+				d.mayBeDue.Store(true)
 				d.poke()
 			}
 		}
@@ -141,12 +134,18 @@ func (d *Dispatcher) rescueLoop() {
 func (d *Dispatcher) deliver(row storage.Delivery) {
 	out := d.attempt(d.sendCtx, row)
 	if d.sendCtx.Err() == nil {
-		d.completions <- out
+		// Nobody waits for an outcome: a crash before its commit sends the row again (at least once).
+		if err := d.route[writeOutcome].submit(context.Background(), &writeReq{kind: writeOutcome,
+			outcomes: []storage.Outcome{out}}); err != nil {
+			d.log.Error("recording a delivery outcome failed", "eventId", row.EventID, "err", err)
+		}
 		d.metrics.delivered(row.HookType, deliveryOutcome(out))
 	} // else shutdown cut the attempt short: the row stays claimed and is handed out again later
 	<-d.deliverySlots
 	d.inflight.Done()
-	d.poke()
+	if d.mayBeDue.Load() {
+		d.poke() // a slot is free for a row that waits
+	}
 }
 
 // attempt makes one delivery attempt of a claimed row and decides what becomes of it.
@@ -321,51 +320,6 @@ func truncateUTF8(b []byte, n int) string {
 	return string(b)
 }
 
-// completionLoop writes the outcomes of attempts in batches.
-func (d *Dispatcher) completionLoop() {
-	defer d.writers.Done()
-	batch := make([]storage.Outcome, 0, 512)
-	write := func() {
-		if err := d.db.CompleteDeliveries(context.Background(), batch); err != nil {
-			// The rows stay claimed; the rescuer hands them out again when the lease ends.
-			d.log.Error("recording delivery outcomes failed", "count", len(batch), "err", err)
-		}
-		for _, o := range batch {
-			if o.Status == storage.StatusPending {
-				d.poke()
-				break
-			}
-		}
-		batch = batch[:0]
-	}
-	for {
-		select {
-		case o := <-d.completions:
-			batch = append(batch, o)
-		drain:
-			for len(batch) < cap(batch) {
-				select {
-				case o := <-d.completions:
-					batch = append(batch, o)
-				default:
-					break drain
-				}
-			}
-			write()
-		case <-d.closeWrit:
-			for {
-				select {
-				case o := <-d.completions:
-					batch = append(batch, o)
-				default:
-					write()
-					return
-				}
-			}
-		}
-	}
-}
-
 // Redeliver makes one more attempt of a delivery now, whatever its state (unless a worker holds
 // it), with the same eventId and the next attempt number, and returns the delivery afterwards.
 func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery, error) {
@@ -379,6 +333,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 	}
 	d.metrics.delivered(row.HookType, deliveryOutcome(out))
 	if out.Status == storage.StatusPending {
+		d.mayBeDue.Store(true)
 		d.poke()
 	}
 	return d.db.GetDelivery(ctx, id)

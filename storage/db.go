@@ -5,6 +5,7 @@ package storage
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -123,7 +124,14 @@ func (db *DB) Ping(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return sqlDB.PingContext(ctx)
+	// database/sql hands a ping a pooled connection without retrying: one the server has ended
+	// (a failover, a restart) fails it with ErrBadConn and is discarded. Keep going until a live
+	// or new connection answers; at most one try per pooled connection, and one more.
+	err = sqlDB.PingContext(ctx)
+	for i := sqlDB.Stats().MaxOpenConnections; i >= 0 && errors.Is(err, driver.ErrBadConn) && ctx.Err() == nil; i-- {
+		err = sqlDB.PingContext(ctx)
+	}
+	return err
 }
 
 // CheckWritable commits a write (readiness): a database that answers reads but refuses writes —

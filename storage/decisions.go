@@ -178,23 +178,11 @@ func (db *DB) chainTail(ctx context.Context, tx *sql.Tx) (string, error) {
 // reflection and without reading ids back: on a busy daemon its CPU is taken from the calls
 // waiting for a decision. ds get their PrevHash and Hash.
 func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
-	if len(ds) == 0 {
-		return nil
-	}
-	if err := db.insertDecisions(ctx, ds); err != nil {
-		return fmt.Errorf("storage: insert %d decisions: %w", len(ds), err)
-	}
-	db.announce(TopicDecisions)
-	return nil
+	return db.Commit(ctx, &WriteBatch{Decisions: ds})
 }
 
-func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
-	w, _ := db.w.DB() // always a *sql.DB here: Open made it
-	tx, err := w.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() // a no-op after Commit
+// insertDecisions appends ds to the chain within tx.
+func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) error {
 	prev, err := db.chainTail(ctx, tx)
 	if err != nil {
 		return err
@@ -226,10 +214,7 @@ func (db *DB) insertDecisions(ctx context.Context, ds []Decision) error {
 			return err
 		}
 	}
-	if err := db.countMinutes(ctx, tx, ds); err != nil {
-		return err
-	}
-	return tx.Commit()
+	return db.countMinutes(ctx, tx, ds)
 }
 
 // DecisionFilter narrows ListDecisions; zero values do not filter.

@@ -136,6 +136,12 @@ func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 	h.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
 	row := db.toHookRow(h)
 	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var before hookRow
+		if err := tx.Select("secrets_enc").Where("id = ?", h.ID).Take(&before).Error; err != nil &&
+			!errors.Is(err, gorm.ErrRecordNotFound) { // not found: oneRow below says so
+			return fmt.Errorf("storage: update hook %d: %w", h.ID, err)
+		}
+		_, openErr := db.sealer.Open(before.SecretsEnc, hookSecretsAAD)
 		res := tx.Model(&hookRow{}).Where("id = ?", h.ID).Updates(map[string]any{
 			"hook_type": row.HookType, "agent_id": row.AgentID, "enabled": row.Enabled, "priority": row.Priority,
 			"doc": row.Doc, "secrets_enc": row.SecretsEnc, "updated_at": row.UpdatedAt,
@@ -148,6 +154,14 @@ func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 		if err := tx.Exec(`UPDATE deliveries SET paused = ? WHERE hook_id = ? AND status = ? AND paused = ?`,
 			!h.Enabled, h.ID, StatusPending, h.Enabled).Error; err != nil {
 			return fmt.Errorf("storage: pause deliveries of hook %d: %w", h.ID, err)
+		}
+		// Healed: secrets no key opened are replaced by h's. What waited for them is due now; the
+		// wait spent no attempt, so nothing is owed to the retry schedule.
+		if errors.Is(openErr, ErrSealedUnreadable) {
+			if err := tx.Exec(`UPDATE deliveries SET next_attempt_at = ? WHERE hook_id = ? AND status = ? AND next_attempt_at > ?`,
+				ms(h.UpdatedAt), h.ID, StatusPending, ms(h.UpdatedAt)).Error; err != nil {
+				return fmt.Errorf("storage: resume deliveries of hook %d: %w", h.ID, err)
+			}
 		}
 		return nil
 	})
@@ -198,6 +212,25 @@ func (db *DB) ResealSecrets(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	return n, nil
+}
+
+// SealedSecretKeys tells, for every hook with sealed secrets, which master key opens them: its
+// index in Options' keys (0 = Key, 1 = OldKeys[0], …), or -1 when none does. It changes nothing.
+func (db *DB) SealedSecretKeys(ctx context.Context) (map[int64]int, error) {
+	var rows []hookRow
+	if err := db.r.WithContext(ctx).Select("id", "secrets_enc").Where("secrets_enc IS NOT NULL").
+		Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: sealed secrets: %w", err)
+	}
+	out := make(map[int64]int, len(rows))
+	for _, r := range rows {
+		if len(r.SecretsEnc) == 0 {
+			continue
+		}
+		_, key, _ := db.sealer.open(r.SecretsEnc, hookSecretsAAD)
+		out[r.ID] = key
+	}
+	return out, nil
 }
 
 // HasSealedSecrets reports whether any sealed value is stored: a new master key would lose them.

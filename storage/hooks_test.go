@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -196,5 +197,43 @@ func TestLoadOrCreateKey(t *testing.T) {
 	}
 	if _, _, err := storage.LoadOrCreateKey("c2hvcnQ=", dir); err == nil || !strings.Contains(err.Error(), "masterKey") {
 		t.Fatalf("short key accepted: %v", err)
+	}
+}
+
+// TestSealedSecretKeys: each hook's sealed secrets are reported with the key that opens them —
+// the sealing key, an older one, or none — and a hook without secrets is not listed.
+func TestSealedSecretKeys(t *testing.T) {
+	urls := map[string]func(testing.TB) string{"sqlite": storagetest.SQLiteURL, "postgres": storagetest.PostgresURL}
+	for name, urlFor := range urls {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			u := urlFor(t)
+			keyA, keyB, keyC := bytes.Repeat([]byte{'a'}, 32), bytes.Repeat([]byte{'b'}, 32), bytes.Repeat([]byte{'c'}, 32)
+			create := func(key []byte, secrets string) int64 {
+				db, err := storage.Open(ctx, u, storage.Options{Key: key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer db.Close()
+				h := storage.Hook{HookType: "user_message", Enabled: true, Doc: []byte(`{}`), Secrets: []byte(secrets)}
+				if err := db.CreateHook(ctx, &h); err != nil {
+					t.Fatal(err)
+				}
+				return h.ID
+			}
+			underA, underB := create(keyA, `{"signingSecret":"a"}`), create(keyB, `{"signingSecret":"b"}`)
+			underC, none := create(keyC, `{"signingSecret":"c"}`), create(keyA, "")
+
+			db, err := storage.Open(ctx, u, storage.Options{Key: keyB, OldKeys: [][]byte{keyA}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			got, err := db.SealedSecretKeys(ctx)
+			want := map[int64]int{underB: 0, underA: 1, underC: -1}
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Fatalf("SealedSecretKeys() = %v %v, want %v (hook %d has none)", got, err, want, none)
+			}
+		})
 	}
 }

@@ -139,9 +139,12 @@ func (r deliveryRow) plain() Delivery {
 // EnqueueDeliveries inserts pending deliveries in one transaction: once it returns they survive
 // a crash.
 func (db *DB) EnqueueDeliveries(ctx context.Context, ds []Delivery) error {
-	if len(ds) == 0 {
-		return nil
-	}
+	return db.Commit(ctx, &WriteBatch{Deliveries: ds})
+}
+
+// enqueue inserts ds: pending, or, for those whose Status is StatusDelivering when leaseUntil is
+// set, claimed by this process until leaseUntil (their worker is handed the row in memory: no claim query follows).
+func enqueue(tx *gorm.DB, ds []Delivery, leaseUntil time.Time) error {
 	now := time.Now().UnixMilli()
 	rows := make([]deliveryRow, len(ds))
 	for i, d := range ds {
@@ -153,12 +156,16 @@ func (db *DB) EnqueueDeliveries(ctx context.Context, ds []Delivery) error {
 			OccurredAt: ms(d.OccurredAt), TraceID: d.TraceID, TraceParent: d.TraceParent, SessionID: d.SessionID, PrincipalID: d.PrincipalID,
 			AgentID: d.AgentID, Context: string(d.Context), Status: StatusPending, NextAttemptAt: next,
 			CreatedAt: now, UpdatedAt: now}
+		if d.Status == StatusDelivering && !leaseUntil.IsZero() {
+			rows[i].Status, rows[i].LeaseUntil = StatusDelivering, ms(leaseUntil)
+		}
 	}
-	if err := db.w.WithContext(ctx).CreateInBatches(rows, 200).Error; err != nil {
+	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
 		return fmt.Errorf("storage: enqueue %d deliveries: %w", len(rows), err)
 	}
 	for i := range ds {
-		ds[i].ID = rows[i].ID
+		ds[i].ID, ds[i].Status, ds[i].leaseUntil = rows[i].ID, rows[i].Status, rows[i].LeaseUntil
+		ds[i].NextAttemptAt, ds[i].CreatedAt, ds[i].UpdatedAt = fromMs(rows[i].NextAttemptAt), fromMs(now), fromMs(now)
 	}
 	return nil
 }
@@ -212,35 +219,34 @@ var ErrBusy = errors.New("busy")
 // lost (its lease expired and the row was claimed again) is skipped, so two workers never both
 // decide a delivery's fate.
 func (db *DB) CompleteDeliveries(ctx context.Context, outs []Outcome) error {
-	if len(outs) == 0 {
-		return nil
-	}
+	return db.Commit(ctx, &WriteBatch{Outcomes: outs})
+}
+
+func (db *DB) complete(ctx context.Context, tx *gorm.DB, outs []Outcome) error {
 	now := time.Now().UnixMilli()
-	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		var err error
-		if db.dialect == SQLite {
-			err = completeEach(ctx, tx, outs, now)
-		} else {
-			err = completeAtOnce(tx, outs, now)
+	var err error
+	if db.dialect == SQLite {
+		err = completeEach(ctx, tx, outs, now)
+	} else {
+		err = completeAtOnce(tx, outs, now)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: complete %d deliveries: %w", len(outs), err)
+	}
+	attempts := make([]newAttemptRow, 0, len(outs))
+	for _, o := range outs {
+		if a := o.Attempt; a != nil {
+			attempts = append(attempts, newAttemptRow{DeliveryID: o.Delivery.ID, Attempt: a.Attempt,
+				DispatchedAt: ms(a.DispatchedAt), StatusCode: a.StatusCode, ErrorClass: a.ErrorClass,
+				Error: a.Error, LatencyMs: a.LatencyMs, ResponseBody: a.ResponseBody})
 		}
-		if err != nil {
-			return fmt.Errorf("storage: complete %d deliveries: %w", len(outs), err)
+	}
+	if len(attempts) > 0 {
+		if err := tx.CreateInBatches(attempts, 200).Error; err != nil {
+			return fmt.Errorf("storage: record attempts: %w", err)
 		}
-		attempts := make([]newAttemptRow, 0, len(outs))
-		for _, o := range outs {
-			if a := o.Attempt; a != nil {
-				attempts = append(attempts, newAttemptRow{DeliveryID: o.Delivery.ID, Attempt: a.Attempt,
-					DispatchedAt: ms(a.DispatchedAt), StatusCode: a.StatusCode, ErrorClass: a.ErrorClass,
-					Error: a.Error, LatencyMs: a.LatencyMs, ResponseBody: a.ResponseBody})
-			}
-		}
-		if len(attempts) > 0 {
-			if err := tx.CreateInBatches(attempts, 200).Error; err != nil {
-				return fmt.Errorf("storage: record attempts: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // hookDisabled holds for a delivery whose hook is disabled (one parameter: false). A delivery that

@@ -458,18 +458,34 @@ func (db *DB) AppendRunEvents(ctx context.Context, owner string, evs []RunEvent)
 		return 0, nil
 	}
 	if db.dialect != Postgres {
+		b := WriteBatch{RunEvents: []RunEventAppend{{Owner: owner, Events: evs}}}
+		err := db.Commit(ctx, &b)
+		return b.RunEvents[0].Dropped, err
+	}
+	// One statement per chunk, each its own transaction, notify included: no lock is held
+	// between two round trips (see updateRun). A batch is at most a few thousand events.
+	return db.appendRunEvents(db.w.WithContext(ctx), owner, evs)
+}
+
+// RunEventAppend is one AppendRunEvents call inside a WriteBatch; Commit sets Dropped.
+type RunEventAppend struct {
+	Owner   string
+	Events  []RunEvent
+	Dropped int
+}
+
+func (db *DB) appendRunEvents(g *gorm.DB, owner string, evs []RunEvent) (dropped int, err error) {
+	if db.dialect != Postgres {
 		rows := make([]runEventRow, len(evs))
 		for i, e := range evs {
 			rows[i] = runEventRow{RunID: e.RunID, Seq: e.Seq, Body: string(e.Body)}
 		}
-		res := db.w.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 300)
+		res := g.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(rows, 300)
 		if res.Error != nil {
 			return 0, fmt.Errorf("storage: append %d run events: %w", len(evs), res.Error)
 		}
 		return len(evs) - int(res.RowsAffected), nil
 	}
-	// One statement per chunk, each its own transaction, notify included: no lock is held
-	// between two round trips (see updateRun). A batch is at most a few thousand events.
 	const chunk = 5000 // 3 parameters a row, well below PostgreSQL's 65,535
 	for i := 0; i < len(evs); i += chunk {
 		part := evs[i:min(i+chunk, len(evs))]
@@ -490,7 +506,7 @@ func (db *DB) AppendRunEvents(ctx context.Context, owner string, evs []RunEvent)
 		}
 		args = append(args, owner, payloadOf(ids))
 		var out struct{ N int64 }
-		err := db.w.WithContext(ctx).Raw(`WITH ins AS (
+		err := g.Raw(`WITH ins AS (
 				INSERT INTO run_events (run_id, seq, body)
 				SELECT v.run_id, v.seq, v.body FROM (VALUES `+values.String()+`) AS v (run_id, seq, body)
 				JOIN runs ON runs.id = v.run_id AND runs.owner = ?

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Sealer encrypts secrets at rest with AES-256-GCM. A sealed value is
@@ -62,19 +64,25 @@ func (s *Sealer) Seal(plaintext []byte, where string) []byte {
 
 // Open decrypts a value sealed for the same place.
 func (s *Sealer) Open(sealed []byte, where string) ([]byte, error) {
+	pt, _, err := s.open(sealed, where)
+	return pt, err
+}
+
+// open is Open that also tells which key opened the value (its index in NewSealer's keys).
+func (s *Sealer) open(sealed []byte, where string) (plaintext []byte, key int, err error) {
 	if len(sealed) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	n := s.aead.NonceSize()
 	if len(sealed) < 1+n+s.aead.Overhead() || sealed[0] != sealVersion {
-		return nil, errors.New("storage: sealed value malformed")
+		return nil, -1, errors.New("storage: sealed value malformed")
 	}
-	for _, aead := range s.aeads {
+	for i, aead := range s.aeads {
 		if pt, err := aead.Open(nil, sealed[1:1+n], sealed[1+n:], []byte(where)); err == nil {
-			return pt, nil
+			return pt, i, nil
 		}
 	}
-	return nil, ErrSealedUnreadable
+	return nil, -1, ErrSealedUnreadable
 }
 
 // ErrSealedUnreadable: a sealed value opens with none of the master keys.
@@ -84,7 +92,7 @@ var ErrSealedUnreadable = errors.New("storage: sealed value does not open with a
 // dataDir/master.key, created there (mode 0600) on first start.
 func LoadOrCreateKey(configured, dataDir string) (key []byte, created bool, err error) {
 	if configured != "" {
-		key, err := decodeKey(configured)
+		key, err := hookdtype.DecodeMasterKey(configured)
 		if err != nil {
 			return nil, false, fmt.Errorf("masterKey: %w", err)
 		}
@@ -92,7 +100,7 @@ func LoadOrCreateKey(configured, dataDir string) (key []byte, created bool, err 
 	}
 	path := filepath.Join(dataDir, "master.key")
 	if b, err := os.ReadFile(path); err == nil {
-		key, err := decodeKey(strings.TrimSpace(string(b)))
+		key, err := hookdtype.DecodeMasterKey(strings.TrimSpace(string(b)))
 		if err != nil {
 			return nil, false, fmt.Errorf("masterKey file %s: %w", path, err)
 		}
@@ -119,15 +127,4 @@ func LoadOrCreateKey(configured, dataDir string) (key []byte, created bool, err 
 		return nil, false, fmt.Errorf("masterKey: write %s: %w", path, err)
 	}
 	return key, true, f.Sync()
-}
-
-func decodeKey(s string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(s)
-	if err != nil {
-		return nil, errors.New("not valid base64")
-	}
-	if len(key) != 32 {
-		return nil, fmt.Errorf("must decode to 32 bytes, got %d", len(key))
-	}
-	return key, nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/model/modeltest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
@@ -21,6 +22,9 @@ import (
 type Options struct {
 	// Script is a scripted-model script (CONTRACT §4) as JSON.
 	Script string
+	// Model, when set, is the model instead of the script's (DroppingModel, an OpenAI-compatible
+	// server of the test's own).
+	Model model.Model
 	// Config of the runtime. ModelBackoff defaults to 1ms and DefaultBehavior to allow, so
 	// tests about something else neither wait nor ask.
 	Config agent.Config
@@ -43,6 +47,14 @@ type Env struct {
 	cfg   agent.Config
 }
 
+// DroppingModel is the OpenAI-compatible provider talking to a real server whose streams break
+// off after each part but the last (modeltest.Dropping): every model call answers the parts
+// joined, recovered from each break (LLM_AUTO_RECOVERING), and never calls a tool.
+func DroppingModel(t testing.TB, parts ...string) model.Model {
+	srv := modeltest.NewDropping(t, parts...)
+	return model.NewOpenAI(model.OpenAIConfig{BaseURL: srv.URL, Model: "dropping"})
+}
+
 // Quiet is a logger that discards.
 func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
@@ -50,13 +62,16 @@ func Quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 func New(t testing.TB, db *storage.DB, o Options) *Env {
 	t.Helper()
 	ctx := context.Background()
-	var sf model.ScriptFile
-	if err := json.Unmarshal([]byte(o.Script), &sf); err != nil {
-		t.Fatalf("agenttest: script: %v", err)
-	}
-	m, err := model.NewScripted(sf)
-	if err != nil {
-		t.Fatalf("agenttest: script: %v", err)
+	m := o.Model
+	if m == nil {
+		var sf model.ScriptFile
+		if err := json.Unmarshal([]byte(o.Script), &sf); err != nil {
+			t.Fatalf("agenttest: script: %v", err)
+		}
+		var err error
+		if m, err = model.NewScripted(sf); err != nil {
+			t.Fatalf("agenttest: script: %v", err)
+		}
 	}
 	reg, err := dispatcher.NewRegistry(ctx, db, Quiet())
 	if err != nil {
@@ -69,7 +84,7 @@ func New(t testing.TB, db *storage.DB, o Options) *Env {
 	if err := disp.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles()}, o.Tools...)...)
+	treg := tools.NewRegistry(append([]tools.Tool{tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment()}, o.Tools...)...)
 	cfg := o.Config
 	if cfg.ModelBackoff == 0 {
 		cfg.ModelBackoff = time.Millisecond

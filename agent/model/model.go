@@ -93,6 +93,9 @@ const (
 	ChunkText                           // Text is answer text
 	ChunkToolCallStart                  // a tool call began: Index, ToolCallID, ToolName
 	ChunkToolCallDelta                  // Index, ArgsDelta: a piece of the arguments JSON
+	// ChunkRecovering: the stream broke off and the provider goes on from where it broke (Attempt
+	// of MaxAttempts; Text says what broke). What streamed before stays; what follows continues it.
+	ChunkRecovering
 )
 
 // Chunk is a streamed piece of a response.
@@ -103,6 +106,9 @@ type Chunk struct {
 	ToolCallID string
 	ToolName   string
 	ArgsDelta  string
+	// Attempt and MaxAttempts count the recoveries of a ChunkRecovering.
+	Attempt     int
+	MaxAttempts int
 }
 
 // Finish reasons.

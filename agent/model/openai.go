@@ -33,10 +33,16 @@ type OpenAIConfig struct {
 	// StreamIdleTimeout fails a call (ErrNetwork) when the server sends nothing for this long,
 	// waiting for the response headers included; 0 means DefaultStreamIdleTimeout.
 	StreamIdleTimeout time.Duration
+	// StreamRecoveries is how many times one call goes on after its stream broke off mid-answer
+	// (see Stream); 0 means DefaultStreamRecoveries, a negative number none.
+	StreamRecoveries int
 }
 
 // DefaultStreamIdleTimeout is the StreamIdleTimeout of a config that sets none.
 const DefaultStreamIdleTimeout = 5 * time.Minute
+
+// DefaultStreamRecoveries is the StreamRecoveries of a config that sets none.
+const DefaultStreamRecoveries = 2
 
 // Bounds of what the provider reads from a server.
 const (
@@ -47,7 +53,8 @@ const (
 
 // OpenAI is a Model speaking the OpenAI chat-completions API with streaming (OpenAI itself,
 // and the many servers compatible with it: vLLM, llama.cpp, Ollama, DeepSeek, OpenRouter...).
-// It does not retry; the loop does, guided by the *Error kinds.
+// It does not retry a call that failed; the loop does, guided by the *Error kinds. It only
+// recovers a stream that broke off mid-answer (Stream).
 type OpenAI struct {
 	cfg    OpenAIConfig
 	url    string
@@ -68,6 +75,12 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	}
 	if cfg.StreamIdleTimeout <= 0 {
 		cfg.StreamIdleTimeout = DefaultStreamIdleTimeout
+	}
+	switch {
+	case cfg.StreamRecoveries == 0:
+		cfg.StreamRecoveries = DefaultStreamRecoveries
+	case cfg.StreamRecoveries < 0:
+		cfg.StreamRecoveries = 0
 	}
 	return &OpenAI{cfg: cfg, url: url, client: client}
 }
@@ -176,6 +189,14 @@ type oaError struct {
 }
 
 // Stream sends the request and streams the answer.
+//
+// When the stream breaks off after some answer text and before any tool call (the connection
+// dropped, the server went silent, the body ended before [DONE]), Stream recovers from that
+// point rather than failing the call: it emits a ChunkRecovering and sends the request again
+// with the text so far as the last assistant message — the prefill that OpenAI-compatible
+// servers (vLLM, llama.cpp, Ollama, DeepSeek) continue from — and appends what comes back, so
+// nothing streamed is streamed twice. A break before any text, or inside a tool call, has no
+// point to go on from: it fails the call (ErrNetwork) and the loop retries it whole.
 func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Chunk)) (Response, error) {
 	start := time.Now()
 	if emit == nil {
@@ -185,9 +206,41 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Chunk)) (Res
 	if req.Model != "" {
 		modelName = req.Model
 	}
-	body, err := json.Marshal(o.buildRequest(modelName, req))
+	wreq := o.buildRequest(modelName, req)
+	asked := wreq.Messages
+	acc := &accumulator{emit: emit, model: modelName}
+	for recovery := 0; ; recovery++ {
+		err := o.exchange(ctx, wreq, acc)
+		if err == nil {
+			break
+		}
+		if recovery >= o.cfg.StreamRecoveries || !acc.resumable() || !errors.Is(err, errStreamCut) || ctx.Err() != nil {
+			return acc.response(time.Since(start)), err
+		}
+		emit(Chunk{Kind: ChunkRecovering, Attempt: recovery + 1, MaxAttempts: o.cfg.StreamRecoveries, Text: err.Error()})
+		wreq.Messages = append(asked[:len(asked):len(asked)], oaMessage{Role: RoleAssistant, Content: acc.text.String()})
+	}
+	resp := acc.response(time.Since(start))
+	if resp.Text == "" && len(resp.ToolCalls) == 0 {
+		return resp, &Error{Kind: ErrEmpty, Err: fmt.Errorf("the model answered with no text and no tool calls (finish reason %q)", acc.finish)}
+	}
+	return resp, nil
+}
+
+// errStreamCut marks the failures that broke a stream off after it began: those Stream
+// recovers from.
+var errStreamCut = errors.New("the stream broke off")
+
+type cutError struct{ err *Error }
+
+func (e *cutError) Error() string   { return e.err.Error() }
+func (e *cutError) Unwrap() []error { return []error{e.err, errStreamCut} }
+
+// exchange makes one request and feeds its answer to acc.
+func (o *OpenAI) exchange(ctx context.Context, wreq oaRequest, acc *accumulator) error {
+	body, err := json.Marshal(wreq)
 	if err != nil {
-		return Response{}, &Error{Kind: ErrFatal, Err: fmt.Errorf("encode request: %w", err)}
+		return &Error{Kind: ErrFatal, Err: fmt.Errorf("encode request: %w", err)}
 	}
 
 	// callCtx ends the call when the server stays silent for StreamIdleTimeout.
@@ -198,7 +251,7 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Chunk)) (Res
 
 	httpReq, err := http.NewRequestWithContext(callCtx, http.MethodPost, o.url, bytes.NewReader(body))
 	if err != nil {
-		return Response{}, &Error{Kind: ErrFatal, Err: o.redactErr(fmt.Errorf("build request: %w", err))}
+		return &Error{Kind: ErrFatal, Err: o.redactErr(fmt.Errorf("build request: %w", err))}
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "text/event-stream")
@@ -207,16 +260,15 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Chunk)) (Res
 	}
 	httpResp, err := o.client.Do(httpReq)
 	if err != nil {
-		return Response{}, o.transportError(ctx, callCtx, err)
+		return o.transportError(ctx, callCtx, err)
 	}
 	defer httpResp.Body.Close()
 	idle.reset()
 
 	if httpResp.StatusCode < 200 || httpResp.StatusCode > 299 {
-		return Response{}, o.statusError(httpResp)
+		return o.statusError(httpResp)
 	}
 
-	acc := &accumulator{emit: emit, model: modelName}
 	reader := &idleReader{r: httpResp.Body, idle: idle}
 	mediaType, _, _ := mime.ParseMediaType(httpResp.Header.Get("Content-Type"))
 	if mediaType == "application/json" {
@@ -224,18 +276,18 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, emit func(Chunk)) (Res
 	} else {
 		err = o.readStream(reader, acc)
 	}
-	resp := acc.response(time.Since(start))
-	if err != nil {
-		var me *Error
-		if errors.As(err, &me) {
-			return resp, me
-		}
-		return resp, o.transportError(ctx, callCtx, err)
+	if err == nil {
+		return nil
 	}
-	if resp.Text == "" && len(resp.ToolCalls) == 0 {
-		return resp, &Error{Kind: ErrEmpty, Err: fmt.Errorf("the model answered with no text and no tool calls (finish reason %q)", acc.finish)}
+	var me *Error
+	if errors.As(err, &me) {
+		return err
 	}
-	return resp, nil
+	me = o.transportError(ctx, callCtx, err)
+	if me.Kind == ErrNetwork && ctx.Err() == nil && mediaType != "application/json" {
+		return &cutError{me} // the stream began and broke off while being read
+	}
+	return me
 }
 
 func (o *OpenAI) buildRequest(modelName string, req Request) oaRequest {
@@ -309,7 +361,7 @@ func (o *OpenAI) readStream(r io.Reader, acc *accumulator) error {
 		data, err := events.next()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
-				return &Error{Kind: ErrNetwork, Err: errors.New("the stream ended before [DONE]")}
+				return &cutError{&Error{Kind: ErrNetwork, Err: errors.New("the stream ended before [DONE]")}}
 			}
 			return err
 		}
@@ -592,6 +644,10 @@ func (a *accumulator) start(st *callState) {
 		st.pending = ""
 	}
 }
+
+// resumable reports whether the answer so far has a point to go on from: some text, and no tool
+// call begun (a call's arguments cannot be continued).
+func (a *accumulator) resumable() bool { return a.text.Len() > 0 && len(a.calls) == 0 }
 
 func (a *accumulator) response(d time.Duration) Response {
 	resp := Response{Model: a.model, Thinking: a.thinking.String(), Text: a.text.String(), FinishReason: a.finish}

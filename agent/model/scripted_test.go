@@ -409,7 +409,7 @@ func TestLoadScriptErrors(t *testing.T) {
 
 var hookdTools = map[string]bool{
 	"workspace_write_file": true, "workspace_read_file": true, "workspace_list_files": true,
-	"http_request": true, "shell_execute": true,
+	"http_request": true, "shell_execute": true, "send_attachment": true,
 }
 
 func TestDefaultScript(t *testing.T) {
@@ -451,6 +451,8 @@ func TestDefaultScript(t *testing.T) {
 		{"给 ACME 转账 100 元", []string{"http_request"}},
 		{"run a shell command", []string{"shell_execute"}},
 		{"读取文件", []string{"workspace_list_files", "workspace_read_file"}},
+		{"send me a report", []string{"workspace_write_file", "send_attachment"}},
+		{"把报告发给我", []string{"workspace_write_file", "send_attachment"}},
 		{"hi", nil},
 		{"你好", nil},
 	} {

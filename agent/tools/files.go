@@ -192,26 +192,9 @@ func (*ReadFile) Run(ctx context.Context, env Env, args json.RawMessage) (Result
 	if a.Offset == 0 {
 		a.Offset = 1
 	}
-	wp, root, err := openWorkspace(env, a.Path)
-	if err != nil {
-		return errorResult("%v", err), nil
-	}
-	defer root.Close()
-
-	fi, err := root.Stat(wp.inRoot)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return errorResult("%s does not exist", wp.Rel), nil
-	case err != nil:
-		return errorResult("cannot read %s: %v", wp.Rel, unwrapPathError(err)), nil
-	case fi.IsDir():
-		return errorResult("%s is a directory; use %s to see what it holds", wp.Rel, NameListFiles), nil
-	case !fi.Mode().IsRegular():
-		return errorResult("%s is not a regular file", wp.Rel), nil
-	}
-	f, err := root.Open(wp.inRoot)
-	if err != nil {
-		return errorResult("cannot read %s: %v", wp.Rel, unwrapPathError(err)), nil
+	wp, f, fi, failed := openFile(env, a.Path)
+	if failed != nil {
+		return *failed, nil
 	}
 	defer f.Close()
 
@@ -243,6 +226,35 @@ func (*ReadFile) Run(ctx context.Context, env Env, args json.RawMessage) (Result
 		}, nil
 	}
 	return readLines(wp.Rel, io.MultiReader(bytes.NewReader(sample), f), a.Offset, a.Limit)
+}
+
+// openFile opens the regular workspace file at p for reading; failed is the result to give the
+// model when it cannot (missing, a directory, outside the workspace, unreadable).
+func openFile(env Env, p string) (wp WorkspacePath, f *os.File, fi fs.FileInfo, failed *Result) {
+	fail := func(format string, args ...any) (WorkspacePath, *os.File, fs.FileInfo, *Result) {
+		r := errorResult(format, args...)
+		return wp, nil, nil, &r
+	}
+	wp, root, err := openWorkspace(env, p)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer root.Close() // an open file outlives its root
+	fi, err = root.Stat(wp.inRoot)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return fail("%s does not exist", wp.Rel)
+	case err != nil:
+		return fail("cannot read %s: %v", wp.Rel, unwrapPathError(err))
+	case fi.IsDir():
+		return fail("%s is a directory; use %s to see what it holds", wp.Rel, NameListFiles)
+	case !fi.Mode().IsRegular():
+		return fail("%s is not a regular file", wp.Rel)
+	}
+	if f, err = root.Open(wp.inRoot); err != nil {
+		return fail("cannot read %s: %v", wp.Rel, unwrapPathError(err))
+	}
+	return wp, f, fi, nil
 }
 
 // readLines returns lines [offset, offset+limit) of r (limit 0: to the end), within MaxReadBytes.

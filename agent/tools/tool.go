@@ -46,6 +46,9 @@ type Result struct {
 	Data []Data
 	// Files are workspace files the call created or changed; they become session attachments.
 	Files []File
+	// Sent are workspace files the call sends to the user: each becomes a session attachment
+	// marked as sent, and its bytes a data block of the turn's answer.
+	Sent []Sent
 	// Async, when set, means the work goes on elsewhere: the run pauses until the result is
 	// posted back (or the timeout turns the call into an error).
 	Async *Async
@@ -61,6 +64,13 @@ type Async struct {
 // Data is a binary result.
 type Data struct {
 	Name      string
+	MediaType string
+	Bytes     []byte
+}
+
+// Sent is a workspace file sent to the user, with its content.
+type Sent struct {
+	File
 	MediaType string
 	Bytes     []byte
 }

@@ -306,8 +306,8 @@ func (b *ContentBlock) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// PlainText renders blocks as the text a tool result carries: text blocks as they are, other
-// blocks as their JSON, joined by newlines.
+// PlainText renders blocks as the text a tool result carries: text blocks as they are, binary
+// blocks as a line that says what they are, other blocks as their JSON, joined by newlines.
 func PlainText(blocks []ContentBlock) string {
 	parts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
@@ -316,6 +316,10 @@ func PlainText(blocks []ContentBlock) string {
 			parts = append(parts, b.Text)
 		case BlockThinking:
 			parts = append(parts, b.Thinking)
+		case BlockImage, BlockAudio, BlockVideo, BlockData:
+			// Binary content reaches the client as data deltas; the model reads what it is,
+			// not its bytes.
+			parts = append(parts, describe(b))
 		default:
 			j, err := json.Marshal(b)
 			if err == nil {
@@ -324,4 +328,22 @@ func PlainText(blocks []ContentBlock) string {
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// describe is the text that stands for a binary block: "[image chart.png image/png]", with the
+// URL of content by URL.
+func describe(b ContentBlock) string {
+	words := []string{b.Type}
+	if b.Name != "" {
+		words = append(words, b.Name)
+	}
+	if src := b.Source; src != nil {
+		if t := src.MediaType + src.MimeType; t != "" {
+			words = append(words, t)
+		}
+		if src.URL != "" {
+			words = append(words, src.URL)
+		}
+	}
+	return "[" + strings.Join(words, " ") + "]"
 }

@@ -51,6 +51,10 @@ const script = `{"scripts":[
  {"match":"chart","steps":[
    {"toolCalls":[{"name":"workspace_read_file","arguments":{"path":"chart.png"}}]},
    {"text":"这是生成的图表"}]},
+ {"match":"send report","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"report.md","content":"# 报告\n"}}]},
+   {"toolCalls":[{"name":"send_attachment","arguments":{"path":"report.md"}}]},
+   {"text":"报告已发送"}]},
  {"match":"fatal","steps":[{"error":"fatal","text":"never"}]},
  {"match":"budget","steps":[
    {"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":100,"outputTokens":50}},
@@ -278,10 +282,25 @@ var scenarios = []scenario{
 			"parameters": map[string]any{"type": "object", "properties": map[string]any{"options": map[string]any{"type": "array"}}}}}
 		p1 := r.chat(body("sess-ext", "external pick", "externalTools", tools), acceptSSE)
 		call := toolCallID(t, p1.Events, harness.TypeRequireExternalExecution)
+		output := []any{map[string]any{"type": "text", "text": "B"},
+			map[string]any{"type": "data", "id": "d4a3b2c1d5e6f7a8b9c0d1e2f3a4b5c6", "name": "pick.png",
+				"source": map[string]any{"type": "base64", "media_type": "image/png", "data": base64.StdEncoding.EncodeToString(png)}}}
 		p2 := r.chat(body("sess-ext", "", "toolResults", []any{map[string]any{"id": call, "name": "client_pick",
-			"output": []any{map[string]any{"type": "text", "text": "B"}}, "state": "success"}}), acceptJSON)
+			"output": output, "state": "success"}}), acceptJSON)
 		if types(p2.Events)[0] != harness.TypeAgentStart || types(p2.Events)[1] != harness.TypeExternalExecutionResult {
 			t.Fatalf("resume: %v", types(p2.Events))
+		}
+		// §5.27: the result's ContentBlock array as it was sent; its data block streams as data.
+		echoed := first(t, p2.Events, harness.TypeExternalExecutionResult)["toolResults"].([]any)[0].(map[string]any)["output"]
+		if a, b := fmt.Sprint(echoed), fmt.Sprint(roundTrip(map[string]any{"o": output}).(map[string]any)["o"]); a != b {
+			t.Fatalf("output\n got  %s\n want %s", a, b)
+		}
+		d := first(t, p2.Events, harness.TypeToolResultDataDelta)["data"].(map[string]any)
+		if d["name"] != "pick.png" || d["source"].(map[string]any)["data"] != base64.StdEncoding.EncodeToString(png) {
+			t.Fatalf("data delta %v", d)
+		}
+		if text := first(t, p2.Events, harness.TypeToolResultTextDelta)["delta"]; text != "B\n[data pick.png image/png]" {
+			t.Fatalf("text delta %q", text)
 		}
 		res := first(t, p2.Events, harness.TypeAgentResult)["result"].(map[string]any)
 		if res["content"].([]any)[0].(map[string]any)["text"] != "picked" {
@@ -317,6 +336,30 @@ var scenarios = []scenario{
 		got, _ := base64.StdEncoding.DecodeString(src["data"].(string))
 		if d["type"] != "data" || src["type"] != "base64" || src["media_type"] != "image/png" || !bytes.Equal(got, png) || d["name"] != "chart.png" {
 			t.Fatalf("data %v", d)
+		}
+	}},
+	{name: "send_attachment", run: func(t *testing.T, r *recorder) {
+		resp := r.chat(body("sess-send", "send report"), acceptSSE)
+		var got []byte
+		for _, raw := range resp.Events {
+			m, _ := decode(raw)
+			if m["type"] == harness.TypeDataBlockDelta {
+				piece, err := base64.StdEncoding.DecodeString(m["delta"].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, piece...)
+			}
+		}
+		if string(got) != "# 报告\n" || count(resp.Events, harness.TypeDataBlockStart) != 1 || count(resp.Events, harness.TypeDataBlockEnd) != 1 {
+			t.Fatalf("data block %q in %v", got, types(resp.Events))
+		}
+		content := first(t, resp.Events, harness.TypeAgentResult)["result"].(map[string]any)["content"].([]any)
+		d := content[len(content)-1].(map[string]any)
+		src := d["source"].(map[string]any)
+		inline, _ := base64.StdEncoding.DecodeString(src["data"].(string))
+		if d["type"] != "data" || d["name"] != "report.md" || src["type"] != "base64" || src["media_type"] != "text/markdown" || string(inline) != "# 报告\n" {
+			t.Fatalf("result content %v", content)
 		}
 	}},
 	{name: "failure", run: func(t *testing.T, r *recorder) {
@@ -384,6 +427,17 @@ var scenarios = []scenario{
 		if count(resp.Events, harness.TypeAgentEnd) != 2 || lastType(resp.Events) != harness.TypeAgentEnd {
 			t.Fatalf("the subagent's end ended the stream: %v", types(resp.Events))
 		}
+		// The spawn call's result is the subagent's answer, as text.
+		var answer string
+		for _, raw := range resp.Events {
+			m, _ := decode(raw)
+			if m["type"] == harness.TypeToolResultTextDelta && m["toolCallName"] == "agent_spawn" && m["source"] == nil {
+				answer += m["delta"].(string)
+			}
+		}
+		if answer != "found three sources" {
+			t.Fatalf("the spawn result streams %q", answer)
+		}
 	}},
 	{name: "hint_custom", run: func(t *testing.T, r *recorder) {
 		done := false
@@ -423,9 +477,9 @@ var scenarios = []scenario{
 		}
 	}},
 	{name: "injected", run: func(t *testing.T, r *recorder) {
-		// Canonical events the runtime does not produce yet (data blocks: no model streams
-		// binary content) or only rarely (a URL-sourced tool result, a shutdown pause), through
-		// the mapping function.
+		// Shapes the scenarios above do not reach (a URL-sourced tool result and answer, a
+		// shutdown pause), through the mapping function. That every type has a real producer
+		// is cmd/hookd's TestHarnessEveryEventType.
 		at := time.Date(2026, 9, 18, 2, 30, 48, 123456000, time.UTC)
 		reply := "reply-7f3a91"
 		mk := func(i int, k agent.Kind) agent.Event {

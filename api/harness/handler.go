@@ -330,7 +330,13 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 	if len(req.ToolResults) > 0 {
 		results := make([]agent.ToolOutput, len(req.ToolResults))
 		for i, tr := range req.ToolResults {
-			results[i] = agent.ToolOutput{CallID: tr.ID, Name: tr.Name, Output: PlainText(tr.Output), State: tr.State}
+			blocks, err := json.Marshal(tr.Output)
+			if err != nil {
+				h.internal(c, "encoding a tool result failed", err)
+				return
+			}
+			results[i] = agent.ToolOutput{CallID: tr.ID, Name: tr.Name, Output: PlainText(tr.Output), State: tr.State,
+				Data: DataOf(tr.Output), Blocks: blocks}
 			calls[tr.ID] = true
 		}
 		if err := h.rt.SubmitToolResults(ctx, user, id, results); err != nil {
@@ -383,11 +389,6 @@ type stream struct {
 	resumes  int64 // the seq of the pause this request resumes
 	lastStop *agent.Event
 	skipped  []agent.Event
-	// awaiting holds back, right after a resume, the runtime's bookkeeping (state_updated, the
-	// client-side results' TOOL_RESULT_*) until the answers it waited for are shown, so the
-	// resumed stream opens with USER_CONFIRM_RESULT / EXTERNAL_EXECUTION_RESULT.
-	awaiting map[agent.Kind]bool
-	held     []agent.Event
 }
 
 func (s *stream) run(c *gin.Context, run *agent.Follower) {
@@ -456,7 +457,6 @@ func (s *stream) feed(ctx context.Context, ev agent.Event) (bool, error) {
 			s.lastStop, s.skipped = &ev, nil
 		case top && ev.Kind == agent.KindResumed && s.lastStop != nil && ev.Seq == s.lastStop.Seq+1 && ev.Seq == s.resumes+1:
 			s.seeking = false
-			s.awaiting = awaited(*s.lastStop)
 			return s.emit(ctx, ev) // AGENT_START
 		case top && ev.Kind == agent.KindRunEnded:
 			// The run ended without this request's resumption (it was stopped meanwhile).
@@ -472,57 +472,7 @@ func (s *stream) feed(ctx context.Context, ev agent.Event) (bool, error) {
 		}
 		return false, nil
 	}
-	if len(s.awaiting) > 0 {
-		switch {
-		case top && s.awaiting[ev.Kind]:
-			delete(s.awaiting, ev.Kind)
-			if done, err := s.emit(ctx, ev); done || err != nil {
-				return done, err
-			}
-			if len(s.awaiting) > 0 {
-				return false, nil
-			}
-			return s.flushHeld(ctx)
-		case ev.Kind == agent.KindCustom || ev.Kind == agent.KindToolResultStarted || ev.Kind == agent.KindToolResultDelta ||
-			ev.Kind == agent.KindToolResultEnded:
-			s.held = append(s.held, ev)
-			return false, nil
-		default: // something else first (a failure): show everything in order
-			s.awaiting = nil
-			if done, err := s.flushHeld(ctx); done || err != nil {
-				return done, err
-			}
-		}
-	}
 	return s.emit(ctx, ev)
-}
-
-func (s *stream) flushHeld(ctx context.Context) (bool, error) {
-	held := s.held
-	s.held, s.awaiting = nil, nil
-	for _, e := range held {
-		if done, err := s.emit(ctx, e); done || err != nil {
-			return done, err
-		}
-	}
-	return false, nil
-}
-
-// awaited is what a resumed run announces first, given the pause it resumes from.
-func awaited(pause agent.Event) map[agent.Kind]bool {
-	w := map[agent.Kind]bool{}
-	if pause.Suspend == nil {
-		return w
-	}
-	for _, p := range pause.Suspend.PendingCalls {
-		switch {
-		case p.State == "asking":
-			w[agent.KindAskResolved] = true
-		case p.External || pause.Suspend.Reason == agent.SuspendAsyncTool:
-			w[agent.KindExternalResults] = true
-		}
-	}
-	return w
 }
 
 // emit maps and writes one canonical event; done after the run's end or pause.

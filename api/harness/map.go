@@ -133,8 +133,13 @@ func Map(ev agent.Event, sessionKey string) []Event {
 			if state == "" {
 				state = agent.ToolSuccess
 			}
+			// The blocks as the client sent them; a result another dialect submitted is its text.
+			var output []ContentBlock
+			if len(r.Blocks) == 0 || json.Unmarshal(r.Blocks, &output) != nil || output == nil {
+				output = []ContentBlock{TextBlock(r.Output)}
+			}
 			e.ToolResults = append(e.ToolResults, ToolResultBlock{ID: r.CallID, Name: r.Name,
-				Output: []ContentBlock{TextBlock(r.Output)}, Metadata: map[string]any{}, State: state})
+				Output: output, Metadata: map[string]any{}, State: state})
 		}
 		m.add(e)
 	case agent.KindStopRequested:
@@ -467,3 +472,21 @@ func orDefault(s, def string) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// DataOf is the binary content of blocks (image, audio, video, data blocks with a source), as
+// the runtime streams it.
+func DataOf(blocks []ContentBlock) []agent.DataContent {
+	var out []agent.DataContent
+	for _, b := range blocks {
+		src := b.Source
+		if src == nil || (b.Type != BlockImage && b.Type != BlockAudio && b.Type != BlockVideo && b.Type != BlockData) {
+			continue
+		}
+		d := agent.DataContent{ID: b.ID, Name: b.Name, MediaType: src.MediaType, Base64: src.Data}
+		if src.Type == "url" {
+			d.MediaType, d.Base64, d.URL = src.MimeType, "", src.URL
+		}
+		out = append(out, d)
+	}
+	return out
+}

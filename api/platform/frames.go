@@ -356,7 +356,8 @@ func Map(ev agent.Event) []Frame {
 	case agent.KindBlockStarted, agent.KindBlockDelta, agent.KindBlockEnded:
 		mapBlock(ev, add)
 	case agent.KindHint:
-		if b := ev.Block; b != nil {
+		// Supplementary input has its own frame (SUPPLEMENTARY_INPUT_CONSUMED); it is not text.
+		if b := ev.Block; b != nil && b.InputID == "" {
 			text, synthetic := b.Text, true
 			add(TextStart, TextData{Type: typeText, Text: &text, Synthetic: &synthetic})
 			add(TextEnd, TextData{Type: typeText})

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -56,6 +58,10 @@ const platformScript = `{"scripts":[
  {"match":"report","steps":[
    {"toolCalls":[{"name":"render_report","arguments":{"type":"财务分析"}}],"usage":{"inputTokens":100,"outputTokens":20}},
    {"text":"报告任务超时了","usage":{"inputTokens":150,"outputTokens":10}}]},
+ {"match":"send file","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"q3.csv","content":"month,revenue\n7,100\n"}}],"usage":{"inputTokens":100,"outputTokens":20}},
+   {"toolCalls":[{"name":"send_attachment","arguments":{"path":"q3.csv"}}],"usage":{"inputTokens":150,"outputTokens":10}},
+   {"text":"文件已发送","usage":{"inputTokens":200,"outputTokens":5}}]},
  {"match":"hinted","steps":[{"text":"收到","delayMs":800,"usage":{"inputTokens":100,"outputTokens":5}}]},
  {"match":"delegate","steps":[
    {"toolCalls":[{"name":"agent_spawn","arguments":{"name":"researcher","task":"research the topic"}}],"usage":{"inputTokens":100,"outputTokens":20}},
@@ -82,6 +88,7 @@ func scenarios() []scenario {
 	return []scenario{
 		{name: "text_and_reasoning", input: "hello"},
 		{name: "tools_and_attachment", input: "tasks", check: checkAttachments},
+		{name: "attachment_sent", input: "send file", check: checkSent},
 		{name: "agent_status", input: "ratelimit"},
 		{name: "failed", input: "fatal"},
 		{name: "permission_approve", input: "write", cfg: askCfg,
@@ -376,6 +383,37 @@ func golden(t *testing.T, name, got string, writer bool) {
 }
 
 // ---- attachments ----
+
+// checkSent: send_attachment gives ATTACHMENT_SENT for the attachment write_file made, whose
+// file downloads as it was written.
+func checkSent(t *testing.T, e *tenv, requestID string, frames []frame) {
+	var changed, sent frame
+	for _, f := range frames {
+		switch f.EventType {
+		case platform.AttachmentChanged:
+			changed = f
+		case platform.AttachmentSent:
+			sent = f
+		}
+	}
+	if changed.Env == nil || sent.Env == nil {
+		t.Fatalf("attachments: %s", types(frames))
+	}
+	if sent.str("fileName") != "q3.csv" || sent.str("contentType") != "text/csv; charset=utf-8" || sent.num("attachmentId") != changed.num("attachmentId") ||
+		sent.str("changeType") != "UPDATED" || sent.num("fileSize") != int64(len("month,revenue\n7,100\n")) {
+		t.Fatalf("sent %s", sent.Data)
+	}
+	req, _ := http.NewRequest("GET", e.srv.URL+"/api/agent/attachment/download?path="+url.QueryEscape(sent.str("virtualPath")), nil)
+	req.Header.Set("Authorization", "Bearer "+alice)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusOK || string(b) != "month,revenue\n7,100\n" {
+		t.Fatalf("download: %d %q", resp.StatusCode, b)
+	}
+}
 
 func checkAttachments(t *testing.T, e *tenv, requestID string, frames []frame) {
 	var att frame

@@ -316,6 +316,9 @@ func mapMain(ev agent.Event, tr TraceInfo) []Event {
 	case agent.KindBlockStarted, agent.KindBlockDelta, agent.KindBlockEnded:
 		return mapBlock(ev, tr)
 	case agent.KindHint:
+		if ev.Block != nil && ev.Block.InputID != "" {
+			return nil // the input's APPENDED_MESSAGE progress says it
+		}
 		f := progress(ev, tr, PhaseHint, "", nil)
 		if ev.Block != nil {
 			f.Content, f.BlockID = ev.Block.Text, ev.Block.ID

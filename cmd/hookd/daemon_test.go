@@ -48,6 +48,7 @@ type daemon struct {
 	mu   sync.Mutex
 	logs bytes.Buffer
 	done chan struct{}
+	line chan struct{} // one token: a log line arrived (waitLog)
 	// http checks every answer against the OpenAPI document.
 	http *http.Client
 }
@@ -56,8 +57,15 @@ type daemon struct {
 // listens.
 func startDaemon(t *testing.T, cfgPath string, env ...string) *daemon {
 	t.Helper()
-	d := &daemon{t: t, done: make(chan struct{}), http: &http.Client{Transport: openapitest.Transport(t, nil)}}
-	d.cmd = exec.Command(binary, "serve", "--config", cfgPath)
+	return startBinary(t, binary, cfgPath, env...)
+}
+
+// startBinary is startDaemon with another build of hookd.
+func startBinary(t *testing.T, bin, cfgPath string, env ...string) *daemon {
+	t.Helper()
+	d := &daemon{t: t, done: make(chan struct{}), line: make(chan struct{}, 1),
+		http: &http.Client{Transport: openapitest.Transport(t, nil)}}
+	d.cmd = exec.Command(bin, "serve", "--config", cfgPath)
 	d.cmd.Env = append(os.Environ(), env...)
 	d.cmd.Dir = filepath.Dir(cfgPath)
 	stderr, _ := d.cmd.StderrPipe()
@@ -73,6 +81,10 @@ func startDaemon(t *testing.T, cfgPath string, env ...string) *daemon {
 			d.mu.Lock()
 			d.logs.WriteString(line + "\n")
 			d.mu.Unlock()
+			select {
+			case d.line <- struct{}{}:
+			default:
+			}
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "listening" {
 				addrc <- rec.Addr
@@ -96,6 +108,22 @@ func (d *daemon) log() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.logs.String()
+}
+
+// waitLog waits until the daemon's log holds s, and fails the test if it exits or a minute passes
+// first.
+func (d *daemon) waitLog(s string) {
+	d.t.Helper()
+	timeout := time.After(time.Minute)
+	for !strings.Contains(d.log(), s) {
+		select {
+		case <-d.line:
+		case <-d.done:
+			d.t.Fatalf("hookd exited before logging %q:\n%s", s, d.log())
+		case <-timeout:
+			d.t.Fatalf("hookd did not log %q:\n%s", s, d.log())
+		}
+	}
 }
 
 func (d *daemon) kill() {

@@ -89,12 +89,12 @@ func (d *doctor) run(ctx context.Context, path string) {
 		d.fail("schema", "version %d is newer than this binary's %d: a newer hookd migrated this database; run that version", newest, known)
 		return
 	}
-	key, err := masterKey(cfg)
+	keys, _, err := masterKeys(cfg, false)
 	if err != nil {
 		d.fail("masterKey", "%v", err)
 		return
 	}
-	if key == nil {
+	if keys == nil {
 		d.fail("masterKey", "none configured and no %s: the secrets sealed in this database cannot be opened", filepath.Join(cfg.ResolvedDataDir(), "master.key"))
 		return
 	}
@@ -103,7 +103,7 @@ func (d *doctor) run(ctx context.Context, path string) {
 		d.note("schema", "version %d; serve will migrate it to %d (sealed secrets and receivers not checked before that)", newest, known)
 		return
 	}
-	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: key, Logger: slog.New(slog.DiscardHandler)})
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		var tooNew *storage.SchemaTooNewError
 		if errors.As(err, &tooNew) {
@@ -115,29 +115,18 @@ func (d *doctor) run(ctx context.Context, path string) {
 	}
 	defer db.Close()
 	d.ok("database", "%s, schema version %d", db.Dialect(), newest)
+	d.keys(ctx, db, keyNames(cfg, len(keys)))
 
 	reg, err := dispatcher.NewRegistry(ctx, db, slog.New(slog.DiscardHandler))
 	if err != nil {
-		d.fail("masterKey", "the key does not open the sealed secrets: %v", err)
+		d.fail("database", "hooks: %v", err)
 		return
 	}
 	hooks, err := reg.List(ctx, storage.HookFilter{})
 	if err != nil {
-		d.fail("masterKey", "the key does not open the sealed secrets: %v", err)
+		d.fail("database", "hooks: %v", err)
 		return
 	}
-	var unreadable []int64
-	for _, h := range hooks {
-		if h.SecretUnreadable {
-			unreadable = append(unreadable, h.ID)
-		}
-	}
-	if len(unreadable) > 0 {
-		d.fail("masterKey", "the key does not open the sealed secrets of hooks %v: they call no receiver until a PUT sets their secrets again", unreadable)
-	} else {
-		d.ok("masterKey", "opens the sealed secrets of all %d hooks", len(hooks))
-	}
-
 	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
 		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
 	for _, h := range hooks {
@@ -176,16 +165,55 @@ func (d *doctor) receiver(ctx context.Context, guard *netguard.Guard, h dispatch
 	}
 }
 
-// masterKey is the configured key or the key file's, as serve reads it; nil when there is
-// neither (serve would make one — doctor does not).
-func masterKey(cfg config.Config) ([]byte, error) {
-	if cfg.MasterKey == "" {
-		if _, err := os.Stat(filepath.Join(cfg.ResolvedDataDir(), "master.key")); errors.Is(err, os.ErrNotExist) {
-			return nil, nil
+// keys reports which of the configured master keys opens each hook's sealed secrets: secrets
+// that open with none are a problem; an older key still in use, or one opening nothing, a note.
+func (d *doctor) keys(ctx context.Context, db *storage.DB, names []string) {
+	opens, err := db.SealedSecretKeys(ctx)
+	if err != nil {
+		d.fail("masterKey", "%v", err)
+		return
+	}
+	byKey := map[int][]int64{}
+	for id, k := range opens {
+		byKey[k] = append(byKey[k], id)
+	}
+	for _, ids := range byKey {
+		slices.Sort(ids)
+	}
+	if len(opens) == 0 {
+		d.ok("masterKey", "%s seals; no sealed secrets are stored yet", names[0])
+	}
+	for i, name := range names {
+		switch ids := byKey[i]; {
+		case len(ids) > 0 && i == 0:
+			d.ok("masterKey", "%s (sealing) opens the sealed secrets of hooks %v", name, ids)
+		case len(ids) > 0:
+			d.note("masterKey", "%s (older) opens the sealed secrets of hooks %v: hookd keys rotate re-seals them with %s", name, ids, names[0])
+		case i > 0 && len(opens) > 0:
+			d.note("masterKey", "%s opens no stored secret: it can be removed", name)
 		}
 	}
-	key, _, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
-	return key, err
+	if ids := byKey[-1]; len(ids) > 0 {
+		d.fail("masterKey", "no configured key opens the sealed secrets of hooks %v: they call no receiver until a PUT sets their secrets again", ids)
+	}
+}
+
+// keyNames names the n configured master keys as the config does, in masterKeys' order.
+func keyNames(cfg config.Config, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		switch {
+		case len(cfg.MasterKeyFiles) > 0:
+			names[i] = fmt.Sprintf("masterKeyFiles[%d] (%s)", i, cfg.MasterKeyFiles[i])
+		case len(cfg.MasterKeys) > 0:
+			names[i] = fmt.Sprintf("masterKeys[%d]", i)
+		case cfg.MasterKey != "":
+			names[i] = "masterKey"
+		default:
+			names[i] = filepath.Join(cfg.ResolvedDataDir(), "master.key")
+		}
+	}
+	return names
 }
 
 // schemaVersions reads the applied migrations without opening (and so migrating) the database;

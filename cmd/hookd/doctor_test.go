@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,7 +53,7 @@ func TestDoctor(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("healthy setup: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"ok    config", "ok    database", "schema version", "ok    masterKey  opens the sealed secrets of all 1 hooks",
+	for _, want := range []string{"ok    config", "ok    database", "schema version", "ok    masterKey  masterKey (sealing) opens the sealed secrets of hooks [1]",
 		"ok    hook 1", "no problems found"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("healthy setup: no %q in\n%s", want, out)
@@ -69,7 +70,7 @@ func TestDoctor(t *testing.T) {
 	}{
 		{"wrong key", func(t *testing.T) string {
 			return doctorConfig(t, t.TempDir(), dbURL, []byte("ffffffffffffffffffffffffffffffff"), private)
-		}, "FAIL  masterKey  the key does not open the sealed secrets of hooks [1]: they call no receiver until a PUT sets their secrets again"},
+		}, "FAIL  masterKey  no configured key opens the sealed secrets of hooks [1]: they call no receiver until a PUT sets their secrets again"},
 		{"private receiver", func(t *testing.T) string {
 			return doctorConfig(t, t.TempDir(), dbURL, key, "")
 		}, "FAIL  hook 1     gate: receiver 127.0.0.1:9"},
@@ -107,5 +108,74 @@ func TestDoctor(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(fresh, "new.db")); !os.IsNotExist(err) {
 		t.Fatalf("doctor created the database: %v", err)
+	}
+}
+
+// TestDoctorMasterKeys: with several keys configured (masterKeys, or masterKeyFiles) doctor tells
+// which key opens which hook's secrets, notes an older key still in use and one no longer needed,
+// and fails when a hook's secrets open with none of them.
+func TestDoctorMasterKeys(t *testing.T) {
+	keyA, keyB, keyC := []byte(strings.Repeat("a", 32)), []byte(strings.Repeat("b", 32)), []byte(strings.Repeat("c", 32))
+	b64 := base64.StdEncoding.EncodeToString
+	dir := t.TempDir()
+	dbURL := doctorSetup(t, dir, keyA) // hook 1 sealed with A
+	db, err := storage.Open(context.Background(), dbURL, storage.Options{Key: keyB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := dispatcher.NewRegistry(context.Background(), db, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h dispatcher.Hook
+	json.Unmarshal([]byte(`{"hookName":"b","hookType":"user_message","dispatchConfig":{"url":"http://127.0.0.1:9/b","signingSecret":"sb"}}`), &h)
+	if _, err := reg.Create(context.Background(), h); err != nil { // hook 2 sealed with B
+		t.Fatal(err)
+	}
+	db.Close()
+	keyFile := func(name string, key []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(b64(key)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	fileA, fileB, fileC := keyFile("a.key", keyA), keyFile("b.key", keyB), keyFile("c.key", keyC)
+	private := "webhooks: {allowPrivateNetworks: true}\n"
+	run := func(keys string) (string, int) {
+		cfg := writeConfig(t, dir, fmt.Sprintf("database: %s\n%s\n%s", dbURL, keys, private))
+		out, stderr, code := hookd(t, nil, "doctor", "--config", cfg)
+		return out + stderr, code
+	}
+
+	out, code := run(fmt.Sprintf("masterKeys: [%s, %s, %s]", b64(keyB), b64(keyA), b64(keyC)))
+	for _, want := range []string{
+		"ok    masterKey  masterKeys[0] (sealing) opens the sealed secrets of hooks [2]",
+		"note  masterKey  masterKeys[1] (older) opens the sealed secrets of hooks [1]: hookd keys rotate re-seals them with masterKeys[0]",
+		"note  masterKey  masterKeys[2] opens no stored secret: it can be removed",
+		"no problems found",
+	} {
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("masterKeys [B, A, C]: exit %d, no %q in\n%s", code, want, out)
+		}
+	}
+
+	out, code = run(fmt.Sprintf("masterKeyFiles: [%s, %s]", fileC, fileB))
+	for _, want := range []string{
+		"note  masterKey  masterKeyFiles[1] (" + fileB + ") (older) opens the sealed secrets of hooks [2]",
+		"FAIL  masterKey  no configured key opens the sealed secrets of hooks [1]",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("masterKeyFiles [C, B]: exit %d, no %q in\n%s", code, want, out)
+		}
+	}
+	out, code = run(fmt.Sprintf("masterKeyFiles: [%s, %s]", fileA, fileB))
+	if code != 0 || !strings.Contains(out, "ok    masterKey  masterKeyFiles[0] ("+fileA+") (sealing) opens the sealed secrets of hooks [1]") {
+		t.Errorf("masterKeyFiles [A, B]: exit %d\n%s", code, out)
+	}
+	for _, k := range [][]byte{keyA, keyB, keyC} {
+		if strings.Contains(out, b64(k)) {
+			t.Fatalf("doctor printed a key:\n%s", out)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,17 +19,17 @@ func newKeysCmd() *cobra.Command {
 	rotate := &cobra.Command{
 		Use:   "rotate [--config FILE]",
 		Short: "seal every stored secret again with the first of masterKeys, in one transaction",
-		Long: "With masterKeys: [new, old…] configured, rotate opens every stored secret with any of the keys and " +
+		Long: "With masterKeys: [new, old…] (or masterKeyFiles) configured, rotate opens every stored secret with any of the keys and " +
 			"seals it with the first, all in one transaction, then reports how many it re-sealed. Afterwards the " +
-			"old keys can be removed from masterKeys.",
+			"old keys can be removed.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := config.Load(path, os.Environ())
 			if err != nil {
 				return codeError{2, err}
 			}
-			if len(cfg.MasterKeys) == 0 && cfg.MasterKey == "" {
-				return usageErrorf("keys rotate: configure masterKeys: [new, old…] first")
+			if len(cfg.MasterKeys) == 0 && len(cfg.MasterKeyFiles) == 0 && cfg.MasterKey == "" {
+				return usageErrorf("keys rotate: configure masterKeys: [new, old…] (or masterKeyFiles) first")
 			}
 			db, err := openSealed(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
@@ -49,32 +48,15 @@ func newKeysCmd() *cobra.Command {
 	return newGroup("keys", "master key rotation", rotate)
 }
 
-// openSealed opens the database with the configured master keys: masterKeys (the first seals),
-// else masterKey, else the key file in dataDir, generated on first start. A key is never
-// generated over a database that already holds sealed secrets: they would all be lost.
+// openSealed opens the database with the configured master keys (see masterKeys), the first
+// sealing. A key is never generated over a database that already holds sealed secrets: they
+// would all be lost.
 func openSealed(ctx context.Context, cfg config.Config, log *slog.Logger) (*storage.DB, error) {
-	var key []byte
-	var old [][]byte
-	created := false
-	if len(cfg.MasterKeys) > 0 {
-		for i, s := range cfg.MasterKeys {
-			k, err := base64.StdEncoding.DecodeString(s) // validated by config
-			if err != nil {
-				return nil, fmt.Errorf("masterKeys[%d]: %w", i, err)
-			}
-			if i == 0 {
-				key = k
-			} else {
-				old = append(old, k)
-			}
-		}
-	} else {
-		var err error
-		if key, created, err = storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir()); err != nil {
-			return nil, err
-		}
+	keys, created, err := masterKeys(cfg, true)
+	if err != nil {
+		return nil, err
 	}
-	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: key, OldKeys: old, Logger: log})
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], Logger: log})
 	if err != nil {
 		return nil, err
 	}
@@ -93,4 +75,23 @@ func openSealed(ctx context.Context, cfg config.Config, log *slog.Logger) (*stor
 		log.Warn("generated a master key; back it up, secrets cannot be read without it", "path", keyFile)
 	}
 	return db, nil
+}
+
+// masterKeys returns the configured master keys, the sealing one first: masterKeys or
+// masterKeyFiles when set, else masterKey, else the key file in dataDir. With create the key file
+// is generated when missing (created says so); without it a missing file gives no keys.
+func masterKeys(cfg config.Config, create bool) (keys [][]byte, created bool, err error) {
+	if keys, err := cfg.RotationKeys(); err != nil || len(keys) > 0 {
+		return keys, false, err // validated by config; a key file may have changed since
+	}
+	if !create && cfg.MasterKey == "" {
+		if _, err := os.Stat(filepath.Join(cfg.ResolvedDataDir(), "master.key")); errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+	}
+	key, created, err := storage.LoadOrCreateKey(cfg.MasterKey, cfg.ResolvedDataDir())
+	if err != nil {
+		return nil, false, err
+	}
+	return [][]byte{key}, created, nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,11 +17,12 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/signing"
+	"github.com/hookd/hookd/storage/storagetest"
 )
 
 // TestMasterKeyRotationAndLoss: a hook's secret sealed with key A; masterKeys [B, A] and
-// `hookd keys rotate` re-seal it with B; with A removed the restarted daemon still signs so that
-// a real receiver verifies. Then a start with a wrong key: the daemon serves, the hook reports
+// `hookd keys rotate` re-seal it with B; with A removed (B now read from masterKeyFiles) the
+// restarted daemon still signs so that a real receiver verifies. Then a start with a wrong key: the daemon serves, the hook reports
 // secretUnreadable (and the metric counts it), its interceptive call follows failureMode DENY
 // without reaching the receiver, and a PUT with a new secret heals it.
 func TestMasterKeyRotationAndLoss(t *testing.T) {
@@ -67,9 +69,14 @@ func TestMasterKeyRotationAndLoss(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "re-sealed 1 hook secrets") {
 		t.Fatalf("rotate: %v %s", err, out)
 	}
-	d = startDaemon(t, cfgFor("masterKey: "+keyB))
+	// B alone, read from a file as a mounted Secret gives it.
+	fileB := filepath.Join(dir, "b.key")
+	if err := os.WriteFile(fileB, []byte(keyB+"\n"), 0o400); err != nil {
+		t.Fatal(err)
+	}
+	d = startDaemon(t, cfgFor("masterKeyFiles: ["+fileB+"]"))
 	if got := dispatch(d); got != "allow" || verified.Load() != 2 {
-		t.Fatalf("after rotation with key B alone: %s, verified %d\n%s", got, verified.Load(), d.log())
+		t.Fatalf("after rotation with key B alone (masterKeyFiles): %s, verified %d\n%s", got, verified.Load(), d.log())
 	}
 	stop(d)
 
@@ -123,5 +130,155 @@ func TestNoNewKeyOverSealedSecrets(t *testing.T) {
 	}
 	if _, err := exec.Command("ls", filepath.Join(dir, "master.key")).Output(); err == nil {
 		t.Fatal("a new key file was left behind")
+	}
+}
+
+// TestUnreadableSecretKeepsEventsQueued: an observational hook whose secret opens with no key
+// (the daemon restarted with a wrong one) sends nothing: its events stay pending with no attempt
+// spent, while another hook's events go out. A PUT with a new secret heals it, and every queued
+// event reaches the real receiver at once, signed with the new secret, as attempt 1. On SQLite
+// and PostgreSQL.
+func TestUnreadableSecretKeepsEventsQueued(t *testing.T) {
+	dbs := map[string]func(t *testing.T, dir string) string{
+		"sqlite":   func(t *testing.T, dir string) string { return "sqlite:" + filepath.Join(dir, "hookd.db") },
+		"postgres": func(t *testing.T, _ string) string { return storagetest.PostgresURL(t) },
+	}
+	for name, dbURL := range dbs {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			dbURL := dbURL(t, dir)
+			key := func(c byte) string { return base64.StdEncoding.EncodeToString([]byte(strings.Repeat(string(c), 32))) }
+			var secret atomic.Value
+			secret.Store("whsec-queued-1")
+			type got struct {
+				eventID  string
+				attempt  int
+				verified bool
+			}
+			audit, other := make(chan got, 16), make(chan got, 16)
+			receiver := func(into chan got) *httptest.Server {
+				return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					body, err := signing.VerifyRequest(r, secret.Load().(string), time.Minute, 1<<20)
+					var env struct {
+						EventID         string `json:"eventId"`
+						DeliveryAttempt int    `json:"deliveryAttempt"`
+					}
+					json.Unmarshal(body, &env)
+					into <- got{env.EventID, env.DeliveryAttempt, err == nil}
+				}))
+			}
+			auditRecv, otherRecv := receiver(audit), receiver(other)
+			defer auditRecv.Close()
+			defer otherRecv.Close()
+			cfgFor := func(k string) string {
+				return writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\nmasterKey: %s\nauth: {adminTokens: [adm-test]}\n"+
+					"webhooks: {allowPrivateNetworks: true}\n", dbURL, k))
+			}
+			auditHook := `{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"` + auditRecv.URL + `","signingSecret":"%s"}}`
+
+			d := startDaemon(t, cfgFor(key('a')))
+			if st := d.call("POST", "/api/hooks", fmt.Sprintf(auditHook, secret.Load()), nil); st != 201 {
+				t.Fatalf("create audit: %d", st)
+			}
+			if st := d.call("POST", "/api/hooks", `{"hookName":"other","hookType":"post_tool_use","dispatchConfig":{"url":"`+otherRecv.URL+`","signingSecret":"whsec-other"}}`, nil); st != 201 {
+				t.Fatalf("create other: %d", st)
+			}
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			<-d.done
+
+			// A wrong key: both hooks' secrets are unreadable; "other" is healed first, so it
+			// shows that deliveries go out while "audit"'s wait.
+			d = startDaemon(t, cfgFor(key('c')))
+			secret.Store("whsec-other")
+			if st := d.call("PUT", "/api/hooks/2", `{"hookName":"other","hookType":"post_tool_use","dispatchConfig":{"url":"`+otherRecv.URL+`","signingSecret":"whsec-other"}}`, nil); st != 200 {
+				t.Fatalf("heal other: %d", st)
+			}
+			var h struct{ SecretUnreadable bool }
+			if st := d.call("GET", "/api/hooks/1", "", &h); st != 200 || !h.SecretUnreadable {
+				t.Fatalf("audit with a wrong key: %d %+v", st, h)
+			}
+			var events []string
+			for i := range 3 {
+				var out struct{ EventIDs []string }
+				body := fmt.Sprintf(`{"hookType":"post_tool_use","context":{"toolName":"t","toolCallId":"c%d","arguments":{},"output":"ok","succeeded":true,"durationMs":3}}`, i)
+				if st := d.call("POST", "/api/hooks/dispatch", body, &out); st != 202 || len(out.EventIDs) != 2 {
+					t.Fatalf("dispatch: %d %v\n%s", st, out, d.log())
+				}
+				events = append(events, out.EventIDs...)
+			}
+			delivery := func(eventID string) (dl struct {
+				HookID    int64
+				Status    string
+				Attempts  int
+				LastError string
+			}) {
+				var page struct{ Items []json.RawMessage }
+				if st := d.call("GET", "/api/deliveries?eventId="+eventID, "", &page); st != 200 || len(page.Items) != 1 {
+					t.Fatalf("delivery %s: %d %d", eventID, st, len(page.Items))
+				}
+				json.Unmarshal(page.Items[0], &dl)
+				return dl
+			}
+			var queued []string
+			for _, id := range events {
+				if delivery(id).HookID == 1 {
+					queued = append(queued, id)
+				}
+			}
+			for range 3 { // "other" is delivered: the dispatcher is working
+				if g := <-other; !g.verified {
+					t.Fatalf("other: signature did not verify")
+				}
+			}
+			// waitDelivery polls the delivery row (the dispatcher's state) until done says so.
+			waitDelivery := func(id, what string, done func(status string, attempts int, lastError string) bool) {
+				deadline := time.Now().Add(10 * time.Second)
+				for dl := delivery(id); !done(dl.Status, dl.Attempts, dl.LastError); dl = delivery(id) {
+					if time.Now().After(deadline) {
+						t.Fatalf("delivery %s: %s: %+v", id, what, dl)
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+			for _, id := range queued {
+				waitDelivery(id, "never looked at", func(_ string, _ int, lastError string) bool { return lastError != "" })
+				if dl := delivery(id); dl.Status != "pending" || dl.Attempts != 0 || !strings.Contains(dl.LastError, "master key") {
+					t.Fatalf("audit delivery while its secret is unreadable: %+v, want pending, 0 attempts, the reason", dl)
+				}
+			}
+			select {
+			case g := <-audit:
+				t.Fatalf("the unreadable hook's receiver was called: %+v", g)
+			default:
+			}
+
+			// Healed: all three arrive, signed with the new secret, each as its first attempt.
+			secret.Store("whsec-queued-2")
+			if st := d.call("PUT", "/api/hooks/1", fmt.Sprintf(auditHook, secret.Load()), nil); st != 200 {
+				t.Fatalf("heal audit: %d", st)
+			}
+			seen := map[string]bool{}
+			for range queued {
+				select {
+				case g := <-audit:
+					if !g.verified || g.attempt != 1 {
+						t.Fatalf("after the heal: %+v, want verified, attempt 1", g)
+					}
+					seen[g.eventID] = true
+				case <-time.After(10 * time.Second):
+					t.Fatalf("after the heal only %d of %d queued events arrived\n%s", len(seen), len(queued), d.log())
+				}
+			}
+			for _, id := range queued {
+				if !seen[id] {
+					t.Fatalf("event %s not delivered after the heal", id)
+				}
+				waitDelivery(id, "not recorded as delivered in one attempt after the heal", func(status string, attempts int, _ string) bool {
+					return status == "delivered" && attempts == 1
+				})
+			}
+			d.cmd.Process.Signal(syscall.SIGTERM)
+			<-d.done
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,37 +28,18 @@ func readFrames(t *testing.T, resp *http.Response, stop func(frame) bool) []fram
 	t.Helper()
 	defer resp.Body.Close()
 	var out []frame
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	var cur frame
-	var data strings.Builder
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if data.Len() == 0 {
-				continue
-			}
-			if err := json.Unmarshal([]byte(data.String()), &cur); err != nil {
-				t.Fatalf("frame data: %v: %s", err, data.String())
-			}
-			data.Reset()
-			f := cur
-			cur = frame{}
-			f.arrived = time.Now()
-			if f.EventType == "HEARTBEAT" {
-				continue
-			}
-			out = append(out, f)
-			if stop(f) {
-				return out
-			}
-		case strings.HasPrefix(line, "id:"):
-			cur.ID = strings.TrimSpace(strings.TrimPrefix(line, "id:"))
-		case strings.HasPrefix(line, "data:"):
-			data.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+	scanSSE(t, resp.Body, func(_, id, data string) bool {
+		var f frame
+		if err := json.Unmarshal([]byte(data), &f); err != nil {
+			t.Fatalf("frame data: %v: %s", err, data)
 		}
-	}
+		f.ID, f.arrived = id, time.Now()
+		if f.EventType == "HEARTBEAT" {
+			return false
+		}
+		out = append(out, f)
+		return stop(f)
+	})
 	return out
 }
 

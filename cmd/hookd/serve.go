@@ -113,6 +113,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Lease:                   cfg.Webhooks.ClaimLease.Std(),
 		DecisionDurability:      cfg.Decisions.Durability,
 		RecordArguments:         cfg.Decisions.RecordArguments,
+		Writer: dispatcher.WriterLimits{MaxRows: cfg.Writer.MaxRows, MaxDelay: writerDelay(cfg.Writer.MaxDelay.Std()),
+			Queue: cfg.Writer.Queue},
 		Retention: dispatcher.Retention{Deliveries: cfg.Retention.Deliveries.Std(),
 			Decisions: cfg.Retention.Decisions.Std()},
 	})
@@ -127,7 +129,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(),
+	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment(),
 		tools.NewHTTPRequest(&http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}))
 	if cfg.Agent.Shell.Enabled {
 		toolset.Add(tools.NewShell(tools.ShellConfig{Timeout: cfg.Agent.Shell.Timeout.Std(), MaxOutput: cfg.Agent.Shell.MaxOutput}))
@@ -227,6 +229,15 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	stopReg()
 	log.Info("stopped")
 	return nil
+}
+
+// writerDelay is writer.maxDelay as WriterLimits takes it: there 0 means the default, and none
+// is negative.
+func writerDelay(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // streamGrace is how long open streams get to send their last frame at shutdown.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -53,17 +54,7 @@ func Postgres(t testing.TB) *storage.DB {
 // PostgresURL creates a fresh schema and returns a DSN whose search_path is that schema.
 func PostgresURL(t testing.TB) string {
 	t.Helper()
-	dsn := os.Getenv(PostgresEnv)
-	if dsn == "" {
-		t.Skipf("PostgreSQL test skipped: %s is not set (CI sets it to the machine's server)", PostgresEnv)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "t_" + hex.EncodeToString(b[:])
-	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
-	if err != nil {
-		t.Fatalf("postgres: %v", err)
-	}
+	dsn, admin, schema := postgresAdmin(t, "t_")
 	if err := admin.Exec("CREATE SCHEMA " + schema).Error; err != nil {
 		t.Fatalf("postgres: create schema: %v", err)
 	}
@@ -83,6 +74,23 @@ func PostgresURL(t testing.TB) string {
 	return u.String()
 }
 
+// postgresAdmin connects to the test server as its DSN's (superuser) role and picks a fresh name
+// with prefix; it skips the test when no server is configured.
+func postgresAdmin(t testing.TB, prefix string) (dsn string, admin *gorm.DB, name string) {
+	t.Helper()
+	dsn = os.Getenv(PostgresEnv)
+	if dsn == "" {
+		t.Skipf("PostgreSQL test skipped: %s is not set (CI sets it to the machine's server)", PostgresEnv)
+	}
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	admin, err := gorm.Open(postgres.Open(dsn), &gorm.Config{Logger: logger.Discard})
+	if err != nil {
+		t.Fatalf("postgres: %v", err)
+	}
+	return dsn, admin, prefix + hex.EncodeToString(b[:])
+}
+
 func open(t testing.TB, u string) *storage.DB {
 	t.Helper()
 	db, err := storage.Open(context.Background(), u, storage.Options{Key: Key})
@@ -91,4 +99,81 @@ func open(t testing.TB, u string) *storage.DB {
 	}
 	t.Cleanup(func() { db.Close() })
 	return db
+}
+
+// PostgresReadOnly is a PostgreSQL database whose writes can be refused from outside, as after a
+// failover onto a standby: URL connects as a role of its own that owns a fresh schema, and
+// SetReadOnly(true) makes every session of that role read-only (default_transaction_read_only),
+// ending its open sessions so that the pool reconnects into the new mode; SetReadOnly(false)
+// undoes it the same way. It skips the test when no server is configured.
+type PostgresReadOnly struct {
+	URL   string
+	role  string
+	admin *gorm.DB
+	t     testing.TB
+}
+
+// PostgresWithRole creates the role and its schema; both are dropped when the test ends.
+func PostgresWithRole(t testing.TB) *PostgresReadOnly {
+	t.Helper()
+	dsn, admin, role := postgresAdmin(t, "r_")
+	p := &PostgresReadOnly{role: role, admin: admin, t: t}
+	for _, q := range []string{"CREATE ROLE " + role + " LOGIN", "CREATE SCHEMA " + role + " AUTHORIZATION " + role} {
+		if err := admin.Exec(q).Error; err != nil {
+			t.Fatalf("postgres: %s: %v", q, err)
+		}
+	}
+	t.Cleanup(func() {
+		p.endSessions()
+		admin.Exec("DROP SCHEMA " + role + " CASCADE")
+		admin.Exec("DROP ROLE " + role)
+		if s, err := admin.DB(); err == nil {
+			s.Close()
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("postgres DSN: %v", err)
+	}
+	u.User = url.User(role)
+	q := u.Query()
+	q.Set("search_path", role)
+	u.RawQuery = q.Encode()
+	p.URL = u.String()
+	return p
+}
+
+// SetReadOnly makes the role's sessions read-only (true) or writable again (false).
+func (p *PostgresReadOnly) SetReadOnly(on bool) {
+	p.t.Helper()
+	q := "ALTER ROLE " + p.role + " RESET default_transaction_read_only"
+	if on {
+		q = "ALTER ROLE " + p.role + " SET default_transaction_read_only = on"
+	}
+	if err := p.admin.Exec(q).Error; err != nil {
+		p.t.Fatalf("postgres: %s: %v", q, err)
+	}
+	p.endSessions()
+}
+
+// endSessions ends the role's open sessions and waits until the server reports those gone
+// (sessions opened since began under the role's new settings).
+func (p *PostgresReadOnly) endSessions() {
+	var pids []int64 // listed first, then ended one by one: nobody else's session is touched
+	if err := p.admin.Raw("SELECT pid FROM pg_stat_activity WHERE usename = ?", p.role).Scan(&pids).Error; err != nil {
+		p.t.Fatalf("postgres: sessions of %s: %v", p.role, err)
+	}
+	for _, pid := range pids {
+		if err := p.admin.Exec("SELECT pg_terminate_backend(?)", pid).Error; err != nil {
+			p.t.Fatalf("postgres: end session %d of %s: %v", pid, p.role, err)
+		}
+	}
+	for range 500 {
+		var n int64
+		if len(pids) == 0 || p.admin.Raw("SELECT count(*) FROM pg_stat_activity WHERE pid IN ?", pids).Scan(&n).Error != nil || n == 0 {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatalf("postgres: sessions of %s did not end", p.role)
 }

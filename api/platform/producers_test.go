@@ -1,0 +1,88 @@
+package platform_test
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/agenttest"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// The producers of Build 6 on the running runtime, read over TCP as a client reads them.
+
+func newTEnvWith(t *testing.T, o agenttest.Options) *tenv {
+	t.Helper()
+	env := agenttest.New(t, storagetest.SQLite(t), o)
+	e := &tenv{t: t, env: env, hb: time.Minute, ws: env.Workspaces}
+	e.serve()
+	return e
+}
+
+// The OpenAI-compatible provider, its stream dropped twice mid-answer by a real server,
+// recovers from the break each time: two AGENT_STATUS LLM_AUTO_RECOVERING among the text
+// frames, the text streamed once, the run completed with the whole answer.
+func TestAutoRecoveringFromADroppedStream(t *testing.T) {
+	e := newTEnvWith(t, agenttest.Options{Model: agenttest.DroppingModel(t, "第一步。", "第二步。", "完成。")})
+	fs := withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "go"}).rest(nil))
+	var text strings.Builder
+	var statuses []frame
+	for _, f := range fs {
+		switch f.EventType {
+		case "TEXT_START", "TEXT_DELTA":
+			text.WriteString(f.str("text"))
+		case "AGENT_STATUS":
+			statuses = append(statuses, f)
+		}
+	}
+	if len(statuses) != 2 || statuses[0].str("code") != agent.StatusAutoRecovering || statuses[0].str("level") != "WARN" ||
+		statuses[0].str("message") == "" {
+		t.Fatalf("statuses in %s", types(fs))
+	}
+	if a, _ := statuses[1].data()["attributes"].(map[string]any); a["attempt"] != float64(2) {
+		t.Fatalf("second recovery %v", statuses[1].data())
+	}
+	if text.String() != "第一步。第二步。完成。" {
+		t.Fatalf("text %q", text.String())
+	}
+	if last := fs[len(fs)-1]; last.EventType != "MESSAGE_COMPLETED" {
+		t.Fatalf("ends %s", types(fs))
+	}
+	got := types(fs)
+	if strings.Index(got, "TEXT_START") > strings.Index(got, "AGENT_STATUS") || strings.Count(got, "TEXT_START") != 1 {
+		t.Fatalf("one text block, broken off and continued: %s", got)
+	}
+}
+
+// A pre_tool_use receiver that denies with a tool event (an approval URL) gives TOOL_EVENT on
+// the call, then the denied call's TOOL_FAILED.
+func TestToolEventFromAHookAnswer(t *testing.T) {
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, `{"decision":"deny","reason":"需要授权","toolEvent":{"category":"auth_required",
+			"payload":{"authUrl":"https://example.com/oauth","provider":"mysql"},"userMessage":"需要您授权数据库访问权限"}}`)
+	}))
+	defer rcv.Close()
+	e := newTEnvWith(t, agenttest.Options{Script: `{"scripts":[{"match":"write","steps":[
+		{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"x"}}]},{"text":"ok"}]}]}`})
+	e.env.Hook(t, `{"hookName":"db-auth","hookType":"pre_tool_use","dispatchConfig":{"url":"`+rcv.URL+`"}}`)
+	fs := withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).rest(nil))
+	got := types(fs)
+	if !strings.Contains(got, "TOOL_START TOOL_EVENT TOOL_RUNNING TOOL_FAILED") {
+		t.Fatalf("frames %s", got)
+	}
+	for _, f := range fs {
+		if f.EventType != "TOOL_EVENT" {
+			continue
+		}
+		p, _ := f.data()["payload"].(map[string]any)
+		if f.str("category") != "auth_required" || f.str("toolName") != "workspace_write_file" || f.str("toolCallId") == "" ||
+			f.str("userMessage") != "需要您授权数据库访问权限" || p["authUrl"] != "https://example.com/oauth" || f.str("type") != "tool_side" {
+			t.Fatalf("TOOL_EVENT %v", f.data())
+		}
+	}
+}

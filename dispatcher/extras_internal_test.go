@@ -1,0 +1,58 @@
+package dispatcher
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hookd/hookd/hookdtype"
+)
+
+// The extras of an answer are decoded strictly: a malformed one is the hook failing, naming the
+// field, never an extra silently dropped.
+func TestParseAnswerExtras(t *testing.T) {
+	dec, err := parseAnswer([]byte(`{"decision":"deny","reason":"r","hint":"h","events":[{"name":"team_updated","value":{"a":1}}],
+		"toolEvent":{"category":"auth_required","payload":{"authUrl":"https://x"},"userMessage":"m"}}`), PreToolUse)
+	if err != nil || dec.Decision != Deny || len(dec.Extras) != 1 {
+		t.Fatalf("%+v %v", dec, err)
+	}
+	x := dec.Extras[0]
+	if x.Hint != "h" || len(x.Events) != 1 || x.Events[0].Name != "team_updated" || string(x.Events[0].Value) != `{"a":1}` ||
+		x.ToolEvent == nil || x.ToolEvent.Category != "auth_required" || string(x.ToolEvent.Payload) != `{"authUrl":"https://x"}` || x.ToolEvent.UserMessage != "m" {
+		t.Fatalf("%+v", x)
+	}
+	for body, want := range map[string]string{
+		`{"decision":"allow"}`: "",
+		`{"decision":"allow","hint":null,"events":null,"toolEvent":null}`: "",
+		`{"decision":"allow","events":[]}`:                                "",
+		`{"hint":3}`:                                                      "hint",
+		`{"hint":"  "}`:                                                   "hint",
+		`{"events":{"name":"x"}}`:                                         "events",
+		`{"events":[{"name":"x","value":{},"extra":1}]}`:                  "events[0].extra",
+		`{"events":[{"value":{}}]}`:                                       "events[0].name",
+		`{"events":[{"name":"x","value":3}]}`:                             "events[0].value",
+		`{"events":[{"name":"x"}]}`:                                       "events[0].value",
+		`{"events":[{"name":"state_updated","value":{}}]}`:                "events[0].name",
+		`{"toolEvent":{"payload":{}}}`:                                    "toolEvent.category",
+		`{"toolEvent":{"category":"c","payload":[1]}}`:                    "toolEvent.payload",
+		`{"toolEvent":{"category":"c","user_message":"m"}}`:               "toolEvent.user_message",
+	} {
+		dec, err := parseAnswer([]byte(body), PreToolUse)
+		var ve *hookdtype.ValidationError
+		switch {
+		case want == "" && (err != nil || len(dec.Extras) != 0):
+			t.Errorf("%s: %+v %v", body, dec, err)
+		case want != "" && (!errors.As(err, &ve) || ve.Field != want):
+			t.Errorf("%s: %v, want an error naming %s", body, err, want)
+		}
+	}
+	// What a hook point cannot carry.
+	if _, err := parseAnswer([]byte(`{"toolEvent":{"category":"c"}}`), UserMessage); err == nil {
+		t.Error("a tool event on user_message")
+	}
+	if _, err := parseAnswer([]byte(`{"hint":"h"}`), PreScheduledTask); err == nil {
+		t.Error("a hint on pre_scheduled_task")
+	}
+	if dec, err := parseAnswer([]byte(`{"hint":"h"}`), UserMessage); err != nil || dec.Extras[0].Hint != "h" {
+		t.Errorf("a hint on user_message: %+v %v", dec, err)
+	}
+}

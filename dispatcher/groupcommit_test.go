@@ -1,0 +1,144 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/hookd/hookd/storage"
+)
+
+// heldCommitter is a committer whose writes are recorded and wait for the test: each cycle is
+// reported on cycles, and returns once release has a token.
+func heldCommitter(t *testing.T, lim WriterLimits) (c *committer, cycles chan []writeKind, release chan struct{}) {
+	cycles, release = make(chan []writeKind, 16), make(chan struct{})
+	c = newCommitter(lim, []writeKind{writeOutbox, writeOutcome, writeDecision, writeRunEvents}, func(reqs []*writeReq) {
+		kinds := make([]writeKind, 0, len(reqs))
+		for _, r := range reqs {
+			for range r.rows() {
+				kinds = append(kinds, r.kind)
+			}
+		}
+		cycles <- kinds
+		<-release
+		for _, r := range reqs {
+			if r.done != nil {
+				r.done <- nil
+			}
+		}
+	})
+	t.Cleanup(func() {
+		close(release)
+		c.close()
+	})
+	return c, cycles, release
+}
+
+func count(kinds []writeKind, k writeKind) int {
+	n := 0
+	for _, x := range kinds {
+		if x == k {
+			n++
+		}
+	}
+	return n
+}
+
+func oneEvent(k writeKind) *writeReq {
+	switch k {
+	case writeRunEvents:
+		return &writeReq{kind: k, events: storage.RunEventAppend{Events: []storage.RunEvent{{RunID: 1, Seq: 1}}}}
+	case writeDecision:
+		return &writeReq{kind: k, decisions: []storage.Decision{{DecisionID: "d"}}}
+	default:
+		return &writeReq{kind: k, outcomes: []storage.Outcome{{}}}
+	}
+}
+
+// A burst of run events queued behind a commit does not keep decisions out of the next cycle,
+// and a cycle takes at most MaxRows; the queue length is what waits.
+func TestCommitterTakesKindsInTurn(t *testing.T) {
+	c, cycles, release := heldCommitter(t, WriterLimits{MaxRows: 10, MaxDelay: -1, Queue: 100})
+	ctx := context.Background()
+	if err := c.submit(ctx, oneEvent(writeOutcome)); err != nil {
+		t.Fatal(err)
+	}
+	if first := <-cycles; len(first) != 1 {
+		t.Fatalf("first cycle %v", first)
+	}
+	for range 50 {
+		if err := c.submit(ctx, oneEvent(writeRunEvents)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if err := c.submit(ctx, oneEvent(writeDecision)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := c.queuedRows(writeRunEvents); n != 50 {
+		t.Fatalf("run events queued: %d, want 50", n)
+	}
+	release <- struct{}{}
+	second := <-cycles
+	if len(second) != 10 || count(second, writeDecision) != 3 || count(second, writeRunEvents) != 7 {
+		t.Fatalf("second cycle %v: want the 3 decisions and 7 run events", second)
+	}
+	if n := c.queuedRows(writeRunEvents); n != 43 {
+		t.Fatalf("run events queued after the second cycle: %d, want 43", n)
+	}
+	release <- struct{}{}
+	for left := 43; left > 0; left -= 10 {
+		if got := <-cycles; len(got) != min(left, 10) {
+			t.Fatalf("cycle of %d rows with %d left", len(got), left)
+		}
+		release <- struct{}{}
+	}
+}
+
+// A caller that waits returns only once the cycle holding its rows has been answered.
+func TestCommitterReleasesAfterTheWrite(t *testing.T) {
+	c, cycles, release := heldCommitter(t, WriterLimits{MaxRows: 10, MaxDelay: -1, Queue: 100})
+	r := oneEvent(writeDecision)
+	r.done = make(chan error, 1)
+	returned := make(chan error, 1)
+	go func() { returned <- c.submit(context.Background(), r) }()
+	<-cycles // the write has begun and is held
+	select {
+	case err := <-returned:
+		t.Fatalf("submit returned (%v) before its write did", err)
+	default:
+	}
+	release <- struct{}{}
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The queue is bounded: past it a submitter waits, and gives up with its context.
+func TestCommitterQueueIsBounded(t *testing.T) {
+	c, cycles, release := heldCommitter(t, WriterLimits{MaxRows: 10, MaxDelay: -1, Queue: 2})
+	ctx := context.Background()
+	if err := c.submit(ctx, oneEvent(writeOutcome)); err != nil {
+		t.Fatal(err)
+	}
+	<-cycles
+	for range 2 {
+		if err := c.submit(ctx, oneEvent(writeOutcome)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := c.submit(cctx, oneEvent(writeOutcome)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("submit to a full queue: %v, want context.Canceled", err)
+	}
+	if n := c.queuedRows(writeOutcome); n != 2 {
+		t.Fatalf("queued %d, want 2", n)
+	}
+	release <- struct{}{}
+	if got := <-cycles; len(got) != 2 {
+		t.Fatalf("cycle %v", got)
+	}
+	release <- struct{}{}
+}

@@ -1,0 +1,93 @@
+package storage
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// WriteBatch is everything one write cycle makes durable: new outbox rows (some handed to this
+// process's workers at once, see ClaimedUntil), the outcomes of finished deliveries with their
+// attempt records, decision log rows and run events. Commit writes it in one transaction, so on
+// SQLite's single writer connection a cycle costs one fsync however many kinds of rows it holds.
+type WriteBatch struct {
+	// Deliveries are new outbox rows. Those whose Status is StatusDelivering are inserted claimed
+	// until ClaimedUntil: their worker has them in memory and no claim query is needed; the others
+	// are pending. Commit sets each one's ID (and its claim).
+	Deliveries   []Delivery
+	ClaimedUntil time.Time
+	Outcomes     []Outcome
+	// Decisions are appended to the chain in order; Commit sets their PrevHash and Hash.
+	Decisions []Decision
+	RunEvents []RunEventAppend
+}
+
+// Empty tells whether the batch holds nothing to write.
+func (b *WriteBatch) Empty() bool {
+	return len(b.Deliveries) == 0 && len(b.Outcomes) == 0 && len(b.Decisions) == 0 && len(b.RunEvents) == 0
+}
+
+// beforeCommit, when set, runs in Commit once b's rows are written and before COMMIT. Only a test
+// build sets it (commithold.go).
+var beforeCommit func(b *WriteBatch)
+
+// Commit writes b in one transaction: when it returns nil every row of it survives a crash, and
+// on an error none was written.
+func (db *DB) Commit(ctx context.Context, b *WriteBatch) error {
+	if b.Empty() {
+		return nil
+	}
+	tx := db.w.WithContext(ctx).Begin()
+	if tx.Error != nil {
+		return fmt.Errorf("storage: begin: %w", tx.Error)
+	}
+	if err := db.writeBatch(ctx, tx, b); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if beforeCommit != nil {
+		beforeCommit(b)
+	}
+	if err := tx.Commit().Error; err != nil {
+		return fmt.Errorf("storage: commit: %w", err)
+	}
+	if len(b.Decisions) > 0 {
+		db.announce(TopicDecisions)
+	}
+	return nil
+}
+
+func (db *DB) writeBatch(ctx context.Context, tx *gorm.DB, b *WriteBatch) error {
+	if len(b.Deliveries) > 0 {
+		if err := enqueue(tx, b.Deliveries, b.ClaimedUntil); err != nil {
+			return err
+		}
+	}
+	if len(b.Outcomes) > 0 {
+		if err := db.complete(ctx, tx, b.Outcomes); err != nil {
+			return err
+		}
+	}
+	if len(b.Decisions) > 0 {
+		stx, ok := tx.Statement.ConnPool.(*sql.Tx)
+		if !ok {
+			return errors.New("storage: insert decisions: the transaction is not a *sql.Tx")
+		}
+		if err := db.insertDecisions(ctx, stx, b.Decisions); err != nil {
+			return fmt.Errorf("storage: insert %d decisions: %w", len(b.Decisions), err)
+		}
+	}
+	for i := range b.RunEvents {
+		a := &b.RunEvents[i]
+		n, err := db.appendRunEvents(tx, a.Owner, a.Events)
+		if err != nil {
+			return err
+		}
+		a.Dropped = n
+	}
+	return nil
+}
