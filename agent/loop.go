@@ -95,20 +95,23 @@ func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
 func (r *run) emit(e Event) bool {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
-	return r.emitLocked(e)
+	_, ok := r.emitLocked(e)
+	return ok
 }
 
-func (r *run) emitLocked(e Event) bool {
+// emitLocked is emit for a caller holding emitMu; it returns the event as stamped.
+func (r *run) emitLocked(e Event) (Event, bool) {
 	if r.left {
 		r.rt.log.Warn("event of a run that left running dropped", "requestId", r.rec.RequestID, "kind", e.Kind)
-		return false
+		return Event{}, false
 	}
 	if !r.opened {
 		r.rt.elog.open(r.rec.ID, r.seq)
 		r.opened = true
 	}
-	r.rt.elog.append(r.rec.ID, r.stamp(e))
-	return true
+	e = r.stamp(e)
+	r.rt.elog.append(r.rec.ID, e)
+	return e, true
 }
 
 // stamp gives e the run's next seq and its ids; the caller holds emitMu.

@@ -173,6 +173,7 @@ func newEngine(d Deps) *gin.Engine {
 	admin.GET("/approvals", aa.list)
 	admin.GET("/approvals/stream", aa.stream)
 	admin.POST("/approvals/:askId", aa.answer)
+	admin.POST("/users/:userId/sessions/:sessionKey/events", sessionEventsAPI{rt: d.Runtime}.push)
 	dl := decisionLogAPI{db: d.DB, heartbeat: d.Heartbeat}
 	admin.GET("/decisions/stream", dl.stream)
 	return r

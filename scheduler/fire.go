@@ -27,6 +27,8 @@ type firing struct {
 	// started, when set, receives the firing once its run started or it ended without one.
 	started chan storage.TaskRun
 	done    bool // finish ran (or is running)
+	// endSpan ends the firing's span (tracing.StartFiring) once finish has recorded the end.
+	endSpan func(status, errorCode string, failed bool)
 }
 
 func (f *firing) end(status, code, msg string) {
@@ -185,6 +187,9 @@ func (s *Scheduler) await(ctx context.Context, f *firing, requestID string) {
 func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	f.done = true
 	defer f.notify()
+	if f.endSpan != nil {
+		defer func() { f.endSpan(f.run.Status, f.run.ErrorCode, f.run.Status == storage.TaskRunFailed) }()
+	}
 	ctx = context.WithoutCancel(ctx)
 	f.run.DurationMs = time.Since(f.start).Milliseconds()
 	now := s.now()

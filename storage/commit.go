@@ -63,7 +63,7 @@ func (db *DB) Commit(ctx context.Context, b *WriteBatch) error {
 
 func (db *DB) writeBatch(ctx context.Context, tx *gorm.DB, b *WriteBatch) error {
 	if len(b.Deliveries) > 0 {
-		if err := enqueue(tx, b.Deliveries, b.ClaimedUntil); err != nil {
+		if err := db.enqueue(ctx, tx, b.Deliveries, b.ClaimedUntil); err != nil {
 			return err
 		}
 	}

@@ -144,7 +144,7 @@ func (db *DB) EnqueueDeliveries(ctx context.Context, ds []Delivery) error {
 
 // enqueue inserts ds: pending, or, for those whose Status is StatusDelivering when leaseUntil is
 // set, claimed by this process until leaseUntil (their worker is handed the row in memory: no claim query follows).
-func enqueue(tx *gorm.DB, ds []Delivery, leaseUntil time.Time) error {
+func (db *DB) enqueue(ctx context.Context, tx *gorm.DB, ds []Delivery, leaseUntil time.Time) error {
 	now := time.Now().UnixMilli()
 	rows := make([]deliveryRow, len(ds))
 	for i, d := range ds {
@@ -160,7 +160,13 @@ func enqueue(tx *gorm.DB, ds []Delivery, leaseUntil time.Time) error {
 			rows[i].Status, rows[i].LeaseUntil = StatusDelivering, ms(leaseUntil)
 		}
 	}
-	if err := tx.CreateInBatches(rows, 200).Error; err != nil {
+	var err error
+	if db.dialect == SQLite {
+		err = enqueueEach(ctx, tx, rows)
+	} else {
+		err = tx.CreateInBatches(rows, 200).Error
+	}
+	if err != nil {
 		return fmt.Errorf("storage: enqueue %d deliveries: %w", len(rows), err)
 	}
 	for i := range ds {
@@ -241,9 +247,59 @@ func (db *DB) complete(ctx context.Context, tx *gorm.DB, outs []Outcome) error {
 				Error: a.Error, LatencyMs: a.LatencyMs, ResponseBody: a.ResponseBody})
 		}
 	}
-	if len(attempts) > 0 {
-		if err := tx.CreateInBatches(attempts, 200).Error; err != nil {
-			return fmt.Errorf("storage: record attempts: %w", err)
+	if len(attempts) == 0 {
+		return nil
+	}
+	if db.dialect == SQLite {
+		err = insertAttemptsEach(ctx, tx, attempts)
+	} else {
+		err = tx.CreateInBatches(attempts, 200).Error
+	}
+	if err != nil {
+		return fmt.Errorf("storage: record attempts: %w", err)
+	}
+	return nil
+}
+
+// insertAttemptsEach is enqueueEach for attempt records.
+func insertAttemptsEach(ctx context.Context, tx *gorm.DB, rows []newAttemptRow) error {
+	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `INSERT INTO delivery_attempts (delivery_id, attempt,
+		dispatched_at, status_code, error_class, error, latency_ms, response_body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for _, a := range rows {
+		if _, err := stmt.ExecContext(ctx, a.DeliveryID, a.Attempt, a.DispatchedAt, a.StatusCode, a.ErrorClass,
+			a.Error, a.LatencyMs, a.ResponseBody); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueueEach inserts rows with one prepared INSERT run per row and reads each id from its
+// result, for the reason of completeEach: on SQLite a multi-row statement compiled anew for every
+// batch size, and gorm's reflection over it, cost more than the inserts themselves.
+func enqueueEach(ctx context.Context, tx *gorm.DB, rows []deliveryRow) error {
+	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `INSERT INTO deliveries (event_id, hook_id, hook_type,
+		hook_name, occurred_at, trace_id, trace_parent, session_id, principal_id, agent_id, context, status, paused,
+		attempts, next_attempt_at, lease_until, last_status_code, last_error, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	for i := range rows {
+		r := &rows[i]
+		res, err := stmt.ExecContext(ctx, r.EventID, r.HookID, r.HookType, r.HookName, r.OccurredAt, r.TraceID,
+			r.TraceParent, r.SessionID, r.PrincipalID, r.AgentID, r.Context, r.Status, r.Paused, r.Attempts,
+			r.NextAttemptAt, r.LeaseUntil, r.LastStatusCode, r.LastError, r.CreatedAt, r.UpdatedAt)
+		if err != nil {
+			return err
+		}
+		if r.ID, err = res.LastInsertId(); err != nil {
+			return err
 		}
 	}
 	return nil

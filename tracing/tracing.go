@@ -160,6 +160,30 @@ func StartRun(ctx context.Context, parent, requestID string) context.Context {
 	return ctx
 }
 
+// StartFiring starts the span of a scheduled task's firing: the root of a new trace at a cron
+// tick (ctx has no span), a child of the request that fired it by hand. end records how the
+// firing ended: its task run's status and error code, and whether it failed.
+func StartFiring(ctx context.Context, taskID int64, kind string) (context.Context, func(status, errorCode string, failed bool)) {
+	ctx, span := tracer().Start(ctx, "task firing", trace.WithAttributes(
+		attribute.Int64("hookd.task.id", taskID), attribute.String("hookd.task.fire_kind", kind)))
+	return ctx, func(status, errorCode string, failed bool) {
+		span.SetAttributes(attribute.String("hookd.task.status", status))
+		if errorCode != "" {
+			span.SetAttributes(attribute.String("hookd.error_code", errorCode))
+		}
+		if failed {
+			span.SetStatus(codes.Error, errorCode)
+		}
+		span.End()
+	}
+}
+
+// Carry is to with from's span: work that outlives the request or loop that began it (to's
+// cancellation and values, from's trace).
+func Carry(to, from context.Context) context.Context {
+	return trace.ContextWithSpan(to, trace.SpanFromContext(from))
+}
+
 // StartModelCall starts the span of one model call; end calls it with the call's error.
 func StartModelCall(ctx context.Context, modelName string, attempt int) (context.Context, func(error)) {
 	ctx, span := tracer().Start(ctx, "model call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(

@@ -56,6 +56,8 @@ const dialectScript = `{"scripts":[
    {"toolCalls":[{"name":"http_request","arguments":{"method":"GET","url":"FETCH_URL/secret"}}]},
    {"text":"fetched"}]},
  {"match":"/ratelimit/","steps":[{"error":"rate_limited","text":"限流过后的回答"}]},
+ {"match":"/netretry/","steps":[{"error":"network","text":"重连之后的回答"}]},
+ {"match":"/emptyretry/","steps":[{"error":"empty","text":"重试之后的回答"}]},
  {"match":"/fatal/","steps":[{"error":"fatal","text":"never"}]},
  {"match":"*","steps":[{"text":"你好"}]}
 ]}`
