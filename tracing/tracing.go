@@ -83,6 +83,8 @@ func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error,
 	return tp.Shutdown, nil
 }
 
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
 // Middleware starts the span of each HTTP request, as a child of the trace the client sent in
 // traceparent, if any. The route template names it.
 func Middleware() gin.HandlerFunc {
@@ -92,10 +94,14 @@ func Middleware() gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		ctx, span := tracer().Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route)))
+		ctx, span := tracer().Start(ctx, c.Request.Method+" "+route, serverKind)
 		defer span.End()
 		c.Request = c.Request.WithContext(ctx)
+		if !span.IsRecording() { // export off: nothing to record on every request
+			c.Next()
+			return
+		}
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route))
 		c.Next()
 		status := c.Writer.Status()
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
@@ -201,11 +207,18 @@ type HookResult struct {
 	Err             error // the exchange's failure (the failureMode decided)
 }
 
+var hookCallKind = trace.WithSpanKind(trace.SpanKindClient)
+
 // StartHookCall starts the span of one interceptive hook call; end records its decision.
 func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string) (context.Context, func(HookResult)) {
-	ctx, span := tracer().Start(ctx, "hook "+hookType, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.Int64("hookd.hook.id", hookID), attribute.String("hookd.hook.name", hookName),
-		attribute.String("hookd.hook.type", hookType)))
+	ctx, span := tracer().Start(ctx, "hook "+hookType, hookCallKind)
+	if !span.IsRecording() {
+		// Export off (the API's no-op span, which still carries the trace to the receiver): no
+		// attributes to build, on every decision.
+		return ctx, func(HookResult) { span.End() }
+	}
+	span.SetAttributes(attribute.Int64("hookd.hook.id", hookID), attribute.String("hookd.hook.name", hookName),
+		attribute.String("hookd.hook.type", hookType))
 	return ctx, func(r HookResult) {
 		span.SetAttributes(attribute.String("hookd.decision", r.Decision), attribute.Int64("hookd.latency_ms", r.Latency.Milliseconds()),
 			attribute.Bool("hookd.from_failure_mode", r.FromFailureMode))

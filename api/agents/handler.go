@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -84,7 +83,7 @@ func (h *handler) hook(c *gin.Context) {
 		}
 		agentID = caller.AgentID
 	}
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := wire.ReadBody(c.Request.Body)
 	if err != nil {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body too large")
 		return
