@@ -70,7 +70,7 @@ func (r *run) runCall(p *pendingCall) {
 		return // not finished: it stays ready and runs again after the restart
 	}
 	if err != nil {
-		r.rt.log.Warn("tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.WarnContext(tctx, "tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
 		res = tools.Result{Text: err.Error(), IsError: true}
 	}
 	if a := res.Async; a != nil && err == nil {

@@ -65,7 +65,7 @@ func (s *Scheduler) execute(ctx context.Context, f *firing) {
 	f.start = time.Now()
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("task firing panicked", "taskId", f.task.ID, "taskRunId", f.run.ID, "panic", p)
+			s.log.ErrorContext(ctx, "task firing panicked", "taskId", f.task.ID, "taskRunId", f.run.ID, "panic", p)
 			if f.done {
 				return
 			}
@@ -127,12 +127,12 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	wctx := context.WithoutCancel(ctx)
 	if t.ReuseSession && (t.SessionID == nil || *t.SessionID != info.SessionID) {
 		if err := s.db.BindTaskSession(wctx, t.ID, info.SessionID); err != nil {
-			s.log.Warn("binding the task's session failed", "taskId", t.ID, "err", err)
+			s.log.WarnContext(ctx, "binding the task's session failed", "taskId", t.ID, "err", err)
 		}
 	}
 	// Recorded now so the run can be followed live (platform stream by requestId) while it runs.
 	if err := s.db.UpdateTaskRun(wctx, &f.run); err != nil {
-		s.log.Warn("recording the task firing's run failed", "taskId", t.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.WarnContext(ctx, "recording the task firing's run failed", "taskId", t.ID, "taskRunId", f.run.ID, "err", err)
 	}
 	return info.RequestID, true
 }
@@ -195,13 +195,13 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	now := s.now()
 	f.run.FinishedAt = &now
 	if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
-		s.log.Warn("recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.WarnContext(ctx, "recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
 	}
 	logArgs := []any{"taskId", f.task.ID, "taskRunId", f.run.ID, "status", f.run.Status, "durationMs", f.run.DurationMs}
 	if f.run.ErrorCode != "" {
 		logArgs = append(logArgs, "errorCode", f.run.ErrorCode, "errorMessage", f.run.ErrorMessage)
 	}
-	s.log.Info("task firing ended", logArgs...)
+	s.log.InfoContext(ctx, "task firing ended", logArgs...)
 
 	// The session actually used, else the task's bound one, else null.
 	session := f.run.SessionID
@@ -215,7 +215,7 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	}
 	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: f.run.TraceID,
 		SessionID: session, PrincipalID: f.task.PrincipalID, AgentID: f.task.AgentID, Context: c}); err != nil {
-		s.log.Error("post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.ErrorContext(ctx, "post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
 	}
 }
 

@@ -461,7 +461,7 @@ func (s *Scheduler) launch(traced context.Context, f *firing) bool {
 		defer s.inflight.Add(-1)
 		defer func() {
 			if p := recover(); p != nil { // execute recovers its own; this guards the guard
-				s.log.Error("task firing panicked", "taskId", f.task.ID, "panic", p)
+				s.log.ErrorContext(traced, "task firing panicked", "taskId", f.task.ID, "panic", p)
 			}
 		}()
 		s.execute(tracing.Carry(s.jobCtx, traced), f)

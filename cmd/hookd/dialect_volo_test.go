@@ -25,8 +25,10 @@ var voloExceptions = map[string]string{
 
 // TestVoloEveryEventType: every EventType of the document but WEB_SEARCH comes out of the
 // running daemon in a real scenario.
-func TestVoloEveryEventType(t *testing.T) {
-	d := startDialectDaemon(t, "")
+func TestVoloEveryEventType(t *testing.T) { eachDatabase(t, testVoloEveryEventType) }
+
+func testVoloEveryEventType(t *testing.T, database string) {
+	d := startDialectDaemon(t, database, "")
 	seen := newTypeSet(func(ev sse) string {
 		if ev.Event != str(ev.Data["type"]) {
 			t.Errorf("event: %s carries type %v", ev.Event, ev.Data["type"])
