@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/dispatcher"
@@ -84,6 +85,9 @@ type Push struct {
 // no run running in this process (none, or suspended: a paused run shows nothing until it goes
 // on, or another daemon's).
 func (rt *Runtime) PushToSession(ctx context.Context, userID, key string, p Push) (Event, error) {
+	if p.Name == "" && strings.TrimSpace(p.Hint) == "" {
+		return Event{}, hookdtype.Invalid("hint", "is required when no custom event is named")
+	}
 	s, err := rt.Session(ctx, userID, key)
 	if err != nil {
 		return Event{}, err
