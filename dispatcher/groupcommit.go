@@ -187,24 +187,37 @@ func (c *committer) cycleRows() int {
 	return min(c.lim.MaxRows, max(minCycleRows, int(float64(c.lim.MaxTime)/c.rowCost)))
 }
 
-// take moves queued requests into reqs, one of each kind in turn, until the cycle's rows;
-// waiting tells whether one of them has a caller waiting. Only the writer goroutine receives.
+// take moves queued requests into reqs; waiting tells whether one of them has a caller waiting.
+// Decisions come first, all of them up to MaxRows: each holds an interceptive call, and the time
+// bound is not theirs to pay (it would split concurrent decisions over several commits). Then the
+// other kinds, one request of each in turn, until the cycle's rows (cycleRows) — but at least one
+// of each kind that waits, so a flood of decisions slows the others and never stops them. Only
+// the writer goroutine receives.
 func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq, int, bool) {
+	recv := func(k int) bool {
+		select {
+		case r := <-c.queues[k]:
+			n := r.rows()
+			c.queued[k].Add(-int64(n))
+			reqs, rows = append(reqs, r), rows+n
+			waiting = waiting || r.done != nil
+			return true
+		default:
+			return false
+		}
+	}
+	if c.queues[writeDecision] != nil {
+		for rows < c.lim.MaxRows && recv(int(writeDecision)) {
+		}
+	}
 	limit := c.cycleRows()
-	for rows < limit {
+	for first := true; first || rows < limit; first = false {
 		got := false
 		for k := range c.queues {
-			if c.queues[k] == nil || rows >= limit {
+			if c.queues[k] == nil || k == int(writeDecision) || (!first && rows >= limit) {
 				continue
 			}
-			select {
-			case r := <-c.queues[k]:
-				n := r.rows()
-				c.queued[k].Add(-int64(n))
-				reqs, rows, got = append(reqs, r), rows+n, true
-				waiting = waiting || r.done != nil
-			default:
-			}
+			got = recv(k) || got
 		}
 		if !got {
 			break
