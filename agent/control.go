@@ -247,11 +247,11 @@ func (rt *Runtime) stopSuspended(ctx context.Context, rec storage.Run) error {
 	}
 	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
 	if err != nil {
-		rt.log.Error("voiding the asks of a stopped run failed", "requestId", rec.RequestID, "err", err)
+		rt.log.ErrorContext(ctx, "voiding the asks of a stopped run failed", "requestId", rec.RequestID, "err", err)
 	}
 	for _, a := range asks {
 		if err := rt.db.AnswerAsk(ctx, a.AskID, storage.AskExpired, nil); err != nil && !errors.Is(err, storage.ErrAlreadyAnswered) {
-			rt.log.Error("voiding an ask of a stopped run failed", "requestId", rec.RequestID, "askId", a.AskID, "err", err)
+			rt.log.ErrorContext(ctx, "voiding an ask of a stopped run failed", "requestId", rec.RequestID, "askId", a.AskID, "err", err)
 		}
 	}
 	last, err := rt.db.LastRunSeq(ctx, rec.ID)

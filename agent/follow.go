@@ -268,7 +268,7 @@ func (f *Follower) fail(ctx context.Context, err error) error {
 		return err
 	}
 	if ctx.Err() == nil {
-		f.rt.log.Error("reading run events failed", "requestId", f.requestID, "err", err)
+		f.rt.log.ErrorContext(ctx, "reading run events failed", "requestId", f.requestID, "err", err)
 	}
 	f.ready = closedChan
 	return err

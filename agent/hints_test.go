@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -104,10 +105,10 @@ func TestHintSurvivesPause(t *testing.T) {
 	if h := find(evs, KindHint); h == nil || h.Block.Text != "审批人: bob" || *h.Block.HintSource != "gate" {
 		t.Fatalf("hint: %s", kinds(evs))
 	}
-	if err := e.rt.Hint(context.Background(), "u", info.RequestID, "bob", "late"); err != ErrNotLive {
+	if _, err := e.rt.Hint(context.Background(), "u", info.RequestID, "bob", "late"); !errors.Is(err, ErrNotLive) {
 		t.Fatalf("hint to a suspended run: %v", err)
 	}
-	if err := e.rt.Hint(context.Background(), "other", info.RequestID, "bob", "x"); err != ErrNotFound {
+	if _, err := e.rt.Hint(context.Background(), "other", info.RequestID, "bob", "x"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("hint to another user's run: %v", err)
 	}
 	ask := find(evs, KindAsk).Ask.Calls[0]

@@ -16,20 +16,20 @@ func (r *run) consumeInputs() {
 	ctx := context.WithoutCancel(r.ctx)
 	inputs, err := r.rt.db.TakeRunInputs(ctx, r.rec.ID)
 	if err != nil {
-		r.rt.log.Error("reading supplementary input failed", "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "reading supplementary input failed", "requestId", r.rec.RequestID, "err", err)
 		return
 	}
 	for _, in := range inputs {
 		// The answer so far stays with the current assistant message.
 		so := assistantBody{Text: r.answer(), Thinking: r.state.Thinking}
 		if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), mustJSON(so)); err != nil {
-			r.rt.log.Error("saving the answer so far failed", "requestId", r.rec.RequestID, "err", err)
+			r.rt.log.ErrorContext(r.ctx, "saving the answer so far failed", "requestId", r.rec.RequestID, "err", err)
 		}
 		user := &storage.Message{SessionID: r.spec.SessionID, RunID: &r.rec.ID, Role: model.RoleUser}
 		user.Body = mustJSON(userBody{Text: in.Content, Supplementary: true})
 		asst := &storage.Message{SessionID: r.spec.SessionID, RunID: &r.rec.ID, Role: model.RoleAssistant, Body: []byte(`{}`)}
 		if err := r.rt.db.AddMessages(ctx, []*storage.Message{user, asst}); err != nil {
-			r.rt.log.Error("recording supplementary input failed", "requestId", r.rec.RequestID, "err", err)
+			r.rt.log.ErrorContext(r.ctx, "recording supplementary input failed", "requestId", r.rec.RequestID, "err", err)
 			return
 		}
 		r.state.AssistantMessageID = asst.ID

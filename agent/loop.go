@@ -95,20 +95,23 @@ func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
 func (r *run) emit(e Event) bool {
 	r.emitMu.Lock()
 	defer r.emitMu.Unlock()
-	return r.emitLocked(e)
+	_, ok := r.emitLocked(e)
+	return ok
 }
 
-func (r *run) emitLocked(e Event) bool {
+// emitLocked is emit for a caller holding emitMu; it returns the event as stamped.
+func (r *run) emitLocked(e Event) (Event, bool) {
 	if r.left {
-		r.rt.log.Warn("event of a run that left running dropped", "requestId", r.rec.RequestID, "kind", e.Kind)
-		return false
+		r.rt.log.WarnContext(r.ctx, "event of a run that left running dropped", "requestId", r.rec.RequestID, "kind", e.Kind)
+		return Event{}, false
 	}
 	if !r.opened {
 		r.rt.elog.open(r.rec.ID, r.seq)
 		r.opened = true
 	}
-	r.rt.elog.append(r.rec.ID, r.stamp(e))
-	return true
+	e = r.stamp(e)
+	r.rt.elog.append(r.rec.ID, e)
+	return e, true
 }
 
 // stamp gives e the run's next seq and its ids; the caller holds emitMu.
@@ -141,7 +144,7 @@ func (r *run) hookEvent(t dispatcher.HookType, c any) dispatcher.Event {
 // observe queues an observational hook event; it never fails the run.
 func (r *run) observe(t dispatcher.HookType, c any) {
 	if _, err := r.rt.hooks.Observe(context.WithoutCancel(r.ctx), r.hookEvent(t, c)); err != nil {
-		r.rt.log.Error("observational hook event not queued", "hookType", t, "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "observational hook event not queued", "hookType", t, "requestId", r.rec.RequestID, "err", err)
 	}
 }
 
@@ -445,7 +448,7 @@ func (r *run) attach(f tools.File) (AttachmentInfo, bool) {
 		Path: "/workspace/" + strings.TrimPrefix(f.Path, "/"), FileName: name, Extension: ext, ContentType: ctype,
 		Size: f.Size, Source: "AGENT_GENERATED"})
 	if err != nil {
-		r.rt.log.Error("recording attachment failed", "path", f.Path, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "recording attachment failed", "path", f.Path, "err", err)
 		return AttachmentInfo{}, false
 	}
 	change := "UPDATED"
@@ -466,7 +469,7 @@ func (r *run) checkpoint() {
 	case errors.Is(err, storage.ErrNotFound):
 		r.cancel(errLostLease) // another replica took it over: write nothing more
 	case err != nil:
-		r.rt.log.Error("run checkpoint failed", "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "run checkpoint failed", "requestId", r.rec.RequestID, "err", err)
 	}
 }
 
@@ -483,7 +486,7 @@ func (r *run) leaving() bool {
 // abandon lets the goroutine of a run another replica took over end without writing anything
 // more: the run is that replica's now.
 func (r *run) abandon() {
-	r.rt.log.Warn("run abandoned: another replica took it over", "requestId", r.rec.RequestID)
+	r.rt.log.WarnContext(r.ctx, "run abandoned: another replica took it over", "requestId", r.rec.RequestID)
 	r.rt.elog.close(r.rec.ID)
 	r.rt.forget(r)
 }
@@ -543,7 +546,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
 	b := mustJSON(body)
 	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
-		r.rt.log.Error("saving the answer failed", "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "saving the answer failed", "requestId", r.rec.RequestID, "err", err)
 	}
 	r.state.Pending = nil
 	r.rec.ErrorCode, r.rec.ErrorMessage = code, msg

@@ -23,7 +23,7 @@ const (
 func (r *run) permission(spec tools.Spec, args json.RawMessage) (behavior, description, pattern string) {
 	rules, err := r.rt.db.RulesFor(r.ctx, r.spec.SessionID, r.spec.UserID, time.Now())
 	if err != nil {
-		r.rt.log.Error("reading permission rules failed; asking", "err", err)
+		r.rt.log.ErrorContext(r.ctx, "reading permission rules failed; asking", "err", err)
 		return BehaviorAsk, "permission rules unavailable", ""
 	}
 	subject := tools.Subject(spec, args)

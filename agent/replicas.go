@@ -95,7 +95,7 @@ func (rt *Runtime) liveByID(id int64) *run {
 func (rt *Runtime) readControl(r *run) {
 	ctl, err := rt.db.RunControl(context.Background(), r.rec.ID)
 	if err != nil {
-		rt.log.Warn("reading a run's control request failed", "requestId", r.rec.RequestID, "err", err)
+		rt.log.WarnContext(r.ctx, "reading a run's control request failed", "requestId", r.rec.RequestID, "err", err)
 		return
 	}
 	r.apply(ctl)
@@ -177,7 +177,7 @@ func (rt *Runtime) renewLeases(ctx context.Context) {
 		if !renewed[id] && rt.liveByID(id) == r {
 			if cur, err := rt.db.RunsByID(ctx, id); err == nil && (cur.Status != storage.RunRunning || cur.Owner != rt.cfg.Owner) &&
 				rt.liveByID(id) == r && !isFinal(cur.Status) {
-				rt.log.Warn("a live run was taken over by another replica; abandoning it", "requestId", r.rec.RequestID,
+				rt.log.WarnContext(r.ctx, "a live run was taken over by another replica; abandoning it", "requestId", r.rec.RequestID,
 					"owner", cur.Owner, "status", cur.Status)
 				r.cancel(errLostLease)
 			}
@@ -251,7 +251,7 @@ func (rt *Runtime) afterSuspend(ctx context.Context, rec storage.Run) {
 	case storage.RunControlStop:
 		if cur, err := rt.db.RunsByID(ctx, rec.ID); err == nil && cur.Status == storage.RunSuspended {
 			if err := rt.stopSuspended(ctx, cur); err != nil && !errors.Is(err, ErrNotLive) {
-				rt.log.Warn("stopping a suspended run failed", "requestId", rec.RequestID, "err", err)
+				rt.log.WarnContext(ctx, "stopping a suspended run failed", "requestId", rec.RequestID, "err", err)
 			}
 		}
 	}

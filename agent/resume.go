@@ -24,7 +24,7 @@ func (rt *Runtime) tryResume(ctx context.Context, runID int64) {
 	}
 	spec, st, err := decodeRun(rec)
 	if err != nil {
-		rt.log.Error("a run cannot go on", "requestId", rec.RequestID, "err", err)
+		rt.log.ErrorContext(ctx, "a run cannot go on", "requestId", rec.RequestID, "err", err)
 		return
 	}
 	if !st.waiting() {

@@ -297,7 +297,7 @@ func (rt *Runtime) launch(r *run, fn func(*run)) {
 		defer tracing.End(r.ctx)
 		defer func() {
 			if p := recover(); p != nil {
-				rt.log.Error("run panicked", "requestId", r.rec.RequestID, "panic", p)
+				rt.log.ErrorContext(r.ctx, "run panicked", "requestId", r.rec.RequestID, "panic", p)
 				r.fail(CodeInternal, fmt.Sprintf("internal error: %v", p), false, false)
 			}
 			rt.forget(r)

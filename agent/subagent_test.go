@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -68,13 +69,13 @@ func TestHintsAndCustomEvents(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), spawnScript, Config{})
 	info := e.start("u", "s", "hinted")
 	e.until(info.RequestID, 0, KindModelStarted)
-	if err := e.rt.Hint(context.Background(), "u", info.RequestID, "alice", "alice 加入了会话"); err != nil {
+	if _, err := e.rt.Hint(context.Background(), "u", info.RequestID, "alice", "alice 加入了会话"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rt.Custom(context.Background(), "u", info.RequestID, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob"}`)); err != nil {
+	if _, err := e.rt.Custom(context.Background(), "u", info.RequestID, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.rt.Hint(context.Background(), "eve", info.RequestID, "", "x"); err != ErrNotFound {
+	if _, err := e.rt.Hint(context.Background(), "eve", info.RequestID, "", "x"); err != ErrNotFound {
 		t.Fatalf("another user's hint: %v", err)
 	}
 	evs := e.until(info.RequestID, 0, KindRunEnded)
@@ -99,7 +100,7 @@ func TestHintsAndCustomEvents(t *testing.T) {
 	if !found {
 		t.Fatalf("the model never saw the hint: %+v", hist)
 	}
-	if err := e.rt.Hint(context.Background(), "u", info.RequestID, "", "late"); err != ErrNotLive {
+	if _, err := e.rt.Hint(context.Background(), "u", info.RequestID, "", "late"); !errors.Is(err, ErrNotLive) {
 		t.Fatalf("hint to an ended run: %v", err)
 	}
 }

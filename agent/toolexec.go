@@ -70,7 +70,7 @@ func (r *run) runCall(p *pendingCall) {
 		return // not finished: it stays ready and runs again after the restart
 	}
 	if err != nil {
-		r.rt.log.Warn("tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
+		r.rt.log.WarnContext(tctx, "tool failed", "tool", p.Name, "requestId", r.rec.RequestID, "err", err)
 		res = tools.Result{Text: err.Error(), IsError: true}
 	}
 	if a := res.Async; a != nil && err == nil {
@@ -120,7 +120,8 @@ func (r *run) send(s tools.Sent) {
 	r.emit(Event{Kind: KindAttachment, Attachment: &a})
 	d := DataContent{ID: newEventID(), Name: s.NameOf(), MediaType: s.MediaType}
 	id := "blk-" + newEventID()[:12]
-	r.emit(Event{Kind: KindBlockStarted, Block: &Block{ID: id, Type: BlockData, Data: &d}})
+	desc := d // the start event describes the block; its bytes follow as deltas
+	r.emit(Event{Kind: KindBlockStarted, Block: &Block{ID: id, Type: BlockData, Data: &desc}})
 	for off := 0; off < len(s.Bytes) || off == 0; off += sendChunk {
 		piece := s.Bytes[off:min(off+sendChunk, len(s.Bytes))]
 		r.emit(Event{Kind: KindBlockDelta, Block: &Block{ID: id, Type: BlockData, Delta: base64.StdEncoding.EncodeToString(piece)}})

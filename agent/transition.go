@@ -68,7 +68,7 @@ func (r *run) leave(status string, evs ...Event) bool {
 		r.abandon()
 		return false
 	case err != nil:
-		r.rt.log.Error("recording the run's new status failed", "requestId", r.rec.RequestID, "status", status, "err", err)
+		r.rt.log.ErrorContext(r.ctx, "recording the run's new status failed", "requestId", r.rec.RequestID, "status", status, "err", err)
 		return false
 	}
 	return true

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"net"
@@ -84,7 +83,7 @@ func readBody(timeout time.Duration) gin.HandlerFunc {
 		switch {
 		case err == nil:
 			_ = rc.SetReadDeadline(time.Time{}) // on failure it stays: the server must not wait for the rest
-			c.Request.Body = io.NopCloser(bytes.NewReader(body))
+			c.Request.Body = wire.NewBuffered(body)
 		case errors.As(err, &tooBig):
 			wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
 		case errors.Is(err, os.ErrDeadlineExceeded):

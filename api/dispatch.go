@@ -87,12 +87,24 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	out := gin.H{"decision": dec.Decision, "reason": nullIfEmpty(dec.Reason),
-		"modifiedValue": dec.ModifiedValue, "decisionId": nullIfEmpty(dec.DecisionID)}
-	if len(dec.Extras) > 0 { // an agent outside hookd shows them itself
-		out["extras"] = dec.Extras
+	data, err := json.Marshal(dispatchAnswer{Decision: dec.Decision, DecisionID: nullIfEmpty(dec.DecisionID),
+		Extras: dec.Extras, ModifiedValue: dec.ModifiedValue, Reason: nullIfEmpty(dec.Reason)})
+	if err != nil {
+		wire.FailErr(c, err)
+		return
 	}
-	wire.OK(c, http.StatusOK, out)
+	wire.OKJSON(c, http.StatusOK, data)
+}
+
+// dispatchAnswer is an interceptive dispatch's data: a struct rather than a map, which encodes
+// without sorting its keys (the fields are in the order a map's would be). Extras are there only
+// when a hook sent some: an agent outside hookd shows them itself.
+type dispatchAnswer struct {
+	Decision      string             `json:"decision"`
+	DecisionID    *string            `json:"decisionId"`
+	Extras        []dispatcher.Extra `json:"extras,omitempty"`
+	ModifiedValue *string            `json:"modifiedValue"`
+	Reason        *string            `json:"reason"`
 }
 
 func (a dispatchAPI) probe(c *gin.Context) {

@@ -104,12 +104,12 @@ func newEngine(d Deps) *gin.Engine {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := d.DB.Ping(ctx); err != nil {
-			d.Log.Warn("readiness: database unreachable", "err", err)
+			d.Log.WarnContext(ctx, "readiness: database unreachable", "err", err)
 			wire.Fail(c, http.StatusServiceUnavailable, "database unreachable")
 			return
 		}
 		if err := d.DB.CheckWritable(ctx); err != nil {
-			d.Log.Warn("readiness: database refuses writes", "err", err)
+			d.Log.WarnContext(ctx, "readiness: database refuses writes", "err", err)
 			wire.Fail(c, http.StatusServiceUnavailable, "database refuses writes")
 			return
 		}
@@ -173,6 +173,7 @@ func newEngine(d Deps) *gin.Engine {
 	admin.GET("/approvals", aa.list)
 	admin.GET("/approvals/stream", aa.stream)
 	admin.POST("/approvals/:askId", aa.answer)
+	admin.POST("/users/:userId/sessions/:sessionKey/events", sessionEventsAPI{rt: d.Runtime}.push)
 	dl := decisionLogAPI{db: d.DB, heartbeat: d.Heartbeat}
 	admin.GET("/decisions/stream", dl.stream)
 	return r
@@ -245,7 +246,9 @@ func browserSafe(dev bool, allowed []string) gin.HandlerFunc {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return
 		}
-		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		if ct := r.Header.Get("Content-Type"); ct == "application/json" {
+			return // what ParseMediaType would say, without its map
+		} else if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			wire.Fail(c, http.StatusUnsupportedMediaType, "Content-Type: application/json is required on every write")
 			return
 		}
@@ -299,7 +302,7 @@ func recoverer(log *slog.Logger) gin.HandlerFunc {
 				if p == http.ErrAbortHandler {
 					panic(p)
 				}
-				log.Error("handler panic", "method", c.Request.Method, "path", c.FullPath(), "panic", p)
+				log.ErrorContext(c.Request.Context(), "handler panic", "method", c.Request.Method, "path", c.FullPath(), "panic", p)
 				wire.Fail(c, http.StatusInternalServerError, "internal error")
 			}
 		}()
@@ -319,7 +322,7 @@ func logErrors(log *slog.Logger) gin.HandlerFunc {
 // logRequestErrors is apart from logErrors, whose frame stays on the stack of every open stream.
 func logRequestErrors(log *slog.Logger, c *gin.Context) {
 	for _, e := range c.Errors {
-		log.Error("request failed", "method", c.Request.Method, "path", c.FullPath(), "status", c.Writer.Status(), "err", e.Err)
+		log.ErrorContext(c.Request.Context(), "request failed", "method", c.Request.Method, "path", c.FullPath(), "status", c.Writer.Status(), "err", e.Err)
 	}
 }
 

@@ -67,10 +67,10 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 	case json.RawMessage:
 		return c, false, nil
 	case *PreToolUseContext:
-		if c == nil || c.CodingAgent != nil {
+		if c == nil {
 			break
 		}
-		b = make([]byte, 0, 48+len(c.ToolName)+len(c.ToolCallID)+len(c.Arguments))
+		b = make([]byte, 0, 48+len(c.ToolName)+len(c.ToolCallID)+len(c.Arguments)+codingAgentLen(c.CodingAgent))
 		b = append(b, `{"toolName":`...)
 		b = appendString(b, c.ToolName)
 		b = append(b, `,"toolCallId":`...)
@@ -79,12 +79,12 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		if b, err = appendValue(b, c.Arguments); err != nil {
 			return nil, false, fmt.Errorf("encode context: %w", err)
 		}
-		return append(b, '}'), true, nil
+		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
 	case *UserMessageContext:
-		if c == nil || c.CodingAgent != nil {
+		if c == nil {
 			break
 		}
-		b = make([]byte, 0, 160+len(c.UserInput)+len(c.ChatMode)+len(c.TriggerSource.SourceType))
+		b = make([]byte, 0, 160+len(c.UserInput)+len(c.ChatMode)+len(c.TriggerSource.SourceType)+codingAgentLen(c.CodingAgent))
 		b = append(b, `{"userInput":`...)
 		b = appendString(b, c.UserInput)
 		b = append(b, `,"chatMode":`...)
@@ -99,7 +99,7 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		b = appendStringPtr(b, c.BizKey)
 		b = append(b, `,"userNickname":`...)
 		b = appendStringPtr(b, c.UserNickname)
-		return append(b, '}'), true, nil
+		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
 	case *PreScheduledTaskContext:
 		if c == nil {
 			break
@@ -115,6 +115,34 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		return nil, false, fmt.Errorf("encode context: %w", err)
 	}
 	return b, true, nil
+}
+
+// appendCodingAgent appends the fields of an embedded *CodingAgent, which encoding/json promotes
+// into the context object after the context's own (nothing for nil).
+func appendCodingAgent(b []byte, a *CodingAgent) []byte {
+	if a == nil {
+		return b
+	}
+	b = append(b, `,"agentKind":`...)
+	b = appendString(b, a.AgentKind)
+	b = append(b, `,"externalSessionId":`...)
+	b = appendString(b, a.ExternalSessionID)
+	if a.Cwd != "" {
+		b = append(b, `,"cwd":`...)
+		b = appendString(b, a.Cwd)
+	}
+	if a.PermissionMode != "" {
+		b = append(b, `,"permissionMode":`...)
+		b = appendString(b, a.PermissionMode)
+	}
+	return b
+}
+
+func codingAgentLen(a *CodingAgent) int {
+	if a == nil {
+		return 0
+	}
+	return 64 + len(a.AgentKind) + len(a.ExternalSessionID) + len(a.Cwd) + len(a.PermissionMode)
 }
 
 // appendValue appends v as encoding/json renders a Value field: Value.MarshalJSON's output,

@@ -123,14 +123,30 @@ func randValue(r *rand.Rand) Value {
 	}
 }
 
+// randCodingAgent is a coding agent's fields, or none.
+func randCodingAgent(r *rand.Rand) *CodingAgent {
+	if r.IntN(2) == 0 {
+		return nil
+	}
+	a := &CodingAgent{AgentKind: randString(r, 3), ExternalSessionID: randString(r, 6)}
+	if r.IntN(2) == 0 {
+		a.Cwd = randString(r, 6)
+	}
+	if r.IntN(2) == 0 {
+		a.PermissionMode = randString(r, 3)
+	}
+	return a
+}
+
 func randContext(r *rand.Rand) any {
 	switch r.IntN(4) {
 	case 0:
-		return &PreToolUseContext{ToolName: randString(r, 4), ToolCallID: randString(r, 4), Arguments: randValue(r)}
+		return &PreToolUseContext{ToolName: randString(r, 4), ToolCallID: randString(r, 4), Arguments: randValue(r),
+			CodingAgent: randCodingAgent(r)}
 	case 1:
 		return &UserMessageContext{UserInput: randString(r, 12), ChatMode: randString(r, 2),
 			TriggerSource: TriggerSource{SourceType: randString(r, 2), ChannelType: randStringPtr(r), ChannelProvider: randStringPtr(r)},
-			BizKey:        randStringPtr(r), UserNickname: randStringPtr(r)}
+			BizKey:        randStringPtr(r), UserNickname: randStringPtr(r), CodingAgent: randCodingAgent(r)}
 	case 2:
 		return &PreScheduledTaskContext{TaskID: randInt64(r), TaskName: randString(r, 6)}
 	default:
@@ -206,7 +222,9 @@ func TestEncoderFixedCases(t *testing.T) {
 		"\xe2\x80", "\xe2\x80\xa8\xe2", "😀\xf0\x9f\x98", "\t\n\r\b\f"} {
 		for _, c := range []any{
 			&PreToolUseContext{ToolName: s, ToolCallID: s, Arguments: Value(s)},
+			&PreToolUseContext{ToolName: s, Arguments: Value(s), CodingAgent: &CodingAgent{AgentKind: s, ExternalSessionID: s, Cwd: s, PermissionMode: s}},
 			&UserMessageContext{UserInput: s, ChatMode: s, TriggerSource: TriggerSource{SourceType: s, ChannelType: &s}, BizKey: &s},
+			&UserMessageContext{UserInput: s, CodingAgent: &CodingAgent{AgentKind: s, ExternalSessionID: s, Cwd: s}},
 			&PreScheduledTaskContext{TaskID: -1 << 63, TaskName: s},
 		} {
 			raw, canonical := checkContext(t, c)

@@ -238,7 +238,7 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 		if res.dec.Decision == Deny {
 			res.dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
 		}
-		d.log.Warn("interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
+		d.log.WarnContext(ctx, "interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
 			"traceId", c.ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
 		return res
 	}
@@ -323,7 +323,7 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 		return Decision{}, a.status, breakerState, err
 	}
 	if dec.Decision == Modify && dec.ModifiedValue == nil {
-		d.log.Warn("hook answered modify without modifiedValue; treated as allow", "hookId", h.ID, "hookName", h.HookName, "traceId", ev.TraceID)
+		d.log.WarnContext(ctx, "hook answered modify without modifiedValue; treated as allow", "hookId", h.ID, "hookName", h.HookName, "traceId", ev.TraceID)
 		dec.Decision = Allow
 	}
 	return dec, a.status, breakerState, nil

@@ -215,7 +215,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		wait, ok := d.set.Retry.delay(out.Attempts, *h.DispatchConfig.MaxRetries)
 		if !ok {
 			out.Status = storage.StatusDead
-			d.log.Warn("delivery dead: retries spent", "eventId", row.EventID, "hookId", h.ID, "hookName", h.HookName,
+			d.log.WarnContext(ctx, "delivery dead: retries spent", "eventId", row.EventID, "hookId", h.ID, "hookName", h.HookName,
 				"attempts", out.Attempts, "err", out.Error)
 			break
 		}

@@ -77,28 +77,20 @@ func reuseDecider(old *boundHook, h *Hook) decider {
 // values. The context is decoded once per value of the chain.
 func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) (*policy.Input, error) {
 	if c.decoded == nil {
-		v, err := policy.DecodeJSON(c.body)
-		if err != nil {
-			return nil, fmt.Errorf("context for the policy: %w", err)
+		if c.canonical { // json.Marshal's own output
+			c.decoded = policy.DecodeValid(c.body)
+		} else {
+			v, err := policy.DecodeJSON(c.body)
+			if err != nil {
+				return nil, fmt.Errorf("context for the policy: %w", err)
+			}
+			c.decoded = v
 		}
-		c.decoded = v
 	}
 	ev := c.ev
-	id := func(v *int64) any {
-		if v == nil {
-			return nil
-		}
-		return *v
-	}
-	var trace any
-	if ev.TraceID != "" {
-		trace = ev.TraceID
-	}
-	return policy.NewInput(map[string]any{"schemaVersion": SchemaVersion, "eventId": eventID,
-		"hookType": string(h.HookType), "hookName": h.HookName, "occurredAt": ev.OccurredAt.UnixMilli(),
-		"dispatchedAt": now.UnixMilli(), "deliveryAttempt": int64(1), "traceId": trace,
-		"sessionId": id(ev.SessionID), "principalId": id(ev.PrincipalID), "agentId": id(ev.AgentID),
-		"context": c.decoded}), nil
+	return policy.InputOf(&policy.Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: string(h.HookType),
+		HookName: h.HookName, OccurredAt: ev.OccurredAt.UnixMilli(), DispatchedAt: now.UnixMilli(), DeliveryAttempt: 1,
+		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}, c.decoded), nil
 }
 
 // Evaluation is what a trial evaluation of a policy decided, recording nothing.

@@ -267,7 +267,7 @@ func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
 		case errors.As(err, &blocked):
 			return invalid(t[0], "%s", unreachable(blocked))
 		case err != nil:
-			r.log.Warn("receiver host does not resolve now; the SSRF guard checks it at every call",
+			r.log.WarnContext(ctx, "receiver host does not resolve now; the SSRF guard checks it at every call",
 				"hookName", h.HookName, "field", t[0], "host", u.Hostname(), "err", err)
 		}
 	}
@@ -295,7 +295,7 @@ func unreachable(b *netguard.BlockedError) string {
 
 func (r *Registry) afterWrite(ctx context.Context, row storage.Hook) (Hook, error) {
 	if err := r.Reload(ctx); err != nil {
-		r.log.Warn("hook registry reload failed", "err", err)
+		r.log.WarnContext(ctx, "hook registry reload failed", "err", err)
 	}
 	return fromRow(row)
 }
@@ -332,7 +332,7 @@ func (r *Registry) Delete(ctx context.Context, id int64) error {
 		return err
 	}
 	if err := r.Reload(ctx); err != nil {
-		r.log.Warn("hook registry reload failed", "err", err)
+		r.log.WarnContext(ctx, "hook registry reload failed", "err", err)
 	}
 	return nil
 }

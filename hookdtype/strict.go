@@ -29,29 +29,19 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(root, "is empty; a JSON object is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	tree, err := readTree(dec, at)
-	var ve *ValidationError
-	switch {
-	case errors.As(err, &ve):
-		return err
-	case err != nil:
-		var syntaxErr *json.SyntaxError
-		if errors.As(err, &syntaxErr) {
-			return Invalid(root, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-		}
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return Invalid(root, "malformed JSON: %v", err)
+	if !json.Valid(data) {
+		return malformed(data, at, root)
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return Invalid(root, "trailing data after the JSON value")
-	}
-	if err := checkFields(tree, reflect.TypeOf(v), at); err != nil {
+	if err := walkStrict(data, reflect.TypeOf(v), at); err != nil {
 		return err
 	}
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		if _, ok := decodeValue(data, 0, rv.Elem()); ok {
+			return nil
+		}
+	}
+	// What decodeValue does not decode itself, and every error: encoding/json, which also names
+	// the field of a wrong type.
 	if err := json.Unmarshal(data, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
@@ -72,45 +62,67 @@ func join(at, field, root string) string {
 	return at + "." + field
 }
 
-// readTree decodes one JSON value as encoding/json would into an any, refusing a key that appears
-// twice in one object: encoding/json would keep the last silently, other readers the first.
-func readTree(dec *json.Decoder, path string) (any, error) {
+// malformed is the first error of a text that is not one JSON value, in the order a reader meets
+// them: a key sent twice before the syntax error is named as such.
+func malformed(data []byte, at, root string) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	err := firstDuplicate(dec, at)
+	if err == nil {
+		if _, err = dec.Token(); err != io.EOF {
+			return Invalid(root, "trailing data after the JSON value")
+		}
+		return Invalid(root, "malformed JSON")
+	}
+	var ve *ValidationError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &ve):
+		return err
+	case errors.As(err, &syntaxErr):
+		return Invalid(root, "malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
+	case err == io.EOF:
+		err = io.ErrUnexpectedEOF
+	}
+	return Invalid(root, "malformed JSON: %v", err)
+}
+
+// firstDuplicate reads one JSON value token by token, refusing a key that appears twice in one
+// object.
+func firstDuplicate(dec *json.Decoder, path string) error {
 	tok, err := dec.Token()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	switch tok {
 	case json.Delim('{'):
-		obj := map[string]any{}
+		seen := map[string]bool{}
 		for dec.More() {
 			kt, err := dec.Token()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			k, _ := kt.(string)
 			at := join(path, k, k)
-			if _, dup := obj[k]; dup {
-				return nil, Invalid(at, "appears twice; send each field once")
+			if seen[k] {
+				return Invalid(at, "appears twice; send each field once")
 			}
-			if obj[k], err = readTree(dec, at); err != nil {
-				return nil, err
+			seen[k] = true
+			if err := firstDuplicate(dec, at); err != nil {
+				return err
 			}
 		}
 		_, err := dec.Token() // '}'
-		return obj, err
+		return err
 	case json.Delim('['):
-		arr := []any{}
 		for i := 0; dec.More(); i++ {
-			v, err := readTree(dec, path+"["+strconv.Itoa(i)+"]")
-			if err != nil {
-				return nil, err
+			if err := firstDuplicate(dec, path+"["+strconv.Itoa(i)+"]"); err != nil {
+				return err
 			}
-			arr = append(arr, v)
 		}
 		_, err := dec.Token() // ']'
-		return arr, err
+		return err
 	}
-	return tok, nil
+	return nil
 }
 
 var (
@@ -118,8 +130,71 @@ var (
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// checkFields walks the decoded tree beside the Go type it is decoded into.
-func checkFields(node any, t reflect.Type, path string) error {
+// strictWalk walks a valid JSON text beside the Go type it is decoded into, in one pass without
+// decoding it: a key sent twice in one object (encoding/json would keep the last silently, other
+// readers the first) anywhere in the text, the first in text order, ends the walk in dup; else the
+// error is the first unknown field, with an object's keys (a struct's or a map's) taken in sorted
+// order, so that the error is the same every time.
+type strictWalk struct {
+	b   []byte
+	dup *walkError
+}
+
+// walkError is an error of the walk. Its path is from the value being walked, and each level adds
+// its own step on the way out, so that a path costs nothing until there is an error to name. A
+// key "" names the path from the top afresh (as join does): rooted, and no level adds to it.
+type walkError struct {
+	path, msg string
+	rooted    bool
+}
+
+// under is e one step further from the error: below key, or below an index ("[2]").
+func (e *walkError) under(step string, key bool) *walkError {
+	switch {
+	case e.rooted:
+	case key && step == "":
+		e.rooted = true
+	default:
+		e.path = onto(step, e.path)
+	}
+	return e
+}
+
+// leaf is the error of the member key itself.
+func leaf(key []byte, msg string) *walkError {
+	return &walkError{path: string(key), msg: msg, rooted: len(key) == 0}
+}
+
+// onto is the path rel (a key or an index in brackets, and what follows) below p.
+func onto(p, rel string) string {
+	switch {
+	case rel == "":
+		return p
+	case p == "" || rel[0] == '[':
+		return p + rel
+	}
+	return p + "." + rel
+}
+
+// walkStrict walks data beside t and returns its first error, named below at.
+func walkStrict(data []byte, t reflect.Type, at string) error {
+	w := strictWalk{b: data}
+	_, err := w.value(0, t)
+	if w.dup != nil {
+		err = w.dup
+	}
+	if err == nil {
+		return nil
+	}
+	if !err.rooted {
+		err.path = onto(at, err.path)
+	}
+	return &ValidationError{Field: err.path, Msg: err.msg}
+}
+
+// checked is the type whose fields a value is checked against: nil when there is nothing to check
+// (a scalar, an interface, a type that decodes itself: its owner checks it).
+func checked(t reflect.Type) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -127,58 +202,115 @@ func checkFields(node any, t reflect.Type, path string) error {
 		return nil
 	}
 	switch t.Kind() {
-	case reflect.Struct:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return nil // a wrong type: json.Unmarshal names it
-		}
-		fields := fieldsOf(t)
-		keys := make([]string, 0, len(obj))
-		for k := range obj {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys) // the first error is the same every time
-		for _, k := range keys {
-			ft, known := fields.types[k]
-			if !known {
-				msg := "unknown field"
-				if s := Suggest(k, fields.names); s != "" {
-					msg += " (did you mean " + strconv.Quote(s) + "?)"
-				}
-				return Invalid(join(path, k, k), "%s", msg)
-			}
-			if err := checkFields(obj[k], ft, join(path, k, k)); err != nil {
-				return err
-			}
-		}
-	case reflect.Map:
-		obj, ok := node.(map[string]any)
-		if !ok {
-			return nil
-		}
-		for k, v := range obj {
-			if err := checkFields(v, t.Elem(), join(path, k, k)); err != nil {
-				return err
-			}
-		}
-	case reflect.Slice, reflect.Array:
-		arr, ok := node.([]any)
-		if !ok {
-			return nil
-		}
-		for i, v := range arr {
-			if err := checkFields(v, t.Elem(), path+"["+strconv.Itoa(i)+"]"); err != nil {
-				return err
-			}
-		}
+	case reflect.Struct, reflect.Map, reflect.Slice, reflect.Array:
+		return t
 	}
 	return nil
+}
+
+// value walks the value at b[i] and returns the index after it.
+func (w *strictWalk) value(i int, t reflect.Type) (int, *walkError) {
+	i = SkipSpace(w.b, i)
+	switch w.b[i] {
+	case '{':
+		return w.object(i, checked(t))
+	case '[':
+		return w.array(i, checked(t))
+	}
+	return ValueEnd(w.b, i), nil
+}
+
+func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
+	var fields *structFields
+	var elem reflect.Type
+	if t != nil {
+		switch t.Kind() {
+		case reflect.Struct:
+			fields = fieldsOf(t)
+		case reflect.Map:
+			elem = t.Elem()
+		} // an array where an object came: json.Unmarshal names the wrong type
+	}
+	var small [16][]byte
+	keys := small[:0]
+	var firstKey []byte
+	var first *walkError
+	for i++; ; {
+		if i = SkipSpace(w.b, i); w.b[i] == '}' {
+			return i + 1, first
+		}
+		end, decode := StringEnd(w.b, i)
+		k := w.b[i+1 : end-1]
+		if decode {
+			k = []byte(StringContent(w.b[i:end], true))
+		}
+		for _, seen := range keys {
+			if bytes.Equal(seen, k) {
+				w.dup = leaf(k, "appears twice; send each field once")
+				return 0, nil
+			}
+		}
+		keys = append(keys, k)
+		i = SkipSpace(w.b, end) + 1 // ':'
+		ft, known := elem, true
+		if fields != nil {
+			ft, known = fields.types[string(k)]
+		}
+		end, err := w.value(i, ft)
+		if w.dup != nil {
+			w.dup.under(string(k), true)
+			return 0, nil
+		}
+		if !known {
+			msg := "unknown field"
+			if s := Suggest(string(k), fields.names); s != "" {
+				msg += " (did you mean " + strconv.Quote(s) + "?)"
+			}
+			err = leaf(k, msg)
+		} else if err != nil {
+			err.under(string(k), true)
+		}
+		if err != nil && (first == nil || bytes.Compare(k, firstKey) < 0) {
+			firstKey, first = k, err
+		}
+		if i = SkipSpace(w.b, end); w.b[i] == ',' {
+			i++
+		}
+	}
+}
+
+func (w *strictWalk) array(i int, t reflect.Type) (int, *walkError) {
+	var elem reflect.Type
+	if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		elem = t.Elem()
+	}
+	var first *walkError
+	i++
+	for n := 0; ; n++ {
+		if i = SkipSpace(w.b, i); w.b[i] == ']' {
+			return i + 1, first
+		}
+		end, err := w.value(i, elem)
+		if w.dup != nil {
+			w.dup.under("["+strconv.Itoa(n)+"]", false)
+			return 0, nil
+		}
+		if err != nil && first == nil {
+			first = err.under("["+strconv.Itoa(n)+"]", false)
+		}
+		if i = SkipSpace(w.b, end); w.b[i] == ',' {
+			i++
+		}
+	}
 }
 
 // structFields are the JSON names of a struct type's fields, embedded structs' included.
 type structFields struct {
 	types map[string]reflect.Type
 	names []string
+	// index is where each name's field is, for decodeValue; nil when encoding/json's own rules
+	// are needed to find a field (see fieldsOf) and decodeValue leaves the struct to it.
+	index map[string][]int
 }
 
 var fieldCache sync.Map // reflect.Type -> *structFields
@@ -187,23 +319,25 @@ func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*structFields)
 	}
-	f := &structFields{types: map[string]reflect.Type{}}
-	var collect func(t reflect.Type)
-	collect = func(t reflect.Type) {
+	f := &structFields{types: map[string]reflect.Type{}, index: map[string][]int{}}
+	simple := true // every name once, reached without a pointer, with no tag option that changes decoding
+	var collect func(t reflect.Type, at []int, viaPointer bool)
+	collect = func(t reflect.Type, at []int, viaPointer bool) {
 		for i := range t.NumField() {
 			sf := t.Field(i)
 			tag := sf.Tag.Get("json")
 			if tag == "-" {
 				continue
 			}
-			name, _, _ := strings.Cut(tag, ",")
+			name, opts, _ := strings.Cut(tag, ",")
+			idx := append(slices.Clip(at), i)
 			if sf.Anonymous && name == "" {
 				et := sf.Type
 				if et.Kind() == reflect.Pointer {
 					et = et.Elem()
 				}
 				if et.Kind() == reflect.Struct {
-					collect(et)
+					collect(et, idx, viaPointer || sf.Type.Kind() == reflect.Pointer)
 					continue
 				}
 			}
@@ -215,13 +349,29 @@ func fieldsOf(t reflect.Type) *structFields {
 			}
 			if _, dup := f.types[name]; !dup {
 				f.names = append(f.names, name)
+			} else {
+				simple = false
 			}
 			f.types[name] = sf.Type
+			if strings.Contains(opts, "string") || strings.ContainsFunc(name, unusualInName) {
+				simple = false
+			}
+			if !viaPointer {
+				f.index[name] = idx
+			}
 		}
 	}
-	collect(t)
+	collect(t, nil, false)
+	if !simple {
+		f.index = nil
+	}
 	fieldCache.Store(t, f)
 	return f
+}
+
+// unusualInName is a character of a JSON name that encoding/json may not take as a tag name.
+func unusualInName(r rune) bool {
+	return !(r == '_' || r == '-' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9')
 }
 
 // jsonKind names the JSON kind a Go type decodes from.

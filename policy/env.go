@@ -18,11 +18,14 @@ import (
 	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Input is what a policy sees of one event: the envelope a webhook would receive, and shortcuts
 // into its context. Values are the JSON decoding of DecodeJSON (whole numbers as int).
 type Input struct {
+	// Event is the envelope; with InputOf it is built when a rule first reads it.
 	Event map[string]any
 	Tool  string         // pre_tool_use: context.toolName
 	Args  map[string]any // pre_tool_use: context.arguments when they are a JSON object, else {}
@@ -30,35 +33,82 @@ type Input struct {
 	Task  map[string]any // pre_scheduled_task: {taskId, taskName}, else {}
 
 	PrincipalID, AgentID, SessionID *int64
+
+	env     *Envelope
+	context any
 }
 
 // NewInput derives the shortcuts from an envelope as DecodeJSON returns it.
 func NewInput(event map[string]any) *Input {
-	in := &Input{Event: event, Args: map[string]any{}, Task: map[string]any{}}
-	c, _ := event["context"].(map[string]any)
-	in.Tool, _ = c["toolName"].(string)
-	if a, ok := c["arguments"].(map[string]any); ok {
-		in.Args = a
-	}
-	in.Input, _ = c["userInput"].(string)
-	if event["hookType"] == "pre_scheduled_task" && c != nil {
-		in.Task = c
-	}
 	id := func(k string) *int64 {
 		if v, ok := event[k].(int64); ok {
 			return &v
 		}
 		return nil
 	}
-	in.PrincipalID, in.AgentID, in.SessionID = id("principalId"), id("agentId"), id("sessionId")
+	in := &Input{Event: event, PrincipalID: id("principalId"), AgentID: id("agentId"), SessionID: id("sessionId")}
+	in.shortcuts(event["hookType"] == "pre_scheduled_task", event["context"])
 	return in
+}
+
+// Envelope is the event a policy decides about, beside its context: the fields of the envelope
+// a webhook would receive.
+type Envelope struct {
+	SchemaVersion, EventID, HookType, HookName string
+	OccurredAt, DispatchedAt, DeliveryAttempt  int64
+	TraceID                                    string // "" is null
+	SessionID, PrincipalID, AgentID            *int64
+}
+
+// InputOf is the Input of the envelope env with its context as DecodeJSON returns it. The event
+// variable's map is only built if a rule reads it.
+func InputOf(env *Envelope, context any) *Input {
+	in := &Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, context: context}
+	in.shortcuts(env.HookType == "pre_scheduled_task", context)
+	return in
+}
+
+func (in *Input) shortcuts(task bool, context any) {
+	in.Args, in.Task = map[string]any{}, map[string]any{}
+	c, _ := context.(map[string]any)
+	in.Tool, _ = c["toolName"].(string)
+	if a, ok := c["arguments"].(map[string]any); ok {
+		in.Args = a
+	}
+	in.Input, _ = c["userInput"].(string)
+	if task && c != nil {
+		in.Task = c
+	}
+}
+
+// event is the event variable: the envelope as DecodeJSON would return it.
+func (in *Input) event() map[string]any {
+	if in.Event != nil || in.env == nil {
+		return in.Event
+	}
+	e := in.env
+	id := func(v *int64) any {
+		if v == nil {
+			return nil
+		}
+		return *v
+	}
+	var trace any
+	if e.TraceID != "" {
+		trace = e.TraceID
+	}
+	in.Event = map[string]any{"schemaVersion": e.SchemaVersion, "eventId": e.EventID, "hookType": e.HookType,
+		"hookName": e.HookName, "occurredAt": e.OccurredAt, "dispatchedAt": e.DispatchedAt,
+		"deliveryAttempt": e.DeliveryAttempt, "traceId": trace, "sessionId": id(e.SessionID),
+		"principalId": id(e.PrincipalID), "agentId": id(e.AgentID), "context": in.context}
+	return in.Event
 }
 
 // ResolveName implements interpreter.Activation.
 func (in *Input) ResolveName(name string) (any, bool) {
 	switch name {
 	case "event":
-		return in.Event, true
+		return in.event(), true
 	case "tool":
 		return in.Tool, true
 	case "args":
@@ -91,7 +141,10 @@ func optionalID(v *int64) ref.Val {
 // as int64 (so args.amount > 10000 compares integers and string(args.amount) has no ".0"), other
 // numbers as float64.
 func DecodeJSON(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
+	if json.Valid(b) {
+		return DecodeValid(b), nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b)) // for the error
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
@@ -100,10 +153,59 @@ func DecodeJSON(b []byte) (any, error) {
 	if dec.More() {
 		return nil, errors.New("policy: trailing data after JSON value")
 	}
-	return numbers(v), nil
+	return number(v), nil
 }
 
-func numbers(v any) any {
+// DecodeValid is DecodeJSON of b that is known to be valid JSON (json.Marshal's output, say); of
+// anything else its result means nothing.
+func DecodeValid(b []byte) any {
+	v, _ := decodeValid(b, 0)
+	return v
+}
+
+// decodeValid decodes the valid JSON value at b[i] as DecodeJSON does (as encoding/json decodes
+// into an any, the last of a key sent twice kept) and returns the index after it.
+func decodeValid(b []byte, i int) (any, int) {
+	i = hookdtype.SkipSpace(b, i)
+	switch b[i] {
+	case '{':
+		m := map[string]any{}
+		for i = hookdtype.SkipSpace(b, i+1); b[i] != '}'; {
+			end, decode := hookdtype.StringEnd(b, i)
+			k := hookdtype.StringContent(b[i:end], decode)
+			m[k], i = decodeValid(b, hookdtype.SkipSpace(b, end)+1) // after ':'
+			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
+				i = hookdtype.SkipSpace(b, i+1)
+			}
+		}
+		return m, i + 1
+	case '[':
+		a := []any{}
+		for i = hookdtype.SkipSpace(b, i+1); b[i] != ']'; {
+			var v any
+			v, i = decodeValid(b, i)
+			a = append(a, v)
+			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
+				i = hookdtype.SkipSpace(b, i+1)
+			}
+		}
+		return a, i + 1
+	case '"':
+		end, decode := hookdtype.StringEnd(b, i)
+		return hookdtype.StringContent(b[i:end], decode), end
+	case 't':
+		return true, i + 4
+	case 'f':
+		return false, i + 5
+	case 'n':
+		return nil, i + 4
+	}
+	end := hookdtype.ValueEnd(b, i)
+	return number(json.Number(b[i:end])), end
+}
+
+// number is v with every json.Number in it as int64 when whole, else float64.
+func number(v any) any {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
@@ -113,11 +215,11 @@ func numbers(v any) any {
 		return f
 	case map[string]any:
 		for k, e := range v {
-			v[k] = numbers(e)
+			v[k] = number(e)
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = numbers(e)
+			v[i] = number(e)
 		}
 	}
 	return v

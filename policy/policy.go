@@ -60,6 +60,10 @@ type Policy struct {
 	def       string
 	costLimit uint64
 	hookType  string
+	// first is every rule's when in one program that answers the index of the first true one
+	// (-1: none): one evaluation instead of one per rule. Any error of it sends Eval through the
+	// rules one by one, which names the rule and field. Nil when it does not compile.
+	first cel.Program
 }
 
 type compiled struct {
@@ -176,7 +180,29 @@ func Compile(c Config, hookType string) (*Policy, error) {
 		}
 		p.rules = append(p.rules, cr)
 	}
+	if len(c.Rules) > 1 {
+		p.first = p.firstProgram(env, c.Rules)
+	}
 	return p, nil
+}
+
+// firstProgram is the rules' whens as one conditional, each on lines of its own (so that a //
+// comment in one ends with it): (when0) ? 0 : ((when1) ? 1 : … -1). Nil when it does not compile.
+func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
+	var src strings.Builder
+	for i, r := range rules {
+		fmt.Fprintf(&src, "(\n%s\n) ? %d : (", r.When, i)
+	}
+	src.WriteString("-1" + strings.Repeat(")", len(rules)))
+	ast, iss := env.Compile(src.String())
+	if iss != nil && iss.Err() != nil {
+		return nil
+	}
+	prg, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil
+	}
+	return prg
 }
 
 var invalid = hookdtype.Invalid
@@ -221,62 +247,97 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (c
 // Eval decides about in: the first rule whose when is true, else the default. An *EvalError means
 // no decision could be made.
 func (p *Policy) Eval(in *Input) (Result, error) {
-	var spent uint64
-	run := func(r *compiled, prg cel.Program, field string) (ref.Val, error) {
-		v, det, err := prg.Eval(in)
-		if det != nil && det.ActualCost() != nil {
-			spent += *det.ActualCost()
+	e := &evaluation{p: p, in: in}
+	if i, ok := e.firstTrue(); ok {
+		if i < 0 {
+			return Result{Decision: p.def, Cost: e.spent}, nil
 		}
-		var cancelled interpreter.EvalCancelledError
-		switch {
-		case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
-			err == nil && spent > p.costLimit:
-			return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
-		case err != nil:
-			return nil, &EvalError{Rule: r.name, Field: field, Err: err}
-		}
-		return v, nil
+		return e.decided(&p.rules[i])
 	}
+	e.spent = 0
 	for i := range p.rules {
 		r := &p.rules[i]
-		v, err := run(r, r.when, "when")
+		v, err := e.run(r, r.when, "when")
 		if err != nil {
-			return Result{Cost: spent}, err
+			return Result{Cost: e.spent}, err
 		}
 		matched, ok := v.(types.Bool)
 		if !ok {
-			return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "when", Err: fmt.Errorf("evaluated to %s, not bool", v.Type().TypeName())}
+			return Result{Cost: e.spent}, &EvalError{Rule: r.name, Field: "when", Err: fmt.Errorf("evaluated to %s, not bool", v.Type().TypeName())}
 		}
-		if !matched {
-			continue
+		if matched {
+			return e.decided(r)
 		}
-		res := Result{Decision: r.decision, Rule: r.name}
-		if r.reason != nil {
-			v, err := run(r, r.reason, "reason")
-			if err != nil {
-				return Result{Cost: spent}, err
-			}
-			s, ok := v.(types.String)
-			if !ok {
-				return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "reason", Err: fmt.Errorf("evaluated to %s, not string", v.Type().TypeName())}
-			}
-			res.Reason = string(s)
-		}
-		if r.modify != nil {
-			v, err := run(r, r.modify, "modifiedValue")
-			if err != nil {
-				return Result{Cost: spent}, err
-			}
-			s, err := p.modifiedText(v)
-			if err != nil {
-				return Result{Cost: spent}, &EvalError{Rule: r.name, Field: "modifiedValue", Err: err}
-			}
-			res.ModifiedValue = &s
-		}
-		res.Cost = spent
-		return res, nil
 	}
-	return Result{Decision: p.def, Cost: spent}, nil
+	return Result{Decision: p.def, Cost: e.spent}, nil
+}
+
+// evaluation is one Eval: the CEL cost it has spent so far.
+type evaluation struct {
+	p     *Policy
+	in    *Input
+	spent uint64
+}
+
+// firstTrue is the index of the first rule whose when is true (-1: none), from the policy's
+// one-program form; ok false when there is none or it failed in any way, and the rules are then
+// tried one by one, which names the rule and field of the failure.
+func (e *evaluation) firstTrue() (int, bool) {
+	if e.p.first == nil {
+		return 0, false
+	}
+	v, det, err := e.p.first.Eval(e.in)
+	i, isInt := v.(types.Int)
+	if err != nil || !isInt || det == nil || det.ActualCost() == nil || *det.ActualCost() > e.p.costLimit {
+		return 0, false
+	}
+	e.spent = *det.ActualCost()
+	return int(i), true
+}
+
+func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, error) {
+	v, det, err := prg.Eval(e.in)
+	if det != nil && det.ActualCost() != nil {
+		e.spent += *det.ActualCost()
+	}
+	var cancelled interpreter.EvalCancelledError
+	switch {
+	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
+		err == nil && e.spent > e.p.costLimit:
+		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
+	case err != nil:
+		return nil, &EvalError{Rule: r.name, Field: field, Err: err}
+	}
+	return v, nil
+}
+
+// decided is the result of rule r, whose when was true: its reason and modifiedValue evaluated.
+func (e *evaluation) decided(r *compiled) (Result, error) {
+	res := Result{Decision: r.decision, Rule: r.name}
+	if r.reason != nil {
+		v, err := e.run(r, r.reason, "reason")
+		if err != nil {
+			return Result{Cost: e.spent}, err
+		}
+		s, ok := v.(types.String)
+		if !ok {
+			return Result{Cost: e.spent}, &EvalError{Rule: r.name, Field: "reason", Err: fmt.Errorf("evaluated to %s, not string", v.Type().TypeName())}
+		}
+		res.Reason = string(s)
+	}
+	if r.modify != nil {
+		v, err := e.run(r, r.modify, "modifiedValue")
+		if err != nil {
+			return Result{Cost: e.spent}, err
+		}
+		s, err := e.p.modifiedText(v)
+		if err != nil {
+			return Result{Cost: e.spent}, &EvalError{Rule: r.name, Field: "modifiedValue", Err: err}
+		}
+		res.ModifiedValue = &s
+	}
+	res.Cost = e.spent
+	return res, nil
 }
 
 // modifiedText renders a modifiedValue: a string as it is, a map or list as JSON text (tool

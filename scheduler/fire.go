@@ -27,6 +27,8 @@ type firing struct {
 	// started, when set, receives the firing once its run started or it ended without one.
 	started chan storage.TaskRun
 	done    bool // finish ran (or is running)
+	// endSpan ends the firing's span (tracing.StartFiring) once finish has recorded the end.
+	endSpan func(status, errorCode string, failed bool)
 }
 
 func (f *firing) end(status, code, msg string) {
@@ -63,7 +65,7 @@ func (s *Scheduler) execute(ctx context.Context, f *firing) {
 	f.start = time.Now()
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error("task firing panicked", "taskId", f.task.ID, "taskRunId", f.run.ID, "panic", p)
+			s.log.ErrorContext(ctx, "task firing panicked", "taskId", f.task.ID, "taskRunId", f.run.ID, "panic", p)
 			if f.done {
 				return
 			}
@@ -125,12 +127,12 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	wctx := context.WithoutCancel(ctx)
 	if t.ReuseSession && (t.SessionID == nil || *t.SessionID != info.SessionID) {
 		if err := s.db.BindTaskSession(wctx, t.ID, info.SessionID); err != nil {
-			s.log.Warn("binding the task's session failed", "taskId", t.ID, "err", err)
+			s.log.WarnContext(ctx, "binding the task's session failed", "taskId", t.ID, "err", err)
 		}
 	}
 	// Recorded now so the run can be followed live (platform stream by requestId) while it runs.
 	if err := s.db.UpdateTaskRun(wctx, &f.run); err != nil {
-		s.log.Warn("recording the task firing's run failed", "taskId", t.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.WarnContext(ctx, "recording the task firing's run failed", "taskId", t.ID, "taskRunId", f.run.ID, "err", err)
 	}
 	return info.RequestID, true
 }
@@ -185,18 +187,21 @@ func (s *Scheduler) await(ctx context.Context, f *firing, requestID string) {
 func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	f.done = true
 	defer f.notify()
+	if f.endSpan != nil {
+		defer func() { f.endSpan(f.run.Status, f.run.ErrorCode, f.run.Status == storage.TaskRunFailed) }()
+	}
 	ctx = context.WithoutCancel(ctx)
 	f.run.DurationMs = time.Since(f.start).Milliseconds()
 	now := s.now()
 	f.run.FinishedAt = &now
 	if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
-		s.log.Warn("recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.WarnContext(ctx, "recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
 	}
 	logArgs := []any{"taskId", f.task.ID, "taskRunId", f.run.ID, "status", f.run.Status, "durationMs", f.run.DurationMs}
 	if f.run.ErrorCode != "" {
 		logArgs = append(logArgs, "errorCode", f.run.ErrorCode, "errorMessage", f.run.ErrorMessage)
 	}
-	s.log.Info("task firing ended", logArgs...)
+	s.log.InfoContext(ctx, "task firing ended", logArgs...)
 
 	// The session actually used, else the task's bound one, else null.
 	session := f.run.SessionID
@@ -210,7 +215,7 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	}
 	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: f.run.TraceID,
 		SessionID: session, PrincipalID: f.task.PrincipalID, AgentID: f.task.AgentID, Context: c}); err != nil {
-		s.log.Error("post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+		s.log.ErrorContext(ctx, "post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
 	}
 }
 

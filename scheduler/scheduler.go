@@ -11,6 +11,7 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,6 +28,7 @@ import (
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Runtime is what the scheduler needs of the agent runtime.
@@ -311,7 +313,7 @@ func (s *Scheduler) fireSafely(e entry, now time.Time) {
 // fire claims the tick e.next of a task and, when it is this scheduler's to run, runs it.
 func (s *Scheduler) fire(e entry, now time.Time) {
 	f := storage.TaskFire{TaskID: e.id, Kind: storage.FireSchedule, ScheduledAt: e.next, Expect: e.next,
-		Next: nextAfter(e.sched, e.next, now), Cron: e.cron, Owner: s.cfg.Owner, TraceID: storage.NewTSIDString(), At: now}
+		Next: nextAfter(e.sched, e.next, now), Cron: e.cron, Owner: s.cfg.Owner, At: now}
 	if late := now.Sub(e.next); late > s.cfg.MisfireGrace {
 		if e.catchUp {
 			f.Kind = storage.FireCatchUp
@@ -320,27 +322,39 @@ func (s *Scheduler) fire(e entry, now time.Time) {
 				e.next.UTC().Format(time.RFC3339))
 		}
 	}
-	run, task, err := s.db.ClaimTaskFire(s.loopCtx, f)
+	// A tick is the root of its own trace: the pre hook, the run and the post hook are in it.
+	ctx, endSpan := tracing.StartFiring(s.loopCtx, e.id, string(f.Kind))
+	f.TraceID = traceID(ctx)
+	run, task, err := s.db.ClaimTaskFire(ctx, f)
 	switch {
 	case errors.Is(err, storage.ErrTaskChanged), errors.Is(err, storage.ErrNotFound):
+		endSpan("not claimed", "", false)
 		s.refresh(e.id, now) // another daemon fired it, or the task changed
 		return
 	case err != nil:
+		endSpan("not claimed", "", true)
 		if s.loopCtx.Err() == nil {
-			s.log.Error("claiming a task firing failed", "taskId", e.id, "err", err)
+			s.log.ErrorContext(ctx, "claiming a task firing failed", "taskId", e.id, "err", err)
 		}
 		s.backOff(e.id, now)
 		return
 	}
 	s.advance(e.id, e.next, f.Next)
 	if run.Status != storage.TaskRunRunning {
-		s.log.Info("task firing skipped", "taskId", e.id, "scheduledAt", e.next, "reason", run.Reason)
+		endSpan(run.Status, "", false)
+		s.log.InfoContext(ctx, "task firing skipped", "taskId", e.id, "scheduledAt", e.next, "reason", run.Reason)
 		return
 	}
 	if f.Kind == storage.FireCatchUp {
-		s.log.Info("catching up a missed task firing", "taskId", e.id, "scheduledAt", e.next)
+		s.log.InfoContext(ctx, "catching up a missed task firing", "taskId", e.id, "scheduledAt", e.next)
 	}
-	s.launch(&firing{task: task, run: run})
+	s.launch(ctx, &firing{task: task, run: run, endSpan: endSpan})
+}
+
+// traceID is the id a firing's envelopes and run carry: its trace's, or without one (tracing
+// off and no caller's traceparent) a fresh id of hookd's own.
+func traceID(ctx context.Context) string {
+	return cmp.Or(tracing.TraceID(ctx), storage.NewTSIDString())
 }
 
 // nextAfter is the tick after t, skipping those already past (a late tick fires once).
@@ -429,13 +443,14 @@ func (s *Scheduler) poll() {
 
 // launch runs a claimed firing on its own goroutine; when the scheduler is already stopping the
 // firing is recorded as interrupted instead.
-func (s *Scheduler) launch(f *firing) bool {
+// launch runs f on a goroutine of its own, in traced's trace (the firing's span).
+func (s *Scheduler) launch(traced context.Context, f *firing) bool {
 	s.jobsMu.Lock()
 	if s.stopping {
 		s.jobsMu.Unlock()
 		f.start = time.Now()
 		f.end(storage.TaskRunInterrupted, codeShutdown, errStopping.Error())
-		s.finish(context.Background(), f)
+		s.finish(tracing.Carry(context.Background(), traced), f)
 		return false
 	}
 	s.jobs.Add(1)
@@ -446,10 +461,10 @@ func (s *Scheduler) launch(f *firing) bool {
 		defer s.inflight.Add(-1)
 		defer func() {
 			if p := recover(); p != nil { // execute recovers its own; this guards the guard
-				s.log.Error("task firing panicked", "taskId", f.task.ID, "panic", p)
+				s.log.ErrorContext(traced, "task firing panicked", "taskId", f.task.ID, "panic", p)
 			}
 		}()
-		s.execute(s.jobCtx, f)
+		s.execute(tracing.Carry(s.jobCtx, traced), f)
 	}()
 	return true
 }
@@ -465,17 +480,21 @@ func (s *Scheduler) RunNow(ctx context.Context, id int64) (storage.TaskRun, erro
 		return storage.TaskRun{}, ErrStopped
 	}
 	now := s.now()
-	run, task, err := s.db.ClaimTaskFire(ctx, storage.TaskFire{TaskID: id, Kind: storage.FireManual, ScheduledAt: now,
-		Owner: s.cfg.Owner, TraceID: storage.NewTSIDString(), At: now})
+	// In the trace of the request that asked for it.
+	tctx, endSpan := tracing.StartFiring(ctx, id, string(storage.FireManual))
+	run, task, err := s.db.ClaimTaskFire(tctx, storage.TaskFire{TaskID: id, Kind: storage.FireManual, ScheduledAt: now,
+		Owner: s.cfg.Owner, TraceID: traceID(tctx), At: now})
 	if err != nil {
+		endSpan("not claimed", "", !errors.Is(err, storage.ErrNotFound))
 		return storage.TaskRun{}, err
 	}
 	if run.Status != storage.TaskRunRunning {
+		endSpan(run.Status, "", false)
 		return run, nil
 	}
 	started := make(chan storage.TaskRun, 1)
-	f := &firing{task: task, run: run, started: started}
-	if !s.launch(f) {
+	f := &firing{task: task, run: run, started: started, endSpan: endSpan}
+	if !s.launch(tctx, f) {
 		return f.run, ErrStopped
 	}
 	select {

@@ -83,6 +83,8 @@ func Setup(ctx context.Context, c Config) (shutdown func(context.Context) error,
 	return tp.Shutdown, nil
 }
 
+var serverKind = trace.WithSpanKind(trace.SpanKindServer)
+
 // Middleware starts the span of each HTTP request, as a child of the trace the client sent in
 // traceparent, if any. The route template names it.
 func Middleware() gin.HandlerFunc {
@@ -92,10 +94,14 @@ func Middleware() gin.HandlerFunc {
 		if route == "" {
 			route = "unmatched"
 		}
-		ctx, span := tracer().Start(ctx, c.Request.Method+" "+route, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route)))
+		ctx, span := tracer().Start(ctx, c.Request.Method+" "+route, serverKind)
 		defer span.End()
 		c.Request = c.Request.WithContext(ctx)
+		if !span.IsRecording() { // export off: nothing to record on every request
+			c.Next()
+			return
+		}
+		span.SetAttributes(semconv.HTTPRequestMethodKey.String(c.Request.Method), semconv.HTTPRoute(route))
 		c.Next()
 		status := c.Writer.Status()
 		span.SetAttributes(semconv.HTTPResponseStatusCode(status))
@@ -154,6 +160,30 @@ func StartRun(ctx context.Context, parent, requestID string) context.Context {
 	return ctx
 }
 
+// StartFiring starts the span of a scheduled task's firing: the root of a new trace at a cron
+// tick (ctx has no span), a child of the request that fired it by hand. end records how the
+// firing ended: its task run's status and error code, and whether it failed.
+func StartFiring(ctx context.Context, taskID int64, kind string) (context.Context, func(status, errorCode string, failed bool)) {
+	ctx, span := tracer().Start(ctx, "task firing", trace.WithAttributes(
+		attribute.Int64("hookd.task.id", taskID), attribute.String("hookd.task.fire_kind", kind)))
+	return ctx, func(status, errorCode string, failed bool) {
+		span.SetAttributes(attribute.String("hookd.task.status", status))
+		if errorCode != "" {
+			span.SetAttributes(attribute.String("hookd.error_code", errorCode))
+		}
+		if failed {
+			span.SetStatus(codes.Error, errorCode)
+		}
+		span.End()
+	}
+}
+
+// Carry is to with from's span: work that outlives the request or loop that began it (to's
+// cancellation and values, from's trace).
+func Carry(to, from context.Context) context.Context {
+	return trace.ContextWithSpan(to, trace.SpanFromContext(from))
+}
+
 // StartModelCall starts the span of one model call; end calls it with the call's error.
 func StartModelCall(ctx context.Context, modelName string, attempt int) (context.Context, func(error)) {
 	ctx, span := tracer().Start(ctx, "model call", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
@@ -177,11 +207,18 @@ type HookResult struct {
 	Err             error // the exchange's failure (the failureMode decided)
 }
 
+var hookCallKind = trace.WithSpanKind(trace.SpanKindClient)
+
 // StartHookCall starts the span of one interceptive hook call; end records its decision.
 func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string) (context.Context, func(HookResult)) {
-	ctx, span := tracer().Start(ctx, "hook "+hookType, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.Int64("hookd.hook.id", hookID), attribute.String("hookd.hook.name", hookName),
-		attribute.String("hookd.hook.type", hookType)))
+	ctx, span := tracer().Start(ctx, "hook "+hookType, hookCallKind)
+	if !span.IsRecording() {
+		// Export off (the API's no-op span, which still carries the trace to the receiver): no
+		// attributes to build, on every decision.
+		return ctx, func(HookResult) { span.End() }
+	}
+	span.SetAttributes(attribute.Int64("hookd.hook.id", hookID), attribute.String("hookd.hook.name", hookName),
+		attribute.String("hookd.hook.type", hookType))
 	return ctx, func(r HookResult) {
 		span.SetAttributes(attribute.String("hookd.decision", r.Decision), attribute.Int64("hookd.latency_ms", r.Latency.Milliseconds()),
 			attribute.Bool("hookd.from_failure_mode", r.FromFailureMode))

@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,8 @@ import (
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api/harness"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/scheduler"
+	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 	"github.com/hookd/hookd/tracing"
 )
@@ -44,29 +48,67 @@ func (s *spans) OnEnd(sp sdktrace.ReadOnlySpan) {
 // await returns the ended spans once one named name is among them.
 func (s *spans) await(t *testing.T, name string) []sdktrace.ReadOnlySpan {
 	t.Helper()
+	return s.until(t, "a span "+name, func(all []sdktrace.ReadOnlySpan) bool {
+		return slices.ContainsFunc(all, func(sp sdktrace.ReadOnlySpan) bool { return sp.Name() == name })
+	})
+}
+
+// until returns the ended spans once cond holds of them; it waits for each span's end.
+func (s *spans) until(t *testing.T, what string, cond func([]sdktrace.ReadOnlySpan) bool) []sdktrace.ReadOnlySpan {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
 	for {
 		s.mu.Lock()
 		ch := s.ended
 		s.mu.Unlock()
 		all := s.Ended()
-		for _, sp := range all {
-			if sp.Name() == name {
-				return all
-			}
+		if cond(all) {
+			return all
 		}
 		select {
 		case <-ch:
 		case <-deadline:
-			t.Fatalf("no span %q ended; got %d spans", name, len(all))
+			t.Fatalf("no %s among %d ended spans: %v", what, len(all), names(all))
 		}
 	}
+}
+
+// record makes the global tracer provider one that records into the returned spans, for the test.
+func record(t *testing.T) *spans {
+	rec := &spans{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{})}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	prev := otel.GetTracerProvider()
+	otel.SetTracerProvider(tp)
+	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	return rec
 }
 
 // received is what the receiver got of one event.
 type received struct {
 	hookType, traceparent, requestID string
 	env                              dispatcher.Envelope
+}
+
+// newReceiver is a webhook receiver answering each envelope with answer; got lists what it has
+// received so far.
+func newReceiver(t *testing.T, answer func(dispatcher.Envelope) string) (srv *httptest.Server, got func() []received) {
+	var mu sync.Mutex
+	var all []received
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env dispatcher.Envelope
+		body, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(body, &env)
+		mu.Lock()
+		all = append(all, received{string(env.HookType), r.Header.Get("traceparent"), r.Header.Get("X-Request-Id"), env})
+		mu.Unlock()
+		io.WriteString(w, answer(env))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, func() []received {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(all)
+	}
 }
 
 const script = `{"scripts":[{"match":"/pay/","steps":[
@@ -78,28 +120,14 @@ const script = `{"scripts":[{"match":"/pay/","steps":[
 // client's, through the chat request, the run, its model calls, its hook calls and its tool call
 // to the delivery attempt; and the receiver sees that trace in traceparent and in the envelope.
 func TestTurnIsOneTrace(t *testing.T) {
-	rec := &spans{SpanRecorder: tracetest.NewSpanRecorder(), ended: make(chan struct{})}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	prev := otel.GetTracerProvider()
-	otel.SetTracerProvider(tp)
-	t.Cleanup(func() { otel.SetTracerProvider(prev) })
+	rec := record(t)
 
-	var mu sync.Mutex
-	var got []received
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var env dispatcher.Envelope
-		body, _ := io.ReadAll(r.Body)
-		_ = json.Unmarshal(body, &env)
-		mu.Lock()
-		got = append(got, received{string(env.HookType), r.Header.Get("traceparent"), r.Header.Get("X-Request-Id"), env})
-		mu.Unlock()
+	recv, receivedSoFar := newReceiver(t, func(env dispatcher.Envelope) string {
 		if env.HookType == dispatcher.PreToolUse && strings.Contains(string(env.Context), "workspace_list_files") {
-			io.WriteString(w, `{"decision":"deny","reason":"not today"}`)
-			return
+			return `{"decision":"deny","reason":"not today"}`
 		}
-		io.WriteString(w, `{"decision":"allow"}`)
-	}))
-	defer recv.Close()
+		return `{"decision":"allow"}`
+	})
 
 	env := agenttest.New(t, storagetest.SQLite(t), agenttest.Options{Script: script})
 	env.Hook(t, `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`"}}`)
@@ -128,27 +156,16 @@ func TestTurnIsOneTrace(t *testing.T) {
 		t.Fatalf("chat: %d %s", resp.StatusCode, out)
 	}
 
+	// The delivery's attempt may end before the run's span does: wait for both.
+	rec.await(t, "run")
 	all := rec.await(t, "deliver agent_completion")
-	byName := map[string][]sdktrace.ReadOnlySpan{}
 	for _, sp := range all {
 		if sp.SpanContext().TraceID().String() != traceID {
 			t.Errorf("span %q is in trace %s, not the client's %s", sp.Name(), sp.SpanContext().TraceID(), traceID)
 		}
-		byName[sp.Name()] = append(byName[sp.Name()], sp)
 	}
-	one := func(name string) sdktrace.ReadOnlySpan {
-		t.Helper()
-		if len(byName[name]) != 1 {
-			t.Fatalf("%d spans %q, want 1; spans: %v", len(byName[name]), name, names(all))
-		}
-		return byName[name][0]
-	}
-	childOf := func(sp, parent sdktrace.ReadOnlySpan) {
-		t.Helper()
-		if sp.Parent().SpanID() != parent.SpanContext().SpanID() {
-			t.Errorf("span %q: parent %s, want %q (%s)", sp.Name(), sp.Parent().SpanID(), parent.Name(), parent.SpanContext().SpanID())
-		}
-	}
+	tr := treeOf(t, all, "")
+	byName, one, childOf := tr.byName, tr.one, tr.childOf
 	request := one("POST /harness/chat")
 	if request.Parent().SpanID() != client.SpanID() {
 		t.Errorf("the chat request's parent is %s, not the client's span", request.Parent().SpanID())
@@ -184,8 +201,7 @@ func TestTurnIsOneTrace(t *testing.T) {
 	}
 
 	// The receiver saw the same trace everywhere: traceparent, X-Request-Id and the envelope.
-	mu.Lock()
-	defer mu.Unlock()
+	got := receivedSoFar()
 	if len(got) != 3 {
 		t.Fatalf("the receiver got %d events, want 3 (two gates, one completion)", len(got))
 	}
@@ -200,6 +216,131 @@ func TestTurnIsOneTrace(t *testing.T) {
 	// The delivery's traceparent names its attempt's span, the gates' their hook calls'.
 	if last := got[len(got)-1]; last.hookType != "agent_completion" || !strings.Contains(last.traceparent, delivery.SpanContext().SpanID().String()) {
 		t.Errorf("delivery traceparent %q does not name the attempt's span %s", last.traceparent, delivery.SpanContext().SpanID())
+	}
+}
+
+// A cron tick starts a trace of its own: the firing is its root span, and the pre_scheduled_task
+// hook call, the agent run (with its model call and agent_completion delivery) and the
+// post_scheduled_task delivery are in it. Every receiver sees that trace in traceparent, in
+// X-Request-Id and as the envelope's traceId, and the task run records it.
+func TestScheduledFiringIsOneTrace(t *testing.T) {
+	rec := record(t)
+	recv, receivedSoFar := newReceiver(t, func(dispatcher.Envelope) string { return `{"decision":"allow"}` })
+
+	env := agenttest.New(t, storagetest.SQLite(t), agenttest.Options{Script: `{"scripts":[{"match":"*","steps":[{"text":"the report"}]}]}`})
+	for _, ht := range []string{"pre_scheduled_task", "post_scheduled_task", "agent_completion"} {
+		env.Hook(t, `{"hookName":"`+ht+`","hookType":"`+ht+`","dispatchConfig":{"url":"`+recv.URL+`"}}`)
+	}
+	s := scheduler.New(env.DB, env.Runtime, env.Dispatcher, slog.New(slog.DiscardHandler), scheduler.Config{PollEvery: 200 * time.Millisecond})
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	task, err := s.Create(context.Background(), scheduler.Task{TaskName: "nightly report", Cron: "@every 1s", Input: "hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The first firing whose spans have ended, up to its post_scheduled_task delivery.
+	var firing sdktrace.ReadOnlySpan
+	all := rec.until(t, "firing with its post_scheduled_task delivery", func(all []sdktrace.ReadOnlySpan) bool {
+		for _, f := range all {
+			if f.Name() != "task firing" || attrs(f)["hookd.task.status"] != "succeeded" {
+				continue
+			}
+			in := func(name string) bool {
+				return slices.ContainsFunc(all, func(sp sdktrace.ReadOnlySpan) bool {
+					return sp.Name() == name && sp.SpanContext().TraceID() == f.SpanContext().TraceID()
+				})
+			}
+			if in("deliver post_scheduled_task") && in("run") { // a run's span may end after its firing's
+				firing = f
+				return true
+			}
+		}
+		return false
+	})
+	traceID := firing.SpanContext().TraceID().String()
+	if firing.Parent().IsValid() {
+		t.Errorf("the firing span has a parent %s: a tick starts a new trace", firing.Parent().SpanID())
+	}
+	if at := attrs(firing); at["hookd.task.id"] != strconv.FormatInt(task.ID, 10) || at["hookd.task.fire_kind"] != "schedule" {
+		t.Errorf("firing span attributes: %v", at)
+	}
+	tr := treeOf(t, all, traceID)
+	one, childOf := tr.one, tr.childOf
+	childOf(one("hook pre_scheduled_task"), firing)
+	run := one("run")
+	childOf(run, firing)
+	childOf(one("model call"), run)
+	// agent_completion is queued before post_scheduled_task, but its attempt may end later.
+	for _, sp := range rec.until(t, "agent_completion delivery in the firing's trace", func(all []sdktrace.ReadOnlySpan) bool {
+		return slices.ContainsFunc(all, func(sp sdktrace.ReadOnlySpan) bool {
+			return sp.Name() == "deliver agent_completion" && sp.SpanContext().TraceID().String() == traceID
+		})
+	}) {
+		if sp.Name() == "deliver agent_completion" && sp.SpanContext().TraceID().String() == traceID {
+			childOf(sp, run)
+		}
+	}
+	post := one("deliver post_scheduled_task")
+	childOf(post, firing)
+
+	runs, err := s.Runs(context.Background(), storage.TaskRunFilter{TaskID: task.ID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(runs, func(r storage.TaskRun) bool { return r.TraceID == traceID }) {
+		t.Errorf("no task run records the trace %s", traceID)
+	}
+	got := receivedSoFar()
+	seen := map[string]bool{}
+	for _, g := range got {
+		if g.env.TraceID == nil || *g.env.TraceID != traceID {
+			continue // another tick's
+		}
+		seen[g.hookType] = true
+		if !strings.HasPrefix(g.traceparent, "00-"+traceID+"-") || g.requestID != traceID {
+			t.Errorf("%s: traceparent %q, X-Request-Id %q; want the trace %s", g.hookType, g.traceparent, g.requestID, traceID)
+		}
+	}
+	if !seen["pre_scheduled_task"] || !seen["post_scheduled_task"] || !seen["agent_completion"] {
+		t.Errorf("envelopes carrying the firing's trace: %v; want pre_scheduled_task, post_scheduled_task, agent_completion", seen)
+	}
+}
+
+// tree is a trace's ended spans by name, with the checks the tests make of them.
+type tree struct {
+	t      *testing.T
+	all    []sdktrace.ReadOnlySpan
+	byName map[string][]sdktrace.ReadOnlySpan
+}
+
+// treeOf keeps the spans of all that are in trace traceID ("" keeps every one).
+func treeOf(t *testing.T, all []sdktrace.ReadOnlySpan, traceID string) tree {
+	tr := tree{t: t, all: all, byName: map[string][]sdktrace.ReadOnlySpan{}}
+	for _, sp := range all {
+		if traceID == "" || sp.SpanContext().TraceID().String() == traceID {
+			tr.byName[sp.Name()] = append(tr.byName[sp.Name()], sp)
+		}
+	}
+	return tr
+}
+
+// one is the single span called name.
+func (tr tree) one(name string) sdktrace.ReadOnlySpan {
+	tr.t.Helper()
+	if len(tr.byName[name]) != 1 {
+		tr.t.Fatalf("%d spans %q, want 1; spans: %v", len(tr.byName[name]), name, names(tr.all))
+	}
+	return tr.byName[name][0]
+}
+
+// childOf checks that sp's parent is parent.
+func (tr tree) childOf(sp, parent sdktrace.ReadOnlySpan) {
+	tr.t.Helper()
+	if sp.Parent().SpanID() != parent.SpanContext().SpanID() {
+		tr.t.Errorf("span %q: parent %s, want %q (%s)", sp.Name(), sp.Parent().SpanID(), parent.Name(), parent.SpanContext().SpanID())
 	}
 }
 

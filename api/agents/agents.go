@@ -18,6 +18,7 @@ import (
 	"strconv"
 
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Adapter maps one harness's hooks onto hookd's points and back.
@@ -77,13 +78,24 @@ type Input struct {
 // ErrNotHookInput is returned by ParseInput for a body that is not a JSON object naming its event.
 var ErrNotHookInput = errors.New("body is not a hook input: a JSON object with hook_event_name")
 
-// ParseInput reads a hook input body.
+// ParseInput reads a hook input body. It reads the top-level fields as json.Unmarshal into a
+// map of raw values would (the last of a key sent twice kept), without decoding them.
 func ParseInput(body []byte) (Input, error) {
-	var f map[string]json.RawMessage
-	if err := json.Unmarshal(body, &f); err != nil || f == nil {
+	i := hookdtype.SkipSpace(body, 0)
+	if !json.Valid(body) || body[i] != '{' {
 		return Input{}, ErrNotHookInput
 	}
-	in := Input{fields: f}
+	in := Input{fields: map[string]json.RawMessage{}}
+	for i = hookdtype.SkipSpace(body, i+1); body[i] != '}'; {
+		end, decode := hookdtype.StringEnd(body, i)
+		k := hookdtype.StringContent(body[i:end], decode)
+		start := hookdtype.SkipSpace(body, hookdtype.SkipSpace(body, end)+1) // after ':'
+		i = hookdtype.ValueEnd(body, start)
+		in.fields[k] = body[start:i:i]
+		if i = hookdtype.SkipSpace(body, i); body[i] == ',' {
+			i = hookdtype.SkipSpace(body, i+1)
+		}
+	}
 	if in.Event = in.str("hook_event_name"); in.Event == "" {
 		return Input{}, ErrNotHookInput
 	}
@@ -92,11 +104,12 @@ func ParseInput(body []byte) (Input, error) {
 
 // str is a string field ("" when absent or not a string).
 func (in Input) str(name string) string {
-	var s string
-	if raw, ok := in.fields[name]; ok {
-		_ = json.Unmarshal(raw, &s)
+	raw := in.fields[name]
+	if len(raw) == 0 || raw[0] != '"' {
+		return ""
 	}
-	return s
+	_, decode := hookdtype.StringEnd(raw, 0)
+	return hookdtype.StringContent(raw, decode)
 }
 
 // need is a string field that must be there.

@@ -3,7 +3,6 @@ package agents
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -84,7 +83,7 @@ func (h *handler) hook(c *gin.Context) {
 		}
 		agentID = caller.AgentID
 	}
-	body, err := io.ReadAll(c.Request.Body)
+	body, err := wire.ReadBody(c.Request.Body)
 	if err != nil {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body too large")
 		return
@@ -106,7 +105,7 @@ func (h *handler) hook(c *gin.Context) {
 		// An input hookd cannot read at a point it decides is blocked, never let through: the
 		// harness would take an error status for "no objection".
 		if m.Point.Interceptive() {
-			h.Log.Warn("coding agent hook input refused", "kind", kind, "event", in.Event, "err", err)
+			h.Log.WarnContext(c.Request.Context(), "coding agent hook input refused", "kind", kind, "event", in.Event, "err", err)
 			h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: "hookd: " + err.Error()})
 			return
 		}
@@ -132,7 +131,7 @@ func (h *handler) hook(c *gin.Context) {
 		if errors.As(err, &bad) {
 			dec.Reason = "hookd: " + bad.Error() + ", so the call is blocked"
 		}
-		h.Log.Error("coding agent hook: no decision", "kind", kind, "event", in.Event, "err", err)
+		h.Log.ErrorContext(c.Request.Context(), "coding agent hook: no decision", "kind", kind, "event", in.Event, "err", err)
 	}
 	if dec.DecisionID != "" {
 		c.Header(DecisionIDHeader, dec.DecisionID)

@@ -278,7 +278,7 @@ func (h *handler) refused(c *gin.Context, field, thread string, err error) {
 }
 
 func (h *handler) internal(c *gin.Context, what string, err error) {
-	h.d.Log.Error("ag-ui: "+what, "path", c.FullPath(), "err", err)
+	h.d.Log.ErrorContext(c.Request.Context(), "ag-ui: "+what, "path", c.FullPath(), "err", err)
 	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
 }
 
@@ -323,7 +323,7 @@ func (h *handler) brokeOff(ctx context.Context, sse *wire.SSE, m *Mapper, err er
 	if ctx.Err() != nil {
 		return
 	}
-	h.d.Log.Error("ag-ui: the run's events ended early", "err", err)
+	h.d.Log.ErrorContext(ctx, "ag-ui: the run's events ended early", "err", err)
 	if !m.started {
 		_ = write(sse, Event{Type: RunStarted, ThreadID: m.threadID, RunID: m.runID, Timestamp: time.Now().UnixMilli()})
 	}

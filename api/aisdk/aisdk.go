@@ -269,7 +269,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 		if last.Role == "user" {
 			if text, err := last.text(); err == nil && !blank(text) {
 				if _, err := rt.AppendInput(ctx, caller.UserID, requestID, text); err != nil {
-					h.d.Log.Warn("ai-sdk: input sent with a resume was not queued", "requestId", requestID, "err", err)
+					h.d.Log.WarnContext(ctx, "ai-sdk: input sent with a resume was not queued", "requestId", requestID, "err", err)
 				}
 			}
 		}
@@ -347,7 +347,7 @@ func (h *handler) refused(c *gin.Context, field, chat string, err error) {
 }
 
 func (h *handler) internal(c *gin.Context, what string, err error) {
-	h.d.Log.Error("ai-sdk: "+what, "path", c.FullPath(), "err", err)
+	h.d.Log.ErrorContext(c.Request.Context(), "ai-sdk: "+what, "path", c.FullPath(), "err", err)
 	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
 }
 
@@ -418,7 +418,7 @@ func (h *handler) brokeOff(ctx context.Context, sse *wire.SSE, m *Mapper, err er
 	if ctx.Err() != nil {
 		return
 	}
-	h.d.Log.Error("ai-sdk: the run's events ended early", "err", err)
+	h.d.Log.ErrorContext(ctx, "ai-sdk: the run's events ended early", "err", err)
 	_ = writeAll(sse, []Part{{Type: "error", ErrorText: agent.CodeInternal + ": the event stream of the run broke off; the run may still be going on"},
 		{Type: "finish", FinishReason: FinishError}})
 	_ = done(sse)

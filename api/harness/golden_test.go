@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
+	"github.com/hookd/hookd/test/golden"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden transcripts in testdata/harness")
@@ -445,10 +444,10 @@ var scenarios = []scenario{
 			if ev["type"] == harness.TypeModelCallStart && !done {
 				done = true
 				ctx := context.Background()
-				if err := r.e.rt.Hint(ctx, "user-10001", id, "alice", "alice 加入了会话，可以开始协作。"); err != nil {
+				if _, err := r.e.rt.Hint(ctx, "user-10001", id, "alice", "alice 加入了会话，可以开始协作。"); err != nil {
 					t.Errorf("hint: %v", err)
 				}
-				if err := r.e.rt.Custom(ctx, "user-10001", id, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob","teamId":"team-007"}`)); err != nil {
+				if _, err := r.e.rt.Custom(ctx, "user-10001", id, "team_updated", json.RawMessage(`{"action":"MEMBER_ADDED","member":"bob","teamId":"team-007"}`)); err != nil {
 					t.Errorf("custom: %v", err)
 				}
 			}
@@ -539,61 +538,11 @@ func TestGoldenTranscripts(t *testing.T) {
 
 func compareGolden(t *testing.T, name string, exch []exchange) {
 	t.Helper()
-	n := newNormaliser()
-	var doc struct {
-		Scenario  string `json:"scenario"`
-		Exchanges []any  `json:"exchanges"`
-	}
-	doc.Scenario = name
+	var xs []any
 	for _, x := range exch {
-		var evs []any
-		for _, raw := range x.Events {
-			m, err := decode(raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			evs = append(evs, n.value("", m))
-		}
-		doc.Exchanges = append(doc.Exchanges, map[string]any{"request": n.value("", roundTrip(x.Request)), "accept": x.Accept,
-			"status": x.Status, "events": evs})
+		xs = append(xs, map[string]any{"request": x.Request, "accept": x.Accept, "status": x.Status, "events": x.Events})
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(doc); err != nil {
-		t.Fatal(err)
-	}
-	got := buf.Bytes()
-	path := filepath.Join(goldenDir, name+".json")
-	if *update {
-		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
-		for i := 0; i < len(gl) || i < len(wl); i++ {
-			var g, w string
-			if i < len(gl) {
-				g = gl[i]
-			}
-			if i < len(wl) {
-				w = wl[i]
-			}
-			if g != w {
-				t.Fatalf("%s differs at line %d:\n got  %s\n want %s\n(run with -update to accept)", path, i+1, g, w)
-			}
-		}
-	}
+	golden.Compare(t, filepath.Join(goldenDir, name+".json"), map[string]any{"scenario": name, "exchanges": xs}, *update)
 }
 
 func roundTrip(v any) any {
@@ -603,84 +552,6 @@ func roundTrip(v any) any {
 		return v
 	}
 	return m
-}
-
-// normaliser replaces what differs from run to run (ids, times, durations) with placeholders;
-// equal values get equal placeholders, so the transcript still shows which ids are shared.
-type normaliser struct {
-	seen map[string]map[string]string
-}
-
-func newNormaliser() *normaliser { return &normaliser{seen: map[string]map[string]string{}} }
-
-var (
-	blkRE    = regexp.MustCompile(`^blk-(hint-)?[0-9a-f]{12}$`)
-	subKeyRE = regexp.MustCompile(`^(.+\.[a-z]+-)[0-9a-f]{8}$`)
-	tsidRE   = regexp.MustCompile(`^[0-9A-HJKMNP-TV-Z]{13}$`)
-	numIDs   = set("id", "sessionId", "messageId", "userMessageId", "assistantMessageId")
-)
-
-func (n *normaliser) ph(class, v string) string {
-	m := n.seen[class]
-	if m == nil {
-		m = map[string]string{}
-		n.seen[class] = m
-	}
-	p, ok := m[v]
-	if !ok {
-		p = fmt.Sprintf("<%s-%d>", class, len(m)+1)
-		m[v] = p
-	}
-	return p
-}
-
-func (n *normaliser) value(key string, v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			x[k] = n.value(k, x[k])
-		}
-		return x
-	case []any:
-		for i := range x {
-			x[i] = n.value(key, x[i])
-		}
-		return x
-	case string:
-		switch {
-		case key == "createdAt" && createdAtRE.MatchString(x):
-			return "<createdAt>"
-		case key == "timestamp" && timestampRE.MatchString(x):
-			return "<timestamp>"
-		case key == "inputId" && strings.HasPrefix(x, "input_"):
-			return n.ph("input", x)
-		case hex32.MatchString(x):
-			return n.ph("hex", x)
-		case uuidRE.MatchString(x):
-			return n.ph("uuid", x)
-		case blkRE.MatchString(x):
-			return n.ph("blk", x)
-		case tsidRE.MatchString(x):
-			return n.ph("run", x)
-		case subKeyRE.MatchString(x):
-			return subKeyRE.ReplaceAllString(x, "$1") + n.ph("sub", x)
-		}
-		return x
-	case json.Number:
-		switch {
-		case key == "time":
-			return "<seconds>"
-		case numIDs[key]:
-			return "<n>"
-		}
-		return x
-	}
-	return v
 }
 
 // TestEveryTypeInTranscripts: the golden transcripts hold all 31 event types, each with the

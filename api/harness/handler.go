@@ -238,7 +238,7 @@ func (h *handler) liveRun(ctx context.Context, userID, key string) (*agent.RunVi
 }
 
 func (h *handler) internal(c *gin.Context, what string, err error) {
-	h.log.Error("harness chat: "+what, "path", c.FullPath(), "err", err)
+	h.log.ErrorContext(c.Request.Context(), "harness chat: "+what, "path", c.FullPath(), "err", err)
 	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
 }
 
@@ -424,7 +424,7 @@ func (s *stream) run(c *gin.Context, run *agent.Follower) {
 		return // the client went away; the run goes on
 	}
 	// The feed ended without the run's end: say so and close the turn cleanly.
-	s.h.log.Error("harness chat: the run's events ended early", "requestId", s.requestID)
+	s.h.log.ErrorContext(ctx, "harness chat: the run's events ended early", "requestId", s.requestID)
 	var id [16]byte
 	_, _ = rand.Read(id[:])
 	end := agent.Event{ID: hex.EncodeToString(id[:]), RunID: s.requestID, Kind: agent.KindRunEnded, At: time.Now().UTC(),
@@ -438,7 +438,7 @@ func (s *stream) feedAll(ctx context.Context, evs []agent.Event) (done bool) {
 	for _, ev := range evs {
 		done, err := s.feed(ctx, ev)
 		if err != nil {
-			s.h.log.Info("harness chat: the client went away; the run goes on", "requestId", s.requestID, "err", err)
+			s.h.log.InfoContext(ctx, "harness chat: the client went away; the run goes on", "requestId", s.requestID, "err", err)
 			return true
 		}
 		if done {

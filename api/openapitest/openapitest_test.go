@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -93,5 +95,49 @@ func TestWrongSchemaFails(t *testing.T) {
 	req, _ = http.NewRequest("POST", srv.URL+"/api/nothing-here", nil)
 	if err := right.Check(req, http.StatusOK, http.Header{}, nil); err == nil || !strings.Contains(err.Error(), "no route") {
 		t.Fatalf("an undocumented route passed: %v", err)
+	}
+}
+
+// The coding-agent route's answers are held to the document: every golden answer of every
+// harness (the daemon's agent tests produce each one live, through Transport) passes, and an
+// answer with a field the harnesses do not read, or a value they do not know, fails naming it.
+func TestAgentAnswersChecked(t *testing.T) {
+	c, err := openapitest.Default()
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(kind string, body []byte) error {
+		req, _ := http.NewRequest("POST", "http://hookd.test/v1/agents/"+kind+"/hooks", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		if len(body) == 0 {
+			return c.Check(req, http.StatusNoContent, http.Header{}, nil)
+		}
+		return c.Check(req, http.StatusOK, http.Header{"Content-Type": {"application/json"}}, body)
+	}
+	goldens, err := filepath.Glob("../../testdata/agents/*/golden/*.golden")
+	if err != nil || len(goldens) < 20 {
+		t.Fatalf("goldens: %d %v", len(goldens), err)
+	}
+	for _, g := range goldens {
+		body, err := os.ReadFile(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind := filepath.Base(filepath.Dir(filepath.Dir(g)))
+		if err := check(kind, body); err != nil {
+			t.Errorf("%s: the document rejects a real answer: %v", g, err)
+		}
+	}
+	for body, field := range map[string]string{
+		`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"maybe"}}`:                         "hookSpecificOutput.permissionDecision",
+		`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"allow","updatedInputs":{"a":1}}}`: "updatedInputs",
+		`{"decision":"approve","reason":"x"}`: "field decision",
+		`{"permision":"allow"}`:               "permision",
+		`{"continue":"no"}`:                   "field continue",
+	} {
+		err := check("claude-code", []byte(body))
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: want a failure naming %s, got %v", body, field, err)
+		}
 	}
 }

@@ -149,7 +149,7 @@ func (a *api) download(c *gin.Context) {
 	}
 	wp, err := tools.ResolvePath(dir, att.Path)
 	if err != nil { // it leads outside the workspace now (a link was put in its place)
-		a.Log.Warn("attachment path refused", "path", p, "err", err)
+		a.Log.WarnContext(c.Request.Context(), "attachment path refused", "path", p, "err", err)
 		a.fail(c, "path", agent.ErrNotFound)
 		return
 	}

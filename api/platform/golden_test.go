@@ -154,7 +154,7 @@ func scenarios() []scenario {
 			act: func(t *testing.T, e *tenv, requestID string, f frame) {
 				if f.EventType == platform.SessionCreated {
 					waitModelCall(t, e.rt, requestID, 1)
-					if err := e.rt.Hint(t.Context(), "alice", requestID, "alice", "alice 加入了会话"); err != nil {
+					if _, err := e.rt.Hint(t.Context(), "alice", requestID, "alice", "alice 加入了会话"); err != nil {
 						t.Fatal(err)
 					}
 				}

@@ -119,11 +119,11 @@ func (h *handler) runCommand(ctx context.Context, caller wire.Caller, key, trigg
 		if errors.Is(err, agent.ErrNotFound) {
 			return map[string]any{"cleared": false, "message": "the session has no messages yet"}, nil
 		} else if err != nil {
-			h.d.Log.Error("volo /clear", "err", err)
+			h.d.Log.ErrorContext(ctx, "volo /clear", "err", err)
 			return nil, errors.New("the context could not be cleared")
 		}
 		if err := h.rt.ResetContext(ctx, sess.ID); err != nil {
-			h.d.Log.Error("volo /clear", "err", err)
+			h.d.Log.ErrorContext(ctx, "volo /clear", "err", err)
 			return nil, errors.New("the context could not be cleared")
 		}
 		return map[string]any{"cleared": true, "message": "the model starts afresh from the next message"}, nil

@@ -125,7 +125,7 @@ func (h *handler) fail(c *gin.Context, e *apiError) {
 		c.Header("WWW-Authenticate", `Bearer realm="volo-ai"`)
 	}
 	if e.status >= 500 {
-		h.d.Log.Error("volo request failed", "method", c.Request.Method, "path", c.FullPath(), "err", e.detail)
+		h.d.Log.ErrorContext(c.Request.Context(), "volo request failed", "method", c.Request.Method, "path", c.FullPath(), "err", e.detail)
 		e.detail = "internal error"
 	}
 	c.AbortWithStatusJSON(e.status, Response{Code: e.status, Message: e.key, Detail: e.detail})
@@ -221,7 +221,7 @@ func syntheticTurn() string { return SyntheticPrefix + newUUID() }
 // turn tree (a synthetic one when there is no real turn).
 func (h *handler) earlyError(c *gin.Context, tr TraceInfo, e *apiError) {
 	if e.status >= 500 {
-		h.d.Log.Error("volo stream failed", "path", c.FullPath(), "err", e.detail)
+		h.d.Log.ErrorContext(c.Request.Context(), "volo stream failed", "path", c.FullPath(), "err", e.detail)
 		e.detail = "internal error"
 	}
 	f := Event{Type: TypeError, TraceInfo: tr, Timestamp: Timestamp(time.Now()), Code: e.status, ErrorCode: e.key, Message: e.detail}

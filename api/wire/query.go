@@ -28,6 +28,9 @@ type Page[T any] struct {
 // mean" when one is close), and reports whether every parameter is known. A typo in a filter must
 // not silently widen a list.
 func OnlyQuery(c *gin.Context, allowed ...string) bool {
+	if c.Request.URL.RawQuery == "" {
+		return true
+	}
 	for name := range c.Request.URL.Query() {
 		if slices.Contains(allowed, name) {
 			continue

@@ -3,11 +3,13 @@
 package wire
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -27,6 +29,16 @@ type Response struct {
 // OK writes a success wrapper.
 func OK(c *gin.Context, status int, data any) {
 	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: "success"})
+}
+
+// OKJSON writes a success wrapper around data, which is already JSON (json.Marshal's output): the
+// bytes OK would write, without encoding the wrapper through an interface.
+func OKJSON(c *gin.Context, status int, data []byte) {
+	b := make([]byte, 0, len(data)+80)
+	b = append(b, `{"success":true,"httpStatusCode":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(append(append(b, `,"data":`...), data...), `,"message":"success"}`...)
+	c.Data(status, "application/json; charset=utf-8", b)
 }
 
 // Fail writes an error wrapper and stops the handler chain.
@@ -88,7 +100,7 @@ func BindJSON(c *gin.Context, v any) bool {
 // with a "did you mean" when a known field is close; a body over the limit is 413. It reports
 // whether decoding succeeded.
 func BindStrict(c *gin.Context, v any) bool {
-	data, err := io.ReadAll(c.Request.Body)
+	data, err := ReadBody(c.Request.Body)
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
@@ -118,4 +130,32 @@ func jsonKind(goKind string) string {
 	default:
 		return "an object"
 	}
+}
+
+// Buffered is a request body already read into memory (the server reads every body before the
+// handler runs): ReadBody hands out its bytes instead of copying them again.
+type Buffered struct {
+	bytes.Reader
+	b []byte
+}
+
+// NewBuffered returns b as a request body.
+func NewBuffered(b []byte) *Buffered {
+	r := &Buffered{b: b}
+	r.Reset(b)
+	return r
+}
+
+// Close implements io.ReadCloser.
+func (*Buffered) Close() error { return nil }
+
+// ReadBody reads the rest of a request body; the bytes are the body's own when it is Buffered, so
+// the caller must not change them.
+func ReadBody(body io.Reader) ([]byte, error) {
+	if r, ok := body.(*Buffered); ok {
+		rest := r.b[len(r.b)-r.Len():]
+		r.Reset(nil)
+		return rest, nil
+	}
+	return io.ReadAll(body)
 }

@@ -110,6 +110,25 @@ func (d *daemon) log() string {
 	return d.logs.String()
 }
 
+// stream POSTs a chat turn to path (with token as its bearer, if any) and returns the whole
+// event stream once the turn has ended.
+func (d *daemon) stream(path, body, token string) string {
+	d.t.Helper()
+	req, _ := http.NewRequest("POST", d.url(path), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		d.t.Fatalf("chat %s: %v %v", path, err, resp)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return string(out)
+}
+
 // waitLog waits until the daemon's log holds s, and fails the test if it exits or a minute passes
 // first.
 func (d *daemon) waitLog(s string) {

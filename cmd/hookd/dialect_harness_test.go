@@ -19,8 +19,10 @@ var harnessTypes = []string{
 }
 
 // TestHarnessEveryEventType: every §5 type comes out of the running daemon in a real scenario.
-func TestHarnessEveryEventType(t *testing.T) {
-	d := startDialectDaemon(t, "")
+func TestHarnessEveryEventType(t *testing.T) { eachDatabase(t, testHarnessEveryEventType) }
+
+func testHarnessEveryEventType(t *testing.T, database string) {
+	d := startDialectDaemon(t, database, "")
 	seen := newTypeSet(func(ev sse) string { return str(ev.Data["type"]) })
 	chat := func(scenario string, body map[string]any, on func(sse, http.Header) bool) []sse {
 		t.Helper()
@@ -135,6 +137,28 @@ func TestHarnessEveryEventType(t *testing.T) {
 	find(evs, "REQUEST_STOP")
 	evs = chat("request_stop", map[string]any{"sessionId": "h-stop", "input": ""}, nil)
 	shaped("request_stop resume", evs, "MODEL_STOP")
+
+	// Business middleware pushes a team change and a hint into the session while its run is in
+	// progress (the admin route).
+	pushed := false
+	evs = chat("admin_push", map[string]any{"sessionId": "h-push", "input": "slow steps"}, func(ev sse, _ http.Header) bool {
+		if ev.Data["type"] == "MODEL_CALL_START" && !pushed { // the first step takes 2.5 s
+			pushed = true
+			for _, push := range []string{
+				`{"type":"CUSTOM","name":"team_updated","value":{"action":"MEMBER_ADDED","member":"bob","teamId":"team-007"}}`,
+				`{"type":"HINT_BLOCK","hint":"bob 加入了会话。","hintSource":"bob"}`,
+			} {
+				if code := d.call("POST", "/api/users/tester/sessions/h-push/events", push, nil); code != http.StatusCreated {
+					t.Errorf("push %s: %d", push, code)
+				}
+			}
+		}
+		return false
+	})
+	shaped("admin_push", evs, "MODEL_STOP")
+	if h := find(evs, "HINT_BLOCK"); h["hintSource"] != "bob" {
+		t.Fatalf("pushed hint %v", h)
+	}
 
 	evs = chat("subagent", map[string]any{"sessionId": "h-sub", "input": "delegate"}, nil)
 	shaped("subagent", evs, "MODEL_STOP")

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/agent/model/modeltest"
+	"github.com/hookd/hookd/storage/storagetest"
 )
 
 // platformTypes are the event types of platform-sse-and-webhooks.md, "事件类型一览", in the
@@ -24,8 +25,10 @@ var platformStatusCodes = []string{"LLM_RATE_LIMITED", "LLM_NETWORK_RETRYING", "
 
 // TestPlatformEveryEventType: every type of the document's list comes out of the running daemon
 // in a real scenario, and so do the AGENT_STATUS codes.
-func TestPlatformEveryEventType(t *testing.T) {
-	d := startDialectDaemon(t, "")
+func TestPlatformEveryEventType(t *testing.T) { eachDatabase(t, testPlatformEveryEventType) }
+
+func testPlatformEveryEventType(t *testing.T, database string) {
+	d := startDialectDaemon(t, database, "")
 	// Heartbeats come with time, not with the run: they are counted, not golden-checked.
 	seen := newTypeSet(func(ev sse) string { return str(ev.Data["eventType"]) }, "HEARTBEAT")
 	codes := map[string]bool{}
@@ -97,7 +100,10 @@ func TestPlatformEveryEventType(t *testing.T) {
 	// An OpenAI-compatible model whose stream breaks off twice: the provider goes on from where
 	// it broke, saying so.
 	drops := modeltest.NewDropping(t, "第一段，", "第二段，", "完成。")
-	od := startDialectDaemon(t, "{provider: openai, baseURL: "+drops.URL+", name: m}")
+	if database != "" {
+		database = storagetest.PostgresURL(t) // a database of its own: not a replica of the first
+	}
+	od := startDialectDaemon(t, database, "{provider: openai, baseURL: "+drops.URL+", name: m}")
 	evs := run(od, "auto_recovering", "hello", nil)
 	var text strings.Builder
 	for _, ev := range evs {

@@ -25,8 +25,10 @@ var voloExceptions = map[string]string{
 
 // TestVoloEveryEventType: every EventType of the document but WEB_SEARCH comes out of the
 // running daemon in a real scenario.
-func TestVoloEveryEventType(t *testing.T) {
-	d := startDialectDaemon(t, "")
+func TestVoloEveryEventType(t *testing.T) { eachDatabase(t, testVoloEveryEventType) }
+
+func testVoloEveryEventType(t *testing.T, database string) {
+	d := startDialectDaemon(t, database, "")
 	seen := newTypeSet(func(ev sse) string {
 		if ev.Event != str(ev.Data["type"]) {
 			t.Errorf("event: %s carries type %v", ev.Event, ev.Data["type"])
@@ -62,6 +64,17 @@ func TestVoloEveryEventType(t *testing.T) {
 		t.Fatalf("assistant end %v", end)
 	}
 	find(evs, "RENDER_UI")
+	// send_attachment: the sent file is a RENDER_UI of its own (after the one for its creation),
+	// and one more as part of the answer.
+	renders := 0
+	for _, ev := range intent("attachment_sent", "8a0e5f3c-0007-4b8e-9a51-6f1d2c3b4a50", "send report") {
+		if ui, _ := ev.Data["ui"].(map[string]any); ev.Event == "RENDER_UI" && ui["name"] == "report.md" {
+			renders++
+		}
+	}
+	if renders != 3 {
+		t.Fatalf("%d RENDER_UI frames for report.md", renders)
+	}
 	// A confirmation: the turn pauses on an INTERACTION; resume approves and streams on.
 	evs = intent("interaction", "8a0e5f3c-0002-4b8e-9a51-6f1d2c3b4a50", "ask me")
 	turn := find(evs, "INTERACTION")["traceInfo"].(map[string]any)["turnId"]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/signing"
+	"github.com/hookd/hookd/storage/storagetest"
 	goldenfile "github.com/hookd/hookd/test/golden"
 )
 
@@ -91,9 +92,19 @@ func policyAnswer(env dispatcher.Envelope) string {
 	return `{"decision":"allow"}`
 }
 
-func startDialectDaemon(t *testing.T, modelCfg string) *dialectDaemon {
+// eachDatabase runs test on a SQLite file and on a fresh PostgreSQL schema (skipped without
+// HOOKD_TEST_POSTGRES_DSN); database is the daemon's `database` setting, "" for the SQLite file.
+func eachDatabase(t *testing.T, test func(t *testing.T, database string)) {
+	t.Run("sqlite", func(t *testing.T) { test(t, "") })
+	t.Run("postgres", func(t *testing.T) { test(t, storagetest.PostgresURL(t)) })
+}
+
+func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon {
 	t.Helper()
 	dir := t.TempDir()
+	if database == "" {
+		database = "sqlite:" + filepath.Join(dir, "hookd.db")
+	}
 	const secret = "whsec-dialects"
 	policy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := signing.VerifyRequest(r, secret, 0, 1<<20)
@@ -121,7 +132,7 @@ func startDialectDaemon(t *testing.T, modelCfg string) *dialectDaemon {
 	if modelCfg == "" {
 		modelCfg = "{provider: scripted, script: " + script + "}"
 	}
-	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\n"+
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: "+database+"\n"+
 		"auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n"+
 		"webhooks: {allowPrivateNetworks: true}\nmodel: "+modelCfg+"\n"+
 		"agent: {maxIters: 3, toolDefault: allow}\nsse: {heartbeat: 1s}\n")

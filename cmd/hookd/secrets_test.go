@@ -103,15 +103,7 @@ agent: {toolDefault: allow}
 	// A chat through the harness dialect with the API key: user_message, pre/post_tool_use,
 	// post_llm_call all fire.
 	for i := 0; i < 3; i++ {
-		req, _ := http.NewRequest("POST", d.url("/harness/chat"), strings.NewReader(fmt.Sprintf(`{"sessionId":"s%d","userId":"alice","input":"整理任务 tasks"}`, i)))
-		req.Header.Set("Authorization", "Bearer "+secrets["api key"])
-		req.Header.Set("Accept", "text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("chat: %v %v", err, resp)
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		d.stream("/harness/chat", fmt.Sprintf(`{"sessionId":"s%d","userId":"alice","input":"整理任务 tasks"}`, i), secrets["api key"])
 	}
 	// Wrong credentials get logged as refusals — without the credential.
 	req, _ := http.NewRequest("GET", d.url("/api/hooks"), nil)

@@ -1,6 +1,6 @@
-// Package golden compares the transcripts of the AG-UI and AI SDK dialects' tests with their
-// golden files: ids and times normalised, equal values to equal placeholders, so a transcript
-// still shows which ids are shared.
+// Package golden compares the transcripts of the chat dialects' tests (Harness, AG-UI, AI SDK,
+// the daemon's every-event-type tests) with their golden files: ids and times normalised, equal
+// values to equal placeholders, so a transcript still shows which ids are shared.
 package golden
 
 import (
@@ -68,13 +68,20 @@ var idREs = []struct {
 	class string
 	re    *regexp.Regexp
 }{
-	{"blk", regexp.MustCompile(`blk-[0-9a-f]{12}`)},
+	{"blk", regexp.MustCompile(`blk-(hint-)?[0-9a-f]{12}`)},
+	{"sub", regexp.MustCompile(`\.[a-z]+-[0-9a-f]{8}\b`)}, // a subagent's session key: <parent>.<name>-<8 hex>
 	{"call", regexp.MustCompile(`call_[0-9A-Za-z_]+`)},
 	{"ask", regexp.MustCompile(`\bask_[0-9a-f]{20}\b`)},
+	{"input", regexp.MustCompile(`\binput_[0-9a-f]{16}\b`)},
 	{"uuid", regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)},
 	{"hex", regexp.MustCompile(`\b[0-9a-f]{32}\b`)},
 	{"request", regexp.MustCompile(`\b[0-9A-HJKMNP-TV-Z]{13}\b`)},
 }
+
+var (
+	// dateRE is a date and time as the dialects write them (ISO-8601, or with a space).
+	dateRE = regexp.MustCompile(`^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})?$`)
+)
 
 func (n *normaliser) ph(class, v string) string {
 	m := n.seen[class]
@@ -108,15 +115,27 @@ func (n *normaliser) value(key string, v any) any {
 		}
 		return x
 	case json.Number:
-		if key == "timestamp" {
+		switch {
+		case key == "timestamp":
 			return "<timestamp>"
+		case key == "time": // a duration in seconds (Harness usage)
+			return "<seconds>"
 		}
 	case string:
-		if key == "expiresAt" {
+		switch {
+		case key == "expiresAt":
 			return "<expiresAt>"
+		case (key == "createdAt" || key == "timestamp") && dateRE.MatchString(x):
+			return "<" + key + ">"
 		}
 		for _, r := range idREs {
-			x = r.re.ReplaceAllStringFunc(x, func(s string) string { return n.ph(r.class, s) })
+			x = r.re.ReplaceAllStringFunc(x, func(s string) string {
+				if r.class == "sub" { // keep the subagent's name: only its suffix is random
+					i := strings.LastIndexByte(s, '-') + 1
+					return s[:i] + n.ph(r.class, s)
+				}
+				return n.ph(r.class, s)
+			})
 		}
 		return x
 	}
