@@ -123,6 +123,8 @@ decisions:
 writer:                               # the database writer: one transaction (on SQLite one fsync) per cycle
                                       # holds the new outbox rows, delivery outcomes, decisions and run events
   maxRows: 2000                       # rows one cycle takes at most (give or take one request)
+  maxTime: 2ms                        # and no more than its recent cost per row says fit in this time
+                                      # (at least 16; 0: rows alone decide): short commits for whoever waits
   maxDelay: 10ms                      # rows nobody waits for (outcomes, batched decisions) gather at most this
                                       # long; a cycle holding a waited-for row never waits (0: none gather)
   queue: 4096                         # queued writes per kind (outbox, outcome, decision, run_event); past it
@@ -315,6 +317,8 @@ type Decisions struct {
 type Writer struct {
 	// MaxRows is the most rows one cycle (one transaction) takes.
 	MaxRows int `yaml:"maxRows"`
+	// MaxTime bounds a cycle by its measured cost per row; 0: MaxRows alone.
+	MaxTime Duration `yaml:"maxTime"`
 	// MaxDelay is how long rows nobody waits for may gather before their cycle; 0: none.
 	MaxDelay Duration `yaml:"maxDelay"`
 	// Queue is how many writes of each kind may wait for a cycle.
@@ -426,7 +430,7 @@ func Default() Config {
 		HTTP: HTTP{AllowedOrigins: []string{}, ReadTimeout: Duration(30 * time.Second),
 			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
-		Writer:    Writer{MaxRows: 2000, MaxDelay: Duration(10 * time.Millisecond), Queue: 4096},
+		Writer:    Writer{MaxRows: 2000, MaxTime: Duration(2 * time.Millisecond), MaxDelay: Duration(10 * time.Millisecond), Queue: 4096},
 		Retention: Retention{Deliveries: Duration(30 * 24 * time.Hour), Decisions: Duration(365 * 24 * time.Hour)},
 		Console:   Console{SessionTTL: Duration(8 * time.Hour)},
 		SSE:       SSE{Heartbeat: Duration(15 * time.Second), WriteTimeout: Duration(30 * time.Second)},
@@ -1139,6 +1143,9 @@ func (c Config) Validate() error {
 	}
 	if c.Writer.MaxRows < 1 {
 		bad("writer.maxRows", "must be at least 1")
+	}
+	if d := c.Writer.MaxTime; d < 0 || d > Duration(time.Second) {
+		bad("writer.maxTime", "must be from 0 to 1s")
 	}
 	if d := c.Writer.MaxDelay; d < 0 || d > Duration(time.Second) {
 		bad("writer.maxDelay", "must be from 0 to 1s")

@@ -133,7 +133,7 @@ model:
 agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
-writer: {maxRows: 500, maxDelay: 0s, queue: 64}
+writer: {maxRows: 500, maxTime: 5ms, maxDelay: 0s, queue: 64}
 console: {sessionTTL: 2h}
 sse: {heartbeat: 5s}
 log: {level: debug, format: json}
@@ -176,7 +176,7 @@ func TestFullFile(t *testing.T) {
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
 		Retention: Retention{Deliveries: sec(48 * 3600)},
-		Writer:    Writer{MaxRows: 500, Queue: 64},
+		Writer:    Writer{MaxRows: 500, MaxTime: Duration(5 * time.Millisecond), Queue: 64},
 		Console:   Console{SessionTTL: sec(2 * 3600)},
 		SSE:       SSE{Heartbeat: sec(5), WriteTimeout: sec(30)},
 		Log:       Log{Level: "debug", Format: "json"},
@@ -352,6 +352,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_WEBHOOKS_RETRY_LADDER",
 		"HOOKD_WRITER_MAX_DELAY",
 		"HOOKD_WRITER_MAX_ROWS",
+		"HOOKD_WRITER_MAX_TIME",
 		"HOOKD_WRITER_QUEUE",
 	}
 	if got := EnvNames(); !reflect.DeepEqual(got, want) {

@@ -12,9 +12,12 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,4 +107,111 @@ func BenchmarkDecisionDurability(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkSyncDecisionUnderDelivery is a sync decision's latency while 64 observers deliver
+// through the same dispatcher (and so the same writer), against the same decision with no other
+// load, in alternating rounds (docs/benchmarks.md, "One writer cycle"): idle-p50, loaded-p50
+// and their ratio, with the observational events/s reached meanwhile.
+func BenchmarkSyncDecisionUnderDelivery(b *testing.B) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		b.Run(dialect, func(b *testing.B) {
+			if dialect == "postgres" {
+				benchNeedPostgres(b)
+			}
+			db := benchOpen(b, dialect)
+			srv := benchAllowReceiver(b)
+			d := benchDispatcherWith(b, db, `{"hookName":"bench-intercept","hookType":"pre_tool_use","toolNameMatch":"transferFunds",
+				"dispatchConfig":{"url":"`+srv.URL+`","signingSecret":"bench-secret","failureMode":"DENY"}}`, DurabilitySync)
+			if _, err := d.reg.Create(context.Background(), mustHook(b, `{"hookName":"bench-observe","hookType":"post_tool_use",
+				"dispatchConfig":{"url":"`+srv.URL+`","signingSecret":"bench-secret"}}`)); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			pre, post := benchPreToolUse(), benchPostToolUse()
+			decide := func() (time.Duration, error) {
+				t0 := time.Now()
+				dec, err := d.Intercept(ctx, pre)
+				if err == nil && dec.Decision != Allow {
+					err = fmt.Errorf("decision %+v", dec)
+				}
+				return time.Since(t0), err
+			}
+			if _, err := decide(); err != nil { // warm the pools
+				b.Fatal(err)
+			}
+			const observers, rounds = 64, 4
+			per := b.N/rounds + 1
+			var idle, loaded []time.Duration
+			var observed atomic.Int64
+			var loadTime time.Duration
+			b.ResetTimer()
+			for range rounds {
+				for range per {
+					t, err := decide()
+					if err != nil {
+						b.Fatal(err)
+					}
+					idle = append(idle, t)
+				}
+				stop := make(chan struct{})
+				var wg sync.WaitGroup
+				for range observers {
+					wg.Go(func() {
+						for {
+							select {
+							case <-stop:
+								return
+							default:
+							}
+							if ids, err := d.Observe(ctx, post); err != nil || len(ids) != 1 {
+								b.Errorf("observe: %v %v", ids, err)
+								return
+							}
+							observed.Add(1)
+						}
+					})
+				}
+				start := time.Now()
+				for range per {
+					t, err := decide()
+					if err != nil {
+						b.Fatal(err)
+					}
+					loaded = append(loaded, t)
+				}
+				close(stop)
+				wg.Wait()
+				loadTime += time.Since(start)
+				// The next idle round starts once the deliveries queued meanwhile are all done.
+				for {
+					depth, _, err := db.OutboxStats(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if depth == 0 {
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			b.StopTimer()
+			slices.Sort(idle)
+			slices.Sort(loaded)
+			p50i, p50l := benchPercentile(idle, 0.5), benchPercentile(loaded, 0.5)
+			b.ReportMetric(float64(p50i.Nanoseconds()), "idle-p50-ns")
+			b.ReportMetric(float64(p50l.Nanoseconds()), "loaded-p50-ns")
+			b.ReportMetric(float64(p50l)/float64(p50i), "loaded/idle-p50")
+			b.ReportMetric(float64(observed.Load())/loadTime.Seconds(), "observe/s")
+		})
+	}
+}
+
+func mustHook(b *testing.B, js string) Hook {
+	b.Helper()
+	var h Hook
+	if err := json.Unmarshal([]byte(js), &h); err != nil {
+		b.Fatal(err)
+	}
+	return h
 }

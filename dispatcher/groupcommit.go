@@ -28,6 +28,10 @@ var writeKindNames = [numWriteKinds]string{"outbox", "outcome", "decision", "run
 type WriterLimits struct {
 	// MaxRows is the most rows one cycle (one transaction) takes, give or take one request.
 	MaxRows int
+	// MaxTime bounds a cycle by time: it takes no more rows than the recent cost per row says fit
+	// in MaxTime (at least minCycleRows), so that a caller arriving during a cycle waits for
+	// short commits, not for one that swallowed every row queued. 0: rows alone bound it.
+	MaxTime time.Duration
 	// MaxDelay is how long rows that nobody waits for (outcomes, batched decisions) may gather
 	// before their cycle begins, when nothing else is queued. A cycle holding a row somebody
 	// waits for begins at once: while one commit runs, the next batch gathers by itself.
@@ -39,6 +43,7 @@ type WriterLimits struct {
 // Defaults of WriterLimits.
 const (
 	DefaultWriterMaxRows  = 2000
+	DefaultWriterMaxTime  = 2 * time.Millisecond
 	DefaultWriterMaxDelay = 10 * time.Millisecond
 	DefaultWriterQueue    = 4096
 )
@@ -46,6 +51,11 @@ const (
 func (l WriterLimits) withDefaults() WriterLimits {
 	if l.MaxRows <= 0 {
 		l.MaxRows = DefaultWriterMaxRows
+	}
+	if l.MaxTime < 0 {
+		l.MaxTime = 0
+	} else if l.MaxTime == 0 {
+		l.MaxTime = DefaultWriterMaxTime
 	}
 	if l.MaxDelay < 0 {
 		l.MaxDelay = 0
@@ -83,6 +93,9 @@ type committer struct {
 	queues [numWriteKinds]chan *writeReq
 	queued [numWriteKinds]atomic.Int64 // rows waiting, per kind: the queue length metric
 	wake   chan struct{}               // one token: something was queued
+	// rowCost is the writer's running estimate of a cycle's time per row (ns), which MaxTime
+	// divides; 0 until the first cycle. Only the writer goroutine touches it.
+	rowCost float64
 
 	mu      sync.RWMutex // held for reading while a request is handed over
 	closed  [numWriteKinds]bool
@@ -163,23 +176,48 @@ func (c *committer) close() {
 // queuedRows is how many rows of kind k wait for a cycle.
 func (c *committer) queuedRows(k writeKind) int64 { return c.queued[k].Load() }
 
-// take moves queued requests into reqs, one of each kind in turn, until MaxRows; waiting tells
-// whether one of them has a caller waiting. Only the writer goroutine receives.
+// minCycleRows is the fewest rows MaxTime lets a cycle take.
+const minCycleRows = 16
+
+// cycleRows is how many rows the next cycle may take: MaxRows, or fewer when MaxTime says so.
+func (c *committer) cycleRows() int {
+	if c.lim.MaxTime <= 0 || c.rowCost <= 0 {
+		return c.lim.MaxRows
+	}
+	return min(c.lim.MaxRows, max(minCycleRows, int(float64(c.lim.MaxTime)/c.rowCost)))
+}
+
+// take moves queued requests into reqs; waiting tells whether one of them has a caller waiting.
+// Decisions come first, all of them up to MaxRows: each holds an interceptive call, and the time
+// bound is not theirs to pay (it would split concurrent decisions over several commits). Then the
+// other kinds, one request of each in turn, until the cycle's rows (cycleRows) — but at least one
+// of each kind that waits, so a flood of decisions slows the others and never stops them. Only
+// the writer goroutine receives.
 func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq, int, bool) {
-	for rows < c.lim.MaxRows {
+	recv := func(k int) bool {
+		select {
+		case r := <-c.queues[k]:
+			n := r.rows()
+			c.queued[k].Add(-int64(n))
+			reqs, rows = append(reqs, r), rows+n
+			waiting = waiting || r.done != nil
+			return true
+		default:
+			return false
+		}
+	}
+	if c.queues[writeDecision] != nil {
+		for rows < c.lim.MaxRows && recv(int(writeDecision)) {
+		}
+	}
+	limit := c.cycleRows()
+	for first := true; first || rows < limit; first = false {
 		got := false
 		for k := range c.queues {
-			if c.queues[k] == nil || rows >= c.lim.MaxRows {
+			if c.queues[k] == nil || k == int(writeDecision) || (!first && rows >= limit) {
 				continue
 			}
-			select {
-			case r := <-c.queues[k]:
-				n := r.rows()
-				c.queued[k].Add(-int64(n))
-				reqs, rows, got = append(reqs, r), rows+n, true
-				waiting = waiting || r.done != nil
-			default:
-			}
+			got = recv(k) || got
 		}
 		if !got {
 			break
@@ -193,8 +231,19 @@ func (c *committer) run() {
 	var reqs []*writeReq
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
-	flush := func() {
+	flush := func(rows int) {
+		start := time.Now()
 		c.write(reqs)
+		if rows > 0 {
+			// The cost per row, fixed cost shared out included: MaxTime over it converges on the
+			// rows that fill MaxTime (a weighted average, so one slow fsync does not halve a cycle).
+			cost := float64(time.Since(start)) / float64(rows)
+			if c.rowCost == 0 {
+				c.rowCost = cost
+			} else {
+				c.rowCost = 0.8*c.rowCost + 0.2*cost
+			}
+		}
 		clear(reqs) // drop the references the next cycle reuses the array over
 		reqs = reqs[:0]
 	}
@@ -208,18 +257,19 @@ func (c *committer) run() {
 				continue
 			case <-c.closing:
 				for {
-					if reqs, _, _ = c.take(reqs, 0, false); len(reqs) == 0 {
+					var n int
+					if reqs, n, _ = c.take(reqs, 0, false); len(reqs) == 0 {
 						return
 					}
-					flush()
+					flush(n)
 				}
 			}
 		}
-		if !waiting && rows < c.lim.MaxRows && c.lim.MaxDelay > 0 {
+		if !waiting && rows < c.cycleRows() && c.lim.MaxDelay > 0 {
 			// Nobody waits for these rows: gather more for a while, unless somebody comes who does.
 			delay.Reset(c.lim.MaxDelay)
 		gather:
-			for !waiting && rows < c.lim.MaxRows {
+			for !waiting && rows < c.cycleRows() {
 				select {
 				case <-c.wake:
 					reqs, rows, waiting = c.take(reqs, rows, waiting)
@@ -231,6 +281,6 @@ func (c *committer) run() {
 			}
 			delay.Stop()
 		}
-		flush()
+		flush(rows)
 	}
 }

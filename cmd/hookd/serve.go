@@ -113,8 +113,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		Lease:                   cfg.Webhooks.ClaimLease.Std(),
 		DecisionDurability:      cfg.Decisions.Durability,
 		RecordArguments:         cfg.Decisions.RecordArguments,
-		Writer: dispatcher.WriterLimits{MaxRows: cfg.Writer.MaxRows, MaxDelay: writerDelay(cfg.Writer.MaxDelay.Std()),
-			Queue: cfg.Writer.Queue},
+		Writer: dispatcher.WriterLimits{MaxRows: cfg.Writer.MaxRows, MaxTime: orNone(cfg.Writer.MaxTime.Std()),
+			MaxDelay: orNone(cfg.Writer.MaxDelay.Std()), Queue: cfg.Writer.Queue},
 		Retention: dispatcher.Retention{Deliveries: cfg.Retention.Deliveries.Std(),
 			Decisions: cfg.Retention.Decisions.Std()},
 	})
@@ -239,9 +239,9 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-// writerDelay is writer.maxDelay as WriterLimits takes it: there 0 means the default, and none
-// is negative.
-func writerDelay(d time.Duration) time.Duration {
+// orNone is a writer.* duration as WriterLimits takes it: there 0 means the default, and none is
+// negative.
+func orNone(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}
