@@ -100,6 +100,9 @@ agent:
     enabled: false                    # offer the shell_execute tool (runs commands in the workspace)
     timeout: 30s                      # per command
     maxOutput: 65536                  # bytes of output kept per command
+  webSearch:
+    url: ""                           # a SearXNG-style search API (GET url?q=…&format=json); empty = no
+                                      # web_search tool. Asked through the webhooks egress guard
   toolDefault: ask                    # writing/executing tools with no matching rule: ask | allow
   askTimeout: 10m                     # an unanswered confirmation counts as denied after this
   runLease: 15s                       # PostgreSQL replicas: a running run whose owner is silent this long is suspended by another
@@ -260,6 +263,8 @@ type Agent struct {
 	// Workspaces is where each session's working directory lives; empty = dataDir/workspaces.
 	Workspaces string `yaml:"workspaces"`
 	Shell      Shell  `yaml:"shell"`
+	// WebSearch configures the web_search tool, offered only when its URL is set.
+	WebSearch WebSearch `yaml:"webSearch"`
 	// ToolDefault is what a call of a tool that writes or executes gets when no permission rule
 	// matches: ask (a person confirms) or allow. Read-only tools are always allowed.
 	ToolDefault string `yaml:"toolDefault"`
@@ -276,6 +281,13 @@ type Shell struct {
 	Enabled   bool     `yaml:"enabled"`
 	Timeout   Duration `yaml:"timeout"`
 	MaxOutput int      `yaml:"maxOutput"`
+}
+
+// WebSearch is the search backend of the web_search tool: a SearXNG-style JSON API
+// (GET URL?q=<query>&format=json answering {"results": [{"title", "url", "content"}]}). It is asked
+// through the same SSRF guard as http_request (webhooks.allowPrivateNetworks, webhooks.allowCIDRs).
+type WebSearch struct {
+	URL string `yaml:"url"`
 }
 
 // HTTP configures the HTTP server.
@@ -1108,6 +1120,11 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.Shell.MaxOutput < 1024 {
 		bad("agent.shell.maxOutput", "must be at least 1024")
+	}
+	if w := c.Agent.WebSearch.URL; w != "" {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("agent.webSearch.url", "must be an http:// or https:// URL (a SearXNG-style search API)")
+		}
 	}
 	if c.Agent.MaxIters < 1 {
 		bad("agent.maxIters", "must be at least 1")

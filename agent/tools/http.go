@@ -146,17 +146,7 @@ func (h *HTTPRequest) Run(ctx context.Context, env Env, args json.RawMessage) (R
 
 	resp, err := c.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return Result{}, ctx.Err()
-		}
-		var blocked *netguard.BlockedError
-		switch {
-		case errors.As(err, &blocked):
-			return errorResult("request refused: %s; requests to private, loopback and other internal addresses are not allowed", blocked), nil
-		case errors.Is(err, netguard.ErrBlocked):
-			return errorResult("request refused: %s; requests to private, loopback and other internal addresses are not allowed", requestError(err)), nil
-		}
-		return errorResult("request failed: %s", requestError(err)), nil
+		return requestFailure(ctx, "request", err)
 	}
 	defer resp.Body.Close()
 
@@ -214,6 +204,22 @@ func (h *HTTPRequest) Run(ctx context.Context, env Env, args json.RawMessage) (R
 	}
 	res.Text = b.String()
 	return res, nil
+}
+
+// requestFailure is the result of a request that got no response: the run's own end, the SSRF
+// guard's refusal, or a failure; what names the request (request, search) for the model.
+func requestFailure(ctx context.Context, what string, err error) (Result, error) {
+	if ctx.Err() != nil {
+		return Result{}, ctx.Err()
+	}
+	var blocked *netguard.BlockedError
+	switch {
+	case errors.As(err, &blocked):
+		return errorResult("%s refused: %s; requests to private, loopback and other internal addresses are not allowed", what, blocked), nil
+	case errors.Is(err, netguard.ErrBlocked):
+		return errorResult("%s refused: %s; requests to private, loopback and other internal addresses are not allowed", what, requestError(err)), nil
+	}
+	return errorResult("%s failed: %s", what, requestError(err)), nil
 }
 
 // requestError drops the *url.Error wrapper's method and URL (the model knows them) when it

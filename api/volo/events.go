@@ -23,7 +23,7 @@ const (
 	TypeToolEnd          = "TOOL_END"
 	TypeRenderUI         = "RENDER_UI"
 	TypeInteraction      = "INTERACTION"
-	TypeWebSearch        = "WEB_SEARCH" // never emitted: hookd has no search tool
+	TypeWebSearch        = "WEB_SEARCH"
 	TypeWebFetch         = "WEB_FETCH"
 	TypeCommandStart     = "COMMAND_START"
 	TypeCommandResult    = "COMMAND_RESULT"
@@ -111,6 +111,7 @@ type Event struct {
 	Interaction *Interaction `json:"interaction,omitempty"` // INTERACTION
 	UI          *UIComponent `json:"ui,omitempty"`          // RENDER_UI
 	Web         *WebResult   `json:"web,omitempty"`         // WEB_FETCH
+	Search      *SearchInfo  `json:"search,omitempty"`      // WEB_SEARCH
 	Command     *Command     `json:"command,omitempty"`     // COMMAND_*
 	Subagent    *Subagent    `json:"subagent,omitempty"`    // SUBAGENT_*
 	Usage       *agent.Usage `json:"usage,omitempty"`       // PROGRESS MODEL_DONE, ASSISTANT_END
@@ -173,6 +174,16 @@ type WebResult struct {
 	Success    bool   `json:"success"`
 	Content    string `json:"content,omitempty"`
 	Error      string `json:"error,omitempty"`
+}
+
+// SearchInfo is a web search the agent made (a web_search call): the query and its results, or
+// the error.
+type SearchInfo struct {
+	ToolCallID string               `json:"toolCallId"`
+	Query      string               `json:"query"`
+	Success    bool                 `json:"success"`
+	Results    []tools.SearchResult `json:"results"`
+	Error      string               `json:"error,omitempty"`
 }
 
 // Command is a built-in command turn (or the @file part of a turn).
@@ -370,9 +381,14 @@ func mapMain(ev agent.Event, tr TraceInfo) []Event {
 		f.Tool = toolOf(ev)
 		if t := ev.Tool; t != nil {
 			f.Tool.Arguments, f.Tool.Status, f.Tool.Output, f.Tool.Error, f.Tool.DurationMs = t.Arguments, t.State, t.Output, t.Error, t.DurationMs
-			if t.Name == tools.NameHTTPRequest {
+			switch t.Name {
+			case tools.NameHTTPRequest:
 				w := base(ev, tr, TypeWebFetch)
 				w.Web = webFetch(*t)
+				return []Event{f, w}
+			case tools.NameWebSearch:
+				w := base(ev, tr, TypeWebSearch)
+				w.Search = webSearch(*t)
 				return []Event{f, w}
 			}
 		}
@@ -623,4 +639,20 @@ func webFetch(t agent.ToolInfo) *WebResult {
 		}
 	}
 	return w
+}
+
+// webSearch reads a web_search call's arguments and output (a JSON array of results when it
+// succeeded, the error text otherwise).
+func webSearch(t agent.ToolInfo) *SearchInfo {
+	var args struct {
+		Query string `json:"query"`
+	}
+	_ = json.Unmarshal([]byte(t.Arguments), &args)
+	s := &SearchInfo{ToolCallID: t.CallID, Query: args.Query, Results: []tools.SearchResult{}, Error: t.Error}
+	if hits, ok := tools.ParseSearchResults(t.Output); ok && t.State == agent.ToolSuccess {
+		s.Success, s.Results = true, hits
+	} else if s.Error == "" {
+		s.Error = t.Output
+	}
+	return s
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/tools"
 )
 
 func types(fs []Event) string {
@@ -109,6 +110,17 @@ func TestMapDetails(t *testing.T) {
 		Output:    "[followed 1 redirect(s) to https://example.com/b]\nHTTP/1.1 201 Created\n\nok"}}, tr)[1].Web
 	if web.URL != "https://example.com/a" || web.Method != "POST" || web.StatusCode != 201 || web.StatusLine != "HTTP/1.1 201 Created" || !web.Success {
 		t.Fatalf("web %+v", web)
+	}
+	search := Map(agent.Event{Kind: agent.KindToolResultEnded, Tool: &agent.ToolInfo{CallID: "c", Name: "web_search", State: agent.ToolSuccess,
+		Arguments: `{"query":"季度报告"}`, Output: `[{"title":"T","url":"https://example.com/r","snippet":"s"}]`}}, tr)
+	if s := search[1].Search; search[1].Type != TypeWebSearch || s.Query != "季度报告" || !s.Success || len(s.Results) != 1 ||
+		s.Results[0] != (tools.SearchResult{Title: "T", URL: "https://example.com/r", Snippet: "s"}) {
+		t.Fatalf("search %+v", search)
+	}
+	searchErr := Map(agent.Event{Kind: agent.KindToolResultEnded, Tool: &agent.ToolInfo{CallID: "c", Name: "web_search", State: agent.ToolError,
+		Arguments: `{"query":"x"}`, Output: "search failed: the search backend answered 502 Bad Gateway"}}, tr)[1].Search
+	if searchErr.Success || searchErr.Error != "search failed: the search backend answered 502 Bad Gateway" || searchErr.Results == nil {
+		t.Fatalf("failed search %+v", searchErr)
 	}
 	img := Map(agent.Event{Kind: agent.KindToolResultDelta, Tool: &agent.ToolInfo{CallID: "c", Name: "workspace_read_file",
 		Data: &agent.DataContent{Name: "a.png", MediaType: "image/png", Base64: "AAAA"}}}, tr)[0].UI

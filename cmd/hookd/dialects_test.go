@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -56,6 +57,9 @@ const dialectScript = `{"scripts":[
    {"toolCalls":[{"name":"http_request","arguments":{"method":"GET","url":"FETCH_URL/page"}}]},
    {"toolCalls":[{"name":"http_request","arguments":{"method":"GET","url":"FETCH_URL/secret"}}]},
    {"text":"fetched"}]},
+ {"match":"/search it/","steps":[
+   {"toolCalls":[{"name":"web_search","arguments":{"query":"季度报告","limit":2}}]},
+   {"text":"找到两条结果"}]},
  {"match":"/ratelimit/","steps":[{"error":"rate_limited","text":"限流过后的回答"}]},
  {"match":"/netretry/","steps":[{"error":"network","text":"重连之后的回答"}]},
  {"match":"/emptyretry/","steps":[{"error":"empty","text":"重试之后的回答"}]},
@@ -121,6 +125,13 @@ func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon 
 	}))
 	t.Cleanup(policy.Close)
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/search" { // a SearXNG-style search API, the web_search tool's backend
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"query":%q,"results":[{"title":"季度报告","url":"http://%s/page","content":"收入 100","engine":"x"},`+
+				`{"title":"年度报告","url":"http://%s/year","content":"收入 400"},{"title":"更多","url":"http://%s/more","content":""}]}`,
+				r.URL.Query().Get("q"), r.Host, r.Host, r.Host)
+			return
+		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		io.WriteString(w, "<html><head><title>季度报告</title></head><body>收入 100</body></html>")
 	}))
@@ -135,7 +146,7 @@ func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon 
 	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: "+database+"\n"+
 		"auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n"+
 		"webhooks: {allowPrivateNetworks: true}\nmodel: "+modelCfg+"\n"+
-		"agent: {maxIters: 3, toolDefault: allow}\nsse: {heartbeat: 1s}\n")
+		"agent: {maxIters: 3, toolDefault: allow, webSearch: {url: "+web.URL+"/search}}\nsse: {heartbeat: 1s}\n")
 	d := &dialectDaemon{daemon: startDaemon(t, cfg), dir: dir}
 	hook := `{"hookName":"policy","hookType":"pre_tool_use","dispatchConfig":{"url":"` + policy.URL + `","signingSecret":"` + secret + `","failureMode":"DENY"}}`
 	if code := d.call("POST", "/api/hooks", hook, nil); code != http.StatusCreated && code != http.StatusOK {

@@ -129,8 +129,16 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	egress := &http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}
 	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment(),
-		tools.NewHTTPRequest(&http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}))
+		tools.NewHTTPRequest(egress))
+	if u := cfg.Agent.WebSearch.URL; u != "" {
+		search, err := tools.NewWebSearch(u, egress)
+		if err != nil {
+			return fmt.Errorf("agent.webSearch.url: %w", err)
+		}
+		toolset.Add(search)
+	}
 	if cfg.Agent.Shell.Enabled {
 		toolset.Add(tools.NewShell(tools.ShellConfig{Timeout: cfg.Agent.Shell.Timeout.Std(), MaxOutput: cfg.Agent.Shell.MaxOutput}))
 	}
