@@ -65,6 +65,11 @@ type runState struct {
 	Sent []DataContent `json:"sent,omitempty"`
 	// Hints were shown to the user and wait for the model's next step (hints.go).
 	Hints []string `json:"hints,omitempty"`
+	// Compacted says the transcript starts with a summary that stands for the conversation
+	// before it, base included: the model sees the transcript alone (compact.go). Compactions
+	// counts the summarising model calls among Step, which the step limit does not count.
+	Compacted   bool `json:"compacted,omitempty"`
+	Compactions int  `json:"compactions,omitempty"`
 }
 
 type userBody struct {
@@ -82,6 +87,9 @@ type assistantBody struct {
 	GenerateReason string          `json:"generateReason,omitempty"`
 	MsgUUID        string          `json:"msgUuid,omitempty"`
 	Error          string          `json:"error,omitempty"`
+	// Compacted: Transcript begins with a summary of everything before it (later runs' history
+	// starts there).
+	Compacted bool `json:"compacted,omitempty"`
 }
 
 func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
@@ -234,6 +242,9 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 			if err := json.Unmarshal(m.Body, &b); err != nil {
 				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
 			}
+			if b.Compacted {
+				out = out[:0] // the transcript's summary stands for what came before
+			}
 			out = append(out, b.Transcript...)
 		}
 	}
@@ -262,15 +273,19 @@ func (r *run) loop() {
 		}
 		r.consumeInputs()
 		r.takeHints()
-		if r.state.Step >= r.maxIters() {
+		if r.state.Step-r.state.Compactions >= r.maxIters() {
 			r.emit(Event{Kind: KindMaxIters, MaxIters: &MaxItersInfo{MaxIters: r.maxIters(), CurrentIter: r.state.Step}})
 			r.finish(ReasonMaxIterations)
+			return
+		}
+		specs := r.toolSpecs()
+		if !r.compactIfOver(specs) {
 			return
 		}
 		r.checkpoint()
 		r.state.Step++
 		r.inModel = true
-		resp, err := r.callModel(append(append([]model.Message(nil), r.base...), r.state.Transcript...))
+		resp, err := r.callModel(r.view(), specs)
 		if err != nil {
 			r.modelFailed(err)
 			return
@@ -297,9 +312,17 @@ func (r *run) loop() {
 	}
 }
 
-// callModel makes one model call, streaming its pieces as events, and retries what is worth
-// retrying with status events in between.
-func (r *run) callModel(msgs []model.Message) (model.Response, error) {
+// view is what the model sees next: the conversation before the run and the run's transcript,
+// or the transcript alone once it was compacted.
+func (r *run) view() []model.Message {
+	if r.state.Compacted {
+		return append([]model.Message(nil), r.state.Transcript...)
+	}
+	return append(append([]model.Message(nil), r.base...), r.state.Transcript...)
+}
+
+// toolSpecs are the tools the model is offered.
+func (r *run) toolSpecs() []model.ToolSpec {
 	specs := r.rt.tools.Specs()
 	if r.spec.NoTools {
 		specs = nil
@@ -312,13 +335,24 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 	if r.canSpawn() {
 		tspecs = append(tspecs, spawnSpec)
 	}
-	req := model.Request{Model: r.spec.Model, Temperature: r.spec.Temperature, Messages: msgs, Tools: tspecs,
-		RunInput: r.state.Input, Step: r.state.Step - 1}
+	return tspecs
+}
+
+// callModel makes one step's model call with the tools.
+func (r *run) callModel(msgs []model.Message, tspecs []model.ToolSpec) (model.Response, error) {
+	return r.modelCall(model.Request{Model: r.spec.Model, Temperature: r.spec.Temperature, Messages: msgs, Tools: tspecs,
+		RunInput: r.state.Input, Step: r.state.Step - 1}, false)
+}
+
+// modelCall makes one model call, streaming its pieces as events (none of them when quiet: a
+// summary is no part of the answer), and retries what is worth retrying with status events in
+// between.
+func (r *run) modelCall(req model.Request, quiet bool) (model.Response, error) {
 	backoff := r.rt.cfg.ModelBackoff
 	for attempt := 0; ; attempt++ {
 		req.Attempt = attempt
 		r.emit(Event{Kind: KindModelStarted})
-		s := &streamer{r: r}
+		s := &streamer{r: r, quiet: quiet}
 		start := time.Now()
 		mctx, endSpan := tracing.StartModelCall(r.ctx, cmp.Or(req.Model, r.rt.cfg.ModelName), attempt)
 		resp, err := r.rt.model.Stream(mctx, req, s.chunk)
@@ -345,7 +379,9 @@ func (r *run) callModel(msgs []model.Message) (model.Response, error) {
 		}
 		r.rt.m.modelCall(r.modelName(), time.Since(start).Seconds(), false, Usage{})
 		r.emit(Event{Kind: KindModelEnded, Usage: &Usage{Seconds: time.Since(start).Seconds()}})
-		r.state.Text = s.text // what streamed before the failure is kept if the run stops here
+		if !quiet {
+			r.state.Text = s.text // what streamed before the failure is kept if the run stops here
+		}
 		var me *model.Error
 		if r.ctx.Err() != nil || !errors.As(err, &me) || !me.Retryable() || attempt >= r.rt.cfg.ModelRetries {
 			return model.Response{}, err
@@ -379,9 +415,13 @@ type streamer struct {
 	calls     map[int]model.ToolCall
 	text      string
 	sawOutput bool
+	quiet     bool // only recoveries are shown
 }
 
 func (s *streamer) chunk(c model.Chunk) {
+	if s.quiet && c.Kind != model.ChunkRecovering {
+		return
+	}
 	switch c.Kind {
 	case model.ChunkThinking, model.ChunkText:
 		typ := BlockText
@@ -543,7 +583,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	ctx := context.WithoutCancel(r.ctx)
 	usage := r.state.Usage
 	body := assistantBody{Text: r.answer(), Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
-		GenerateReason: reason, MsgUUID: newUUID(), Error: msg}
+		GenerateReason: reason, MsgUUID: newUUID(), Error: msg, Compacted: r.state.Compacted}
 	b := mustJSON(body)
 	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
 		r.rt.log.ErrorContext(r.ctx, "saving the answer failed", "requestId", r.rec.RequestID, "err", err)

@@ -23,7 +23,7 @@ var timers = map[string]string{
 	// Timers that wait for time itself, not for a state.
 	"agent/replicas.go:keepLeases":       "renews this replica's leases every RunLease/5",
 	"agent/log.go:flush":                 "backs off between retries of a failed database write",
-	"agent/loop.go:callModel":            "backs off between retries of a model call",
+	"agent/loop.go:modelCall":            "backs off between retries of a model call",
 	"agent/model/openai.go:newIdleTimer": "ends a model stream that went silent",
 	"agent/model/scripted.go:Stream":     "a scripted step's delay",
 	"api/agui/agui.go:stream":            "SSE heartbeat",

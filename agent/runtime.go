@@ -37,10 +37,13 @@ type Hooks interface {
 
 // Config tunes the runtime.
 type Config struct {
-	MaxIters    int    // model calls per run; default 10
-	TokenBudget int64  // tokens per run; 0 = none
-	AgentName   string // default "assistant"
-	ModelName   string // reported in agent_completion when a run names none
+	MaxIters    int   // model calls per run; default 10
+	TokenBudget int64 // tokens per run; 0 = none
+	// ContextTokens, when set, is the largest model request (estimated, compact.go): a larger
+	// one is preceded by the model summarising the older conversation (CONTEXT_COMPACTING).
+	ContextTokens int64
+	AgentName     string // default "assistant"
+	ModelName     string // reported in agent_completion when a run names none
 	// ModelRetries is how often a retryable model error is retried; ModelBackoff the first wait
 	// (doubling, capped at 30 s; a provider's Retry-After wins when longer).
 	ModelRetries int

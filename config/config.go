@@ -94,6 +94,8 @@ model:
 agent:
   maxIters: 10                        # model/tool iterations per turn
   tokenBudget: 0                      # tokens per turn; 0 = no budget
+  contextTokens: 0                    # largest model request (estimated: UTF-8 bytes / 4); a larger one is
+                                      # preceded by the model summarising the older turns; 0 = never compact
   name: assistant                     # the agent's name in events and agent_completion
   workspaces: ""                      # per-session working directories; empty = dataDir/workspaces
   shell:
@@ -257,9 +259,13 @@ type Model struct {
 
 // Agent bounds one agent turn.
 type Agent struct {
-	MaxIters    int    `yaml:"maxIters"`
-	TokenBudget int    `yaml:"tokenBudget"`
-	Name        string `yaml:"name"`
+	MaxIters    int `yaml:"maxIters"`
+	TokenBudget int `yaml:"tokenBudget"`
+	// ContextTokens is the largest model request, estimated (a quarter of its UTF-8 bytes): a
+	// larger one is preceded by the model summarising the run's older turns (CONTEXT_COMPACTING).
+	// 0 never compacts.
+	ContextTokens int    `yaml:"contextTokens"`
+	Name          string `yaml:"name"`
 	// Workspaces is where each session's working directory lives; empty = dataDir/workspaces.
 	Workspaces string `yaml:"workspaces"`
 	Shell      Shell  `yaml:"shell"`
@@ -1131,6 +1137,9 @@ func (c Config) Validate() error {
 	}
 	if c.Agent.TokenBudget < 0 {
 		bad("agent.tokenBudget", "must be 0 (no budget) or more")
+	}
+	if c.Agent.ContextTokens < 0 {
+		bad("agent.contextTokens", "must be 0 (never compact) or more")
 	}
 	for i, o := range c.HTTP.AllowedOrigins {
 		if u, err := url.Parse(o); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" ||

@@ -300,6 +300,7 @@ func TestEnvBeatsFile(t *testing.T) {
 func TestEnvNames(t *testing.T) {
 	want := []string{
 		"HOOKD_AGENT_ASK_TIMEOUT",
+		"HOOKD_AGENT_CONTEXT_TOKENS",
 		"HOOKD_AGENT_MAX_ITERS",
 		"HOOKD_AGENT_NAME",
 		"HOOKD_AGENT_RUN_LEASE",
@@ -412,6 +413,7 @@ func TestValidate(t *testing.T) {
 		{"openai name", func(c *Config) { c.Model.Provider, c.Model.BaseURL = "openai", "http://x/v1" }, `config: model.name: required when model.provider is openai`},
 		{"maxIters", func(c *Config) { c.Agent.MaxIters = 0 }, `config: agent.maxIters: must be at least 1`},
 		{"tokenBudget", func(c *Config) { c.Agent.TokenBudget = -1 }, `config: agent.tokenBudget: must be 0 (no budget) or more`},
+		{"contextTokens", func(c *Config) { c.Agent.ContextTokens = -1 }, `config: agent.contextTokens: must be 0 (never compact) or more`},
 		{"webSearch.url", func(c *Config) { c.Agent.WebSearch.URL = "searx.local/search" }, `config: agent.webSearch.url: must be an http:// or https:// URL (a SearXNG-style search API)`},
 		{"runLease", func(c *Config) { c.Agent.RunLease = Duration(2 * time.Second) }, `config: agent.runLease: must be at least 5s (the owner renews it every fifth of it)`},
 		{"heartbeat", func(c *Config) { c.SSE.Heartbeat = Duration(500 * time.Millisecond) }, `config: sse.heartbeat: must be at least 1s`},

@@ -35,6 +35,8 @@ import (
 //	hookd_outbox_depth                                 deliveries pending or in flight (read at scrape)
 //	hookd_outbox_oldest_due_seconds                    how long the oldest due pending delivery has
 //	                                                   been waiting; 0 when none is overdue
+//	hookd_write_queue_rows{kind}                       rows queued for the writer's next cycles:
+//	                                                   outbox, outcome, decision, run_event (writer.go)
 type metrics struct {
 	deliveries  [len(typeIndex)][numDeliveryOutcomes]prometheus.Counter
 	attemptSecs [len(typeIndex)]prometheus.Observer

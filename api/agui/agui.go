@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -19,44 +18,24 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 )
 
 // Deps is what the AG-UI dialect needs.
-type Deps struct {
-	Runtime *agent.Runtime
-	Keys    *wire.Keys   // nil: no API keys (the loopback-only development mode)
-	Log     *slog.Logger // nil: discard
-	// Heartbeat is the SSE keep-alive interval (an SSE comment); 0 means 15 s.
-	Heartbeat time.Duration
-}
+type Deps = dialect.Deps
 
 // Register adds POST /ag-ui/run to r.
 func Register(r gin.IRouter, d Deps) {
-	if d.Keys == nil {
-		d.Keys = wire.NewKeys(nil)
-	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.Heartbeat <= 0 {
-		d.Heartbeat = 15 * time.Second
-	}
-	h := &handler{d: d}
+	h := &handler{dialect.New(d, "ag-ui", "thread")}
 	r.POST("/ag-ui/run", h.run)
 }
 
-// The agent's run statuses a dialect tells apart.
-const (
-	statusRunning   = "running"
-	statusSuspended = "suspended"
-)
-
-type handler struct{ d Deps }
+type handler struct{ dialect.Handler }
 
 func (h *handler) run(c *gin.Context) {
-	caller, err := h.d.Keys.Identify(c.Request, "")
+	caller, err := h.Keys.Identify(c.Request, "")
 	if err != nil {
 		wire.Fail(c, wire.Status(err), "%v", err)
 		return
@@ -66,7 +45,7 @@ func (h *handler) run(c *gin.Context) {
 		return
 	}
 	var in RunAgentInput
-	if err := decodeStrict(raw, &in); err != nil {
+	if err := dialect.DecodeStrict(raw, &in); err != nil {
 		wire.Fail(c, http.StatusBadRequest, "body: %s", strings.TrimPrefix(err.Error(), "json: "))
 		return
 	}
@@ -76,23 +55,23 @@ func (h *handler) run(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	rt := h.d.Runtime
+	rt := h.Runtime
 	var requestID string
 	var after int64
 	sess, err := rt.Session(ctx, caller.UserID, in.ThreadID)
 	switch {
 	case errors.Is(err, agent.ErrNotFound):
 	case err != nil:
-		h.internal(c, "looking up the thread failed", err)
+		h.Internal(c, "looking up the thread failed", err)
 		return
 	default:
 		live, err := rt.LiveRun(ctx, sess.ID)
 		switch {
 		case errors.Is(err, agent.ErrNotFound):
 		case err != nil:
-			h.internal(c, "looking up the thread's run failed", err)
+			h.Internal(c, "looking up the thread's run failed", err)
 			return
-		case live.Status == statusRunning && !h.pausing(ctx, caller.UserID, live.RequestID):
+		case live.Status == dialect.StatusRunning && !h.Pausing(ctx, caller.UserID, live.RequestID):
 			wire.Fail(c, http.StatusConflict, "threadId: thread %q has a run in progress; send the next run after its RUN_FINISHED", in.ThreadID)
 			return
 		default: // paused
@@ -113,7 +92,7 @@ func (h *handler) run(c *gin.Context) {
 	}
 	f, err := rt.Follow(ctx, caller.UserID, requestID, after)
 	if err != nil {
-		h.internal(c, "following the run failed", err)
+		h.Internal(c, "following the run failed", err)
 		return
 	}
 	defer f.Close()
@@ -128,7 +107,7 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, in *RunAgentInput, p
 		return "", errBadInput
 	}
 	text, err := in.Messages[n-1].text()
-	if err == nil && blank(text) {
+	if err == nil && dialect.Blank(text) {
 		err = errors.New("content: is empty")
 	}
 	if err != nil {
@@ -145,13 +124,13 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, in *RunAgentInput, p
 		}
 		sr.ExternalTools = append(sr.ExternalTools, model.ToolSpec{Name: strings.TrimSpace(t.Name), Description: t.Description, Parameters: params})
 	}
-	info, err := h.d.Runtime.StartRun(c.Request.Context(), sr)
+	info, err := h.Runtime.StartRun(c.Request.Context(), sr)
 	if errors.Is(err, agent.ErrSessionBusy) {
 		wire.Fail(c, http.StatusConflict, "threadId: thread %q has a run in progress; send the next run after its RUN_FINISHED", in.ThreadID)
 		return "", err
 	}
 	if err != nil {
-		h.internal(c, "starting the run failed", err)
+		h.Internal(c, "starting the run failed", err)
 		return "", err
 	}
 	return info.RequestID, nil
@@ -159,21 +138,14 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, in *RunAgentInput, p
 
 var errBadInput = errors.New("bad input")
 
-// pausing reports whether a run that is still running has announced its pause: the runtime
-// records the pause a moment after it announces it, and a client acts on the announcement.
-func (h *handler) pausing(ctx context.Context, userID, requestID string) bool {
-	_, err := h.d.Runtime.Pause(ctx, userID, requestID)
-	return err == nil
-}
-
 // resume hands the paused run what this input brings — answers to its interrupts, results of
 // its client-side tools — and returns the seq of its pause, after which this response reads.
 func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, requestID string) (int64, error) {
 	ctx := c.Request.Context()
-	rt := h.d.Runtime
+	rt := h.Runtime
 	pause, err := rt.Pause(ctx, caller.UserID, requestID)
 	if err != nil {
-		h.refused(c, "threadId", in.ThreadID, err)
+		h.Refused(c, "threadId", in.ThreadID, err)
 		return 0, err
 	}
 	asks := map[string]agent.PendingCall{}
@@ -201,11 +173,11 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 		a := agent.Answer{AskID: p.AskID, Reason: "cancelled by the user"}
 		if r.Status == "resolved" {
 			var ap Approval
-			if err := decodeStrict(r.Payload, &ap); err != nil || ap.Approved == nil {
+			if err := dialect.DecodeStrict(r.Payload, &ap); err != nil || ap.Approved == nil {
 				wire.Fail(c, http.StatusBadRequest, "%s.payload: must be {\"approved\": true|false, \"reason\"?, \"arguments\"?}", f)
 				return 0, errBadInput
 			}
-			if !isNull(ap.Arguments) && !isObject(ap.Arguments) {
+			if !isNull(ap.Arguments) && !dialect.IsObject(ap.Arguments) {
 				wire.Fail(c, http.StatusBadRequest, "%s.payload.arguments: must be an object (the edited arguments)", f)
 				return 0, errBadInput
 			}
@@ -244,13 +216,13 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 	}
 	if len(answers) > 0 {
 		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
-			h.refused(c, "resume", in.ThreadID, err)
+			h.Refused(c, "resume", in.ThreadID, err)
 			return 0, err
 		}
 	}
 	if len(results) > 0 {
 		if err := rt.SubmitToolResults(ctx, caller.UserID, requestID, results); err != nil {
-			h.refused(c, "messages", in.ThreadID, err)
+			h.Refused(c, "messages", in.ThreadID, err)
 			return 0, err
 		}
 	}
@@ -259,27 +231,11 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 		// thread's next run lets it go on, with or without the interrupt's resume entry (a
 		// client whose stream broke off at a crash never saw it).
 		if err := rt.Resume(ctx, caller.UserID, requestID); err != nil {
-			h.refused(c, "threadId", in.ThreadID, err)
+			h.Refused(c, "threadId", in.ThreadID, err)
 			return 0, err
 		}
 	}
 	return pause.Seq, nil
-}
-
-// refused answers a resume the run would not take.
-func (h *handler) refused(c *gin.Context, field, thread string, err error) {
-	switch {
-	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered), errors.Is(err, agent.ErrArgumentsChanged),
-		errors.Is(err, agent.ErrNotLive), errors.Is(err, agent.ErrNotFound):
-		wire.Fail(c, http.StatusConflict, "%s: thread %q: %v", field, thread, err)
-	default:
-		h.internal(c, "resuming the run failed", err)
-	}
-}
-
-func (h *handler) internal(c *gin.Context, what string, err error) {
-	h.d.Log.ErrorContext(c.Request.Context(), "ag-ui: "+what, "path", c.FullPath(), "err", err)
-	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
 }
 
 // stream writes the run's AG-UI events until the response's run finishes or the client goes
@@ -287,7 +243,7 @@ func (h *handler) internal(c *gin.Context, what string, err error) {
 func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper) {
 	ctx := c.Request.Context()
 	sse := wire.StartSSE(c.Writer, nil)
-	tick := time.NewTicker(h.d.Heartbeat)
+	tick := time.NewTicker(h.Heartbeat)
 	defer tick.Stop()
 	for {
 		select {
@@ -320,10 +276,9 @@ func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper) {
 // brokeOff ends a response whose run's events stopped before its end (a failed read), with a
 // RUN_ERROR, so the client knows the run may still be going on.
 func (h *handler) brokeOff(ctx context.Context, sse *wire.SSE, m *Mapper, err error) {
-	if ctx.Err() != nil {
+	if !h.BrokeOff(ctx, err) {
 		return
 	}
-	h.d.Log.ErrorContext(ctx, "ag-ui: the run's events ended early", "err", err)
 	if !m.started {
 		_ = write(sse, Event{Type: RunStarted, ThreadID: m.threadID, RunID: m.runID, Timestamp: time.Now().UnixMilli()})
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/dialect"
 )
 
 // AG-UI 1.0 event types hookd produces.
@@ -224,7 +225,7 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 			_ = json.Unmarshal(ev.Custom.Value, &v)
 			e(m.snapshot(v))
 		} else {
-			e(Event{Type: Custom, Name: ev.Custom.Name, Value: rawOrNull(ev.Custom.Value)})
+			e(Event{Type: Custom, Name: ev.Custom.Name, Value: dialect.RawOrNull(ev.Custom.Value)})
 		}
 	case agent.KindStatus:
 		e(custom("hookd.status", ev.Status))
@@ -361,10 +362,10 @@ func tokenUsage(u *agent.Usage) []TokenUsage {
 func (m *Mapper) closeBlock(id string, at int64) []Event {
 	switch {
 	case slices.Contains(m.text, id):
-		m.text = without(m.text, id)
+		m.text = dialect.Without(m.text, id)
 		return []Event{{Type: TextMessageEnd, Timestamp: at, MessageID: id}}
 	case slices.Contains(m.reasoning, id):
-		m.reasoning = without(m.reasoning, id)
+		m.reasoning = dialect.Without(m.reasoning, id)
 		return []Event{{Type: ReasoningMessageEnd, Timestamp: at, MessageID: id}, {Type: ReasoningEnd, Timestamp: at, MessageID: id}}
 	}
 	return nil
@@ -398,7 +399,7 @@ func (m *Mapper) closeStreams(at int64) []Event {
 
 func (m *Mapper) endCall(id string) {
 	delete(m.calls, id)
-	m.callOrder = without(m.callOrder, id)
+	m.callOrder = dialect.Without(m.callOrder, id)
 }
 
 func (m *Mapper) endStep(at int64) []Event {
@@ -433,16 +434,4 @@ func custom(name string, v any) Event {
 		b = []byte(`{}`)
 	}
 	return Event{Type: Custom, Name: name, Value: b}
-}
-
-func rawOrNull(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return json.RawMessage(`null`)
-	}
-	return v
-}
-
-// without is s without v.
-func without(s []string, v string) []string {
-	return slices.DeleteFunc(s, func(x string) bool { return x == v })
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/hookd/hookd/api/dialect"
 )
 
 // RunAgentInput is the body of POST /ag-ui/run (AG-UI 1.0).
@@ -74,20 +76,6 @@ type Props struct {
 	Temperature *float64 `json:"temperature,omitempty"`
 }
 
-// decodeStrict decodes raw into v, refusing fields v does not have.
-func decodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
-func blank(s string) bool { return strings.TrimSpace(s) == "" }
-
-func isObject(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && t[0] == '{'
-}
-
 func isNull(raw json.RawMessage) bool {
 	t := bytes.TrimSpace(raw)
 	return len(t) == 0 || string(t) == "null"
@@ -98,25 +86,25 @@ func isNull(raw json.RawMessage) bool {
 func (in *RunAgentInput) validate() (map[string]json.RawMessage, Props, error) {
 	var props Props
 	switch {
-	case blank(in.ThreadID):
+	case dialect.Blank(in.ThreadID):
 		return nil, props, fmt.Errorf("threadId: is required")
-	case blank(in.RunID):
+	case dialect.Blank(in.RunID):
 		return nil, props, fmt.Errorf("runId: is required")
 	case in.Messages == nil:
 		return nil, props, fmt.Errorf("messages: is required (an array)")
 	}
 	var state map[string]json.RawMessage
 	if !isNull(in.State) {
-		if !isObject(in.State) || json.Unmarshal(in.State, &state) != nil {
+		if !dialect.IsObject(in.State) || json.Unmarshal(in.State, &state) != nil {
 			return nil, props, fmt.Errorf("state: must be an object (hookd adds its view of the run under \"hookd\")")
 		}
 		delete(state, "hookd") // hookd's own view, echoed back by the client: replaced, never read
 	}
 	if !isNull(in.ForwardedProps) {
-		if !isObject(in.ForwardedProps) {
+		if !dialect.IsObject(in.ForwardedProps) {
 			return nil, props, fmt.Errorf("forwardedProps: must be an object")
 		}
-		if err := decodeStrict(in.ForwardedProps, &props); err != nil {
+		if err := dialect.DecodeStrict(in.ForwardedProps, &props); err != nil {
 			return nil, props, fmt.Errorf("forwardedProps: %v (hookd reads model and temperature)", err)
 		}
 		if t := props.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
@@ -130,25 +118,25 @@ func (in *RunAgentInput) validate() (map[string]json.RawMessage, Props, error) {
 		default:
 			return nil, props, fmt.Errorf("%s.role: %q is not one of user, assistant, system, developer, tool, activity, reasoning", f, m.Role)
 		}
-		if blank(m.ID) {
+		if dialect.Blank(m.ID) {
 			return nil, props, fmt.Errorf("%s.id: is required", f)
 		}
-		if m.Role == "tool" && blank(m.ToolCallID) {
+		if m.Role == "tool" && dialect.Blank(m.ToolCallID) {
 			return nil, props, fmt.Errorf("%s.toolCallId: is required for a tool message", f)
 		}
 	}
 	for i, t := range in.Tools {
 		f := fmt.Sprintf("tools[%d]", i)
-		if blank(t.Name) {
+		if dialect.Blank(t.Name) {
 			return nil, props, fmt.Errorf("%s.name: is required", f)
 		}
-		if !isNull(t.Parameters) && !isObject(t.Parameters) {
+		if !isNull(t.Parameters) && !dialect.IsObject(t.Parameters) {
 			return nil, props, fmt.Errorf("%s.parameters: must be a JSON schema object", f)
 		}
 	}
 	for i, r := range in.Resume {
 		f := fmt.Sprintf("resume[%d]", i)
-		if blank(r.InterruptID) {
+		if dialect.Blank(r.InterruptID) {
 			return nil, props, fmt.Errorf("%s.interruptId: is required", f)
 		}
 		if r.Status != "resolved" && r.Status != "cancelled" {

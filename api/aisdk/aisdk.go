@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -19,31 +18,17 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 )
 
 // Deps is what the AI SDK dialect needs.
-type Deps struct {
-	Runtime *agent.Runtime
-	Keys    *wire.Keys   // nil: no API keys (the loopback-only development mode)
-	Log     *slog.Logger // nil: discard
-	// Heartbeat is the SSE keep-alive interval (an SSE comment); 0 means 15 s.
-	Heartbeat time.Duration
-}
+type Deps = dialect.Deps
 
 // Register adds POST /ai-sdk/chat and GET /ai-sdk/chat/:id/stream to r.
 func Register(r gin.IRouter, d Deps) {
-	if d.Keys == nil {
-		d.Keys = wire.NewKeys(nil)
-	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.Heartbeat <= 0 {
-		d.Heartbeat = 15 * time.Second
-	}
-	h := &handler{d: d}
+	h := &handler{dialect.New(d, "ai-sdk", "chat")}
 	r.POST("/ai-sdk/chat", h.chat)
 	r.GET("/ai-sdk/chat/:id/stream", h.resumeStream)
 }
@@ -51,13 +36,7 @@ func Register(r gin.IRouter, d Deps) {
 // Header is the header that names the protocol on every stream.
 const Header = "X-Vercel-Ai-Ui-Message-Stream"
 
-// The agent's run statuses a dialect tells apart.
-const (
-	statusRunning   = "running"
-	statusSuspended = "suspended"
-)
-
-type handler struct{ d Deps }
+type handler struct{ dialect.Handler }
 
 // chatBody is the request's top level, decoded strictly; the messages are the client's own
 // records and are read leniently (the SDK adds fields to them release by release).
@@ -67,7 +46,7 @@ type chatBody struct {
 }
 
 func (h *handler) chat(c *gin.Context) {
-	caller, err := h.d.Keys.Identify(c.Request, "")
+	caller, err := h.Keys.Identify(c.Request, "")
 	if err != nil {
 		wire.Fail(c, wire.Status(err), "%v", err)
 		return
@@ -77,7 +56,7 @@ func (h *handler) chat(c *gin.Context) {
 		return
 	}
 	var body chatBody
-	if err := decodeStrict(raw, &body); err != nil {
+	if err := dialect.DecodeStrict(raw, &body); err != nil {
 		wire.Fail(c, http.StatusBadRequest, "body: %s", strings.TrimPrefix(err.Error(), "json: "))
 		return
 	}
@@ -93,15 +72,15 @@ func (h *handler) chat(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	rt := h.d.Runtime
+	rt := h.Runtime
 	var requestID string
 	var after int64
 	live, found, err := h.liveRun(ctx, caller.UserID, req.ID)
 	switch {
 	case err != nil:
-		h.internal(c, "looking up the chat's run failed", err)
+		h.Internal(c, "looking up the chat's run failed", err)
 		return
-	case found && live.Status == statusRunning && !h.pausing(ctx, caller.UserID, live.RequestID):
+	case found && live.Status == dialect.StatusRunning && !h.Pausing(ctx, caller.UserID, live.RequestID):
 		wire.Fail(c, http.StatusConflict, "id: chat %q has a run in progress; resume its stream with GET /ai-sdk/chat/%s/stream", req.ID, req.ID)
 		return
 	case found:
@@ -116,7 +95,7 @@ func (h *handler) chat(c *gin.Context) {
 	}
 	f, err := rt.Follow(ctx, caller.UserID, requestID, after)
 	if err != nil {
-		h.internal(c, "following the run failed", err)
+		h.Internal(c, "following the run failed", err)
 		return
 	}
 	defer f.Close()
@@ -133,14 +112,14 @@ func (h *handler) mapper(req *ChatRequest) *Mapper {
 
 // liveRun is the chat's running or paused run.
 func (h *handler) liveRun(ctx context.Context, userID, chat string) (run struct{ RequestID, Status string }, found bool, err error) {
-	sess, err := h.d.Runtime.Session(ctx, userID, chat)
+	sess, err := h.Runtime.Session(ctx, userID, chat)
 	if errors.Is(err, agent.ErrNotFound) {
 		return run, false, nil
 	}
 	if err != nil {
 		return run, false, err
 	}
-	live, err := h.d.Runtime.LiveRun(ctx, sess.ID)
+	live, err := h.Runtime.LiveRun(ctx, sess.ID)
 	if errors.Is(err, agent.ErrNotFound) {
 		return run, false, nil
 	}
@@ -149,13 +128,6 @@ func (h *handler) liveRun(ctx context.Context, userID, chat string) (run struct{
 	}
 	run.RequestID, run.Status = live.RequestID, live.Status
 	return run, true, nil
-}
-
-// pausing reports whether a run that is still running has announced its pause: the runtime
-// records the pause a moment after it announces it, and a client acts on the announcement.
-func (h *handler) pausing(ctx context.Context, userID, requestID string) bool {
-	_, err := h.d.Runtime.Pause(ctx, userID, requestID)
-	return err == nil
 }
 
 var errAnswered = errors.New("answered")
@@ -169,7 +141,7 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) (s
 		return "", errAnswered
 	}
 	text, err := last.text()
-	if err == nil && blank(text) {
+	if err == nil && dialect.Blank(text) {
 		err = errors.New("parts: no text")
 	}
 	if err != nil {
@@ -185,13 +157,13 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) (s
 		}
 		sr.ExternalTools = append(sr.ExternalTools, model.ToolSpec{Name: strings.TrimSpace(t.Name), Description: t.Description, Parameters: schema})
 	}
-	info, err := h.d.Runtime.StartRun(c.Request.Context(), sr)
+	info, err := h.Runtime.StartRun(c.Request.Context(), sr)
 	if errors.Is(err, agent.ErrSessionBusy) {
 		wire.Fail(c, http.StatusConflict, "id: chat %q has a run in progress", req.ID)
 		return "", err
 	}
 	if err != nil {
-		h.internal(c, "starting the run failed", err)
+		h.Internal(c, "starting the run failed", err)
 		return "", err
 	}
 	return info.RequestID, nil
@@ -202,10 +174,10 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) (s
 // response reads.
 func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, requestID string) (int64, error) {
 	ctx := c.Request.Context()
-	rt := h.d.Runtime
+	rt := h.Runtime
 	pause, err := rt.Pause(ctx, caller.UserID, requestID)
 	if err != nil {
-		h.refused(c, "id", req.ID, err)
+		h.Refused(c, "id", req.ID, err)
 		return 0, err
 	}
 	asks := map[string]bool{}
@@ -249,13 +221,13 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 	}
 	if len(answers) > 0 {
 		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
-			h.refused(c, "messages", req.ID, err)
+			h.Refused(c, "messages", req.ID, err)
 			return 0, err
 		}
 	}
 	if len(results) > 0 {
 		if err := rt.SubmitToolResults(ctx, caller.UserID, requestID, results); err != nil {
-			h.refused(c, "messages", req.ID, err)
+			h.Refused(c, "messages", req.ID, err)
 			return 0, err
 		}
 	}
@@ -263,13 +235,13 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 		// A pause that waits for nothing (a shutdown, a manual suspend, the budget) goes on;
 		// new words of the user's reach the model at the run's next step.
 		if err := rt.Resume(ctx, caller.UserID, requestID); err != nil {
-			h.refused(c, "id", req.ID, err)
+			h.Refused(c, "id", req.ID, err)
 			return 0, err
 		}
 		if last.Role == "user" {
-			if text, err := last.text(); err == nil && !blank(text) {
+			if text, err := last.text(); err == nil && !dialect.Blank(text) {
 				if _, err := rt.AppendInput(ctx, caller.UserID, requestID, text); err != nil {
-					h.d.Log.WarnContext(ctx, "ai-sdk: input sent with a resume was not queued", "requestId", requestID, "err", err)
+					h.Log.WarnContext(ctx, "ai-sdk: input sent with a resume was not queued", "requestId", requestID, "err", err)
 				}
 			}
 		}
@@ -282,7 +254,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 // run a restart or a suspend paused goes on; 204 when nothing streams (no run, or one that
 // waits for the client's answers).
 func (h *handler) resumeStream(c *gin.Context) {
-	caller, err := h.d.Keys.Identify(c.Request, "")
+	caller, err := h.Keys.Identify(c.Request, "")
 	if err != nil {
 		wire.Fail(c, wire.Status(err), "%v", err)
 		return
@@ -292,10 +264,10 @@ func (h *handler) resumeStream(c *gin.Context) {
 	}
 	chat := c.Param("id")
 	ctx := c.Request.Context()
-	rt := h.d.Runtime
+	rt := h.Runtime
 	live, found, err := h.liveRun(ctx, caller.UserID, chat)
 	if err != nil {
-		h.internal(c, "looking up the chat's run failed", err)
+		h.Internal(c, "looking up the chat's run failed", err)
 		return
 	}
 	if !found {
@@ -304,7 +276,7 @@ func (h *handler) resumeStream(c *gin.Context) {
 	}
 	var after int64
 	replay := true
-	if live.Status == statusSuspended || h.pausing(ctx, caller.UserID, live.RequestID) {
+	if live.Status == dialect.StatusSuspended || h.Pausing(ctx, caller.UserID, live.RequestID) {
 		pause, err := rt.Pause(ctx, caller.UserID, live.RequestID)
 		if err != nil || len(pause.Suspend.PendingCalls) > 0 && waits(pause.Suspend.PendingCalls) {
 			c.Status(http.StatusNoContent) // its stream is complete; the client answers first
@@ -318,7 +290,7 @@ func (h *handler) resumeStream(c *gin.Context) {
 	}
 	f, err := rt.Follow(ctx, caller.UserID, live.RequestID, after)
 	if err != nil {
-		h.internal(c, "following the run failed", err)
+		h.Internal(c, "following the run failed", err)
 		return
 	}
 	defer f.Close()
@@ -335,22 +307,6 @@ func waits(calls []agent.PendingCall) bool {
 	return false
 }
 
-// refused answers a resume the run would not take.
-func (h *handler) refused(c *gin.Context, field, chat string, err error) {
-	switch {
-	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered), errors.Is(err, agent.ErrArgumentsChanged),
-		errors.Is(err, agent.ErrNotLive), errors.Is(err, agent.ErrNotFound):
-		wire.Fail(c, http.StatusConflict, "%s: chat %q: %v", field, chat, err)
-	default:
-		h.internal(c, "resuming the run failed", err)
-	}
-}
-
-func (h *handler) internal(c *gin.Context, what string, err error) {
-	h.d.Log.ErrorContext(c.Request.Context(), "ai-sdk: "+what, "path", c.FullPath(), "err", err)
-	wire.Fail(c, http.StatusInternalServerError, "internal error: %s", what)
-}
-
 // stream writes the run's parts until the response's finish or the client goes away (the run
 // goes on; GET …/stream picks it up). With replay, the run's stored events are read from its
 // start and only the share of its latest response is written: each resume starts a response
@@ -358,7 +314,7 @@ func (h *handler) internal(c *gin.Context, what string, err error) {
 func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, replay bool) {
 	ctx := c.Request.Context()
 	sse := wire.StartSSE(c.Writer, http.Header{Header: {"v1"}})
-	tick := time.NewTicker(h.d.Heartbeat)
+	tick := time.NewTicker(h.Heartbeat)
 	defer tick.Stop()
 	var held []Part
 	for {
@@ -415,10 +371,9 @@ func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, replay bo
 
 // brokeOff ends a response whose run's events stopped before its end (a failed read).
 func (h *handler) brokeOff(ctx context.Context, sse *wire.SSE, m *Mapper, err error) {
-	if ctx.Err() != nil {
+	if !h.BrokeOff(ctx, err) {
 		return
 	}
-	h.d.Log.ErrorContext(ctx, "ai-sdk: the run's events ended early", "err", err)
 	_ = writeAll(sse, []Part{{Type: "error", ErrorText: agent.CodeInternal + ": the event stream of the run broke off; the run may still be going on"},
 		{Type: "finish", FinishReason: FinishError}})
 	_ = done(sse)

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/api/dialect"
 )
 
 // Part is one UI message stream part (the AI SDK's UIMessageChunk). Which fields are set
@@ -182,7 +183,7 @@ func (m *Mapper) Map(ev agent.Event) []Part {
 		if ev.Custom.Name == "state_updated" {
 			p(Part{Type: "data-hookd-state", Data: ev.Custom.Value, Transient: true})
 		} else {
-			p(Part{Type: "data-" + ev.Custom.Name, Data: rawOrNull(ev.Custom.Value)})
+			p(Part{Type: "data-" + ev.Custom.Name, Data: dialect.RawOrNull(ev.Custom.Value)})
 		}
 	case agent.KindStatus:
 		p(data("data-hookd-status", ev.Status, true))
@@ -275,10 +276,10 @@ func usageOf(u *agent.Usage) *Usage {
 func (m *Mapper) closeBlock(id string) []Part {
 	switch {
 	case slices.Contains(m.text, id):
-		m.text = without(m.text, id)
+		m.text = dialect.Without(m.text, id)
 		return []Part{{Type: "text-end", ID: id}}
 	case slices.Contains(m.reasoning, id):
-		m.reasoning = without(m.reasoning, id)
+		m.reasoning = dialect.Without(m.reasoning, id)
 		return []Part{{Type: "reasoning-end", ID: id}}
 	}
 	return nil
@@ -345,16 +346,4 @@ func data(typ string, v any, transient bool) Part {
 		b = []byte(`{}`)
 	}
 	return Part{Type: typ, Data: b, Transient: transient}
-}
-
-func rawOrNull(v json.RawMessage) json.RawMessage {
-	if len(v) == 0 {
-		return json.RawMessage(`null`)
-	}
-	return v
-}
-
-// without is s without v.
-func without(s []string, v string) []string {
-	return slices.DeleteFunc(s, func(x string) bool { return x == v })
 }

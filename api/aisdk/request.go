@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/hookd/hookd/api/dialect"
 )
 
 // ChatRequest is the body the AI SDK's DefaultChatTransport posts ({id, messages, trigger,
@@ -57,22 +59,9 @@ type Tool struct {
 
 func (p UIPart) isTool() bool { return p.Type == "dynamic-tool" || strings.HasPrefix(p.Type, "tool-") }
 
-func decodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
-func blank(s string) bool { return strings.TrimSpace(s) == "" }
-
-func isObject(raw json.RawMessage) bool {
-	t := bytes.TrimSpace(raw)
-	return len(t) > 0 && t[0] == '{'
-}
-
 func (r *ChatRequest) validate() error {
 	switch {
-	case blank(r.ID):
+	case dialect.Blank(r.ID):
 		return fmt.Errorf("id: is required (the chat id)")
 	case len(r.Messages) == 0:
 		return fmt.Errorf("messages: is required (at least the new message)")
@@ -85,7 +74,7 @@ func (r *ChatRequest) validate() error {
 	for i, m := range r.Messages {
 		f := fmt.Sprintf("messages[%d]", i)
 		switch {
-		case blank(m.ID):
+		case dialect.Blank(m.ID):
 			return fmt.Errorf("%s.id: is required", f)
 		case m.Role != "user" && m.Role != "assistant" && m.Role != "system":
 			return fmt.Errorf("%s.role: %q is not one of user, assistant, system", f, m.Role)
@@ -93,16 +82,16 @@ func (r *ChatRequest) validate() error {
 			return fmt.Errorf("%s.parts: is required", f)
 		}
 		for j, p := range m.Parts {
-			if blank(p.Type) {
+			if dialect.Blank(p.Type) {
 				return fmt.Errorf("%s.parts[%d].type: is required", f, j)
 			}
 		}
 	}
 	for i, t := range r.Tools {
 		switch {
-		case blank(t.Name):
+		case dialect.Blank(t.Name):
 			return fmt.Errorf("tools[%d].name: is required", i)
-		case len(t.InputSchema) > 0 && !isObject(t.InputSchema):
+		case len(t.InputSchema) > 0 && !dialect.IsObject(t.InputSchema):
 			return fmt.Errorf("tools[%d].inputSchema: must be a JSON schema object", i)
 		}
 	}

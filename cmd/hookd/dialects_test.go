@@ -60,6 +60,11 @@ const dialectScript = `{"scripts":[
  {"match":"/search it/","steps":[
    {"toolCalls":[{"name":"web_search","arguments":{"query":"季度报告","limit":2}}]},
    {"text":"找到两条结果"}]},
+ {"match":"/compact me/","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"big.txt","content":"BIG_CONTENT"}}]},
+   {"toolCalls":[{"name":"workspace_list_files"}]},
+   {"text":"用户要求写入 big.txt，已写入并列出工作区。"},
+   {"text":"压缩之后的回答"}]},
  {"match":"/ratelimit/","steps":[{"error":"rate_limited","text":"限流过后的回答"}]},
  {"match":"/netretry/","steps":[{"error":"network","text":"重连之后的回答"}]},
  {"match":"/emptyretry/","steps":[{"error":"empty","text":"重试之后的回答"}]},
@@ -137,7 +142,8 @@ func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon 
 	}))
 	t.Cleanup(web.Close)
 	script := filepath.Join(dir, "script.json")
-	if err := os.WriteFile(script, []byte(strings.ReplaceAll(dialectScript, "FETCH_URL", web.URL)), 0o600); err != nil {
+	if err := os.WriteFile(script, []byte(strings.NewReplacer("FETCH_URL", web.URL,
+		"BIG_CONTENT", strings.Repeat("季度数据", 1200)).Replace(dialectScript)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if modelCfg == "" {
@@ -146,7 +152,7 @@ func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon 
 	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: "+database+"\n"+
 		"auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n"+
 		"webhooks: {allowPrivateNetworks: true}\nmodel: "+modelCfg+"\n"+
-		"agent: {maxIters: 3, toolDefault: allow, webSearch: {url: "+web.URL+"/search}}\nsse: {heartbeat: 1s}\n")
+		"agent: {maxIters: 3, toolDefault: allow, contextTokens: 3000, webSearch: {url: "+web.URL+"/search}}\nsse: {heartbeat: 1s}\n")
 	d := &dialectDaemon{daemon: startDaemon(t, cfg), dir: dir}
 	hook := `{"hookName":"policy","hookType":"pre_tool_use","dispatchConfig":{"url":"` + policy.URL + `","signingSecret":"` + secret + `","failureMode":"DENY"}}`
 	if code := d.call("POST", "/api/hooks", hook, nil); code != http.StatusCreated && code != http.StatusOK {

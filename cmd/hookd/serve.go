@@ -154,7 +154,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(nonce[:]))
 	workspaces := tools.NewWorkspaces(wsRoot)
 	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
-		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), AgentName: cfg.Agent.Name,
+		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), ContextTokens: int64(cfg.Agent.ContextTokens), AgentName: cfg.Agent.Name,
 		ModelName: modelName(cfg.Model), Owner: owner,
 		DefaultBehavior: cfg.Agent.ToolDefault, AskTimeout: cfg.Agent.AskTimeout.Std(), RunLease: cfg.Agent.RunLease.Std(), Metrics: metrics})
 	if err := runtime.Start(ctx); err != nil {
