@@ -30,7 +30,8 @@ type WriterLimits struct {
 	MaxRows int
 	// MaxTime bounds a cycle by time: it takes no more rows than the recent cost per row says fit
 	// in MaxTime (at least minCycleRows), so that a caller arriving during a cycle waits for
-	// short commits, not for one that swallowed every row queued. 0: rows alone bound it.
+	// short commits, not for one that swallowed every row queued. 0: rows alone bound it. Only
+	// SQLite's shared writer uses it (writer.go).
 	MaxTime time.Duration
 	// MaxDelay is how long rows that nobody waits for (outcomes, batched decisions) may gather
 	// before their cycle begins, when nothing else is queued. A cycle holding a row somebody

@@ -23,6 +23,10 @@ func (d *Dispatcher) newWriters() {
 		d.route = [numWriteKinds]*committer{c, c, c, c}
 		return
 	}
+	// No time bound there: it keeps commits short for a decision queued behind other kinds' rows,
+	// and here each kind has its own; a cycle's fixed cost (its round trips) would only shrink the
+	// batches (completions then fell behind the claim lease: TestReplicas).
+	lim.MaxTime = 0
 	for _, k := range []writeKind{writeOutbox, writeOutcome, writeDecision} {
 		c := newCommitter(lim, []writeKind{k}, d.commitCycle)
 		d.writers = append(d.writers, c)
