@@ -95,6 +95,15 @@ func (r *run) compactIfOver(specs []model.ToolSpec) bool {
 	}
 	r.state.Step++
 	r.state.Compactions++
+	own := len(r.base) // the run's own messages begin after base, or at once in a compacted view
+	if r.state.Compacted {
+		own = 0
+	}
+	for _, m := range msgs[min(own, split):split] {
+		for _, c := range m.ToolCalls { // their arguments are in the event log, not kept twice
+			r.state.SummarisedCalls = append(r.state.SummarisedCalls, model.ToolCall{ID: c.ID, Name: c.Name})
+		}
+	}
 	r.state.Transcript = append([]model.Message{{Role: model.RoleUser, Text: summaryPrefix + summary}}, msgs[split:]...)
 	r.state.Compacted = true
 	r.checkpoint() // persist, then go on: a resume starts from the summary

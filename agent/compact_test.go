@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/storage"
@@ -119,6 +120,21 @@ func TestContextCompaction(t *testing.T) {
 		}
 		if !st.Compacted || st.Compactions != 1 || st.Transcript[0].Text != next[0].Text || strings.Contains(string(stored.State), "季度数据季度数据") {
 			t.Fatalf("stored state compacted=%v compactions=%d transcript[0]=%+v", st.Compacted, st.Compactions, st.Transcript[0])
+		}
+
+		// The session's history still lists every tool call of the answer.
+		hist, err := e.rt.History(context.Background(), info.SessionID, time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, m := range hist {
+			for _, c := range m.ToolCalls {
+				names = append(names, c.Name)
+			}
+		}
+		if strings.Join(names, " ") != "workspace_write_file workspace_list_files" {
+			t.Fatalf("history tool calls %v", names)
 		}
 
 		// The session's next run starts its history at the summary.

@@ -70,6 +70,9 @@ type runState struct {
 	// counts the summarising model calls among Step, which the step limit does not count.
 	Compacted   bool `json:"compacted,omitempty"`
 	Compactions int  `json:"compactions,omitempty"`
+	// SummarisedCalls are the run's own tool calls a summary replaced (id and name), kept for the
+	// answer's record (the session history lists them); the model no longer sees them.
+	SummarisedCalls []model.ToolCall `json:"summarisedCalls,omitempty"`
 }
 
 type userBody struct {
@@ -88,8 +91,9 @@ type assistantBody struct {
 	MsgUUID        string          `json:"msgUuid,omitempty"`
 	Error          string          `json:"error,omitempty"`
 	// Compacted: Transcript begins with a summary of everything before it (later runs' history
-	// starts there).
-	Compacted bool `json:"compacted,omitempty"`
+	// starts there); SummarisedCalls are the run's tool calls the summary stands for.
+	Compacted       bool             `json:"compacted,omitempty"`
+	SummarisedCalls []model.ToolCall `json:"summarisedCalls,omitempty"`
 }
 
 func (rt *Runtime) newRun(rec storage.Run, spec runSpec, st runState) *run {
@@ -583,7 +587,8 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 	ctx := context.WithoutCancel(r.ctx)
 	usage := r.state.Usage
 	body := assistantBody{Text: r.answer(), Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
-		GenerateReason: reason, MsgUUID: newUUID(), Error: msg, Compacted: r.state.Compacted}
+		GenerateReason: reason, MsgUUID: newUUID(), Error: msg, Compacted: r.state.Compacted,
+		SummarisedCalls: r.state.SummarisedCalls}
 	b := mustJSON(body)
 	if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), b); err != nil {
 		r.rt.log.ErrorContext(r.ctx, "saving the answer failed", "requestId", r.rec.RequestID, "err", err)

@@ -415,6 +415,7 @@ func (rt *Runtime) History(ctx context.Context, sessionID int64, since time.Time
 				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
 			}
 			h.Text, h.Thinking, h.Usage = b.Text, b.Thinking, b.Usage
+			h.ToolCalls = append(h.ToolCalls, b.SummarisedCalls...)
 			for _, t := range b.Transcript {
 				h.ToolCalls = append(h.ToolCalls, t.ToolCalls...)
 			}
