@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
@@ -156,6 +157,35 @@ type Verdict struct {
 	Reason   string
 	// Modified is the new value of a modify: the tool's arguments as JSON, or the new prompt.
 	Modified *string
+	// Hint is what the hooks asked to be shown to the model beside their verdict, their hints in
+	// chain order; Notice is what their tool events ask to be shown to the person (an approval
+	// URL on a deny, say). Each adapter puts them where its harness has a place for them
+	// (docs/agents.md, "Extras").
+	Hint, Notice string
+}
+
+// ExtrasOf is the verdict's hint and notice made of a decision's extras, and the number of custom
+// events among them, which no harness has a place for.
+func ExtrasOf(xs []dispatcher.Extra) (hint, notice string, events int) {
+	var hints, notices []string
+	for _, x := range xs {
+		if x.Hint != "" {
+			hints = append(hints, x.Hint)
+		}
+		if x.ToolEvent != nil && x.ToolEvent.UserMessage != "" {
+			notices = append(notices, x.ToolEvent.UserMessage)
+		}
+		events += len(x.Events)
+	}
+	return strings.Join(hints, "\n\n"), strings.Join(notices, "\n\n"), events
+}
+
+// with is text followed by more, a blank line between them; either may be empty.
+func with(text, more string) string {
+	if text == "" || more == "" {
+		return text + more
+	}
+	return text + "\n\n" + more
 }
 
 // Decisions a verdict may carry besides the dispatcher's allow, deny and modify.

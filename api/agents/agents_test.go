@@ -113,3 +113,20 @@ func TestMissingSubjectAndSessionNumbers(t *testing.T) {
 		t.Fatalf("session numbers: %d", a)
 	}
 }
+
+// Two hooks' extras: their hints and notices in chain order, their custom events counted, a tool
+// event without a userMessage adding nothing.
+func TestExtrasOf(t *testing.T) {
+	hint, notice, events := agents.ExtrasOf([]dispatcher.Extra{
+		{HookName: "a", Hint: "first", Events: []dispatcher.CustomEvent{{Name: "x", Value: json.RawMessage(`{}`)}},
+			ToolEvent: &dispatcher.ToolEvent{Category: "resource_created"}},
+		{HookName: "b", Hint: "second", Events: []dispatcher.CustomEvent{{Name: "y", Value: json.RawMessage(`{}`)}},
+			ToolEvent: &dispatcher.ToolEvent{Category: "auth_required", UserMessage: "approve at https://a.example/1"}},
+	})
+	if hint != "first\n\nsecond" || notice != "approve at https://a.example/1" || events != 2 {
+		t.Errorf("ExtrasOf: %q %q %d", hint, notice, events)
+	}
+	if hint, notice, events := agents.ExtrasOf(nil); hint != "" || notice != "" || events != 0 {
+		t.Errorf("ExtrasOf(nil): %q %q %d", hint, notice, events)
+	}
+}

@@ -86,11 +86,13 @@ func toolError(in Input) (string, bool) {
 
 // Answer: PreToolUse answers in hookSpecificOutput (deny, ask, or allow with updatedInput for a
 // modify); UserPromptSubmit cannot ask or rewrite, so both become a block with the reason. An allow
-// says nothing, so Claude Code's own permission rules still apply.
+// says nothing, so Claude Code's own permission rules still apply; its hint alone is
+// hookSpecificOutput.additionalContext without a permissionDecision. A tool event's notice is the
+// top-level systemMessage, which Claude Code shows the user.
 func (claudeCode) Answer(m Mapped, v Verdict) []byte {
 	switch m.Point {
 	case dispatcher.PreToolUse:
-		out := claudeToolAnswer{HookEventName: m.Event}
+		out := claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}
 		switch {
 		case v.blocks():
 			out.PermissionDecision, out.PermissionDecisionReason = v.Decision, v.reason()
@@ -106,29 +108,49 @@ func (claudeCode) Answer(m Mapped, v Verdict) []byte {
 			if v.Reason != "" {
 				out.PermissionDecisionReason = v.Reason
 			}
-		default:
+		case v.Hint == "" && v.Notice == "":
 			return nil
 		}
-		return encode(map[string]any{"hookSpecificOutput": out})
+		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
 	case dispatcher.UserMessage:
-		return promptBlock(v, "Claude Code")
+		return claudePrompt(m, v, "Claude Code")
 	}
 	return nil
 }
 
-type claudeToolAnswer struct {
-	HookEventName            string          `json:"hookEventName"`
-	PermissionDecision       string          `json:"permissionDecision"`
-	PermissionDecisionReason string          `json:"permissionDecisionReason,omitempty"`
-	UpdatedInput             json.RawMessage `json:"updatedInput,omitempty"`
+// claudeAnswer is the output of Claude Code's hooks, which Codex reads too.
+type claudeAnswer struct {
+	Decision           string          `json:"decision,omitempty"`
+	Reason             string          `json:"reason,omitempty"`
+	HookSpecificOutput *claudeSpecific `json:"hookSpecificOutput,omitempty"`
+	SystemMessage      string          `json:"systemMessage,omitempty"`
 }
 
-// promptBlock is the {"decision": "block", "reason"} answer of a prompt hook (Claude Code and
-// Codex), for any verdict but allow.
-func promptBlock(v Verdict, harness string) []byte {
-	reason, refused := promptRefusal(v, harness)
-	if !refused {
+type claudeSpecific struct {
+	HookEventName            string          `json:"hookEventName"`
+	PermissionDecision       string          `json:"permissionDecision,omitempty"`
+	PermissionDecisionReason string          `json:"permissionDecisionReason,omitempty"`
+	UpdatedInput             json.RawMessage `json:"updatedInput,omitempty"`
+	AdditionalContext        string          `json:"additionalContext,omitempty"`
+}
+
+// orNil is s, or nil when it says nothing but the event's name.
+func (s *claudeSpecific) orNil() *claudeSpecific {
+	if s.PermissionDecision == "" && s.AdditionalContext == "" {
 		return nil
 	}
-	return encode(map[string]string{"decision": "block", "reason": reason})
+	return s
+}
+
+// claudePrompt is the answer of a prompt hook (Claude Code and Codex): {"decision": "block",
+// "reason"} for any verdict but allow; an allow's hint as hookSpecificOutput.additionalContext,
+// which joins the prompt. A refused prompt starts no turn, so its hint has no one to reach.
+func claudePrompt(m Mapped, v Verdict, harness string) []byte {
+	if reason, refused := promptRefusal(v, harness); refused {
+		return encode(claudeAnswer{Decision: "block", Reason: reason})
+	}
+	if v.Hint == "" {
+		return nil
+	}
+	return encode(claudeAnswer{HookSpecificOutput: &claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}})
 }

@@ -27,24 +27,28 @@ func (codex) Point(event string) dispatcher.HookType { return codexPoints[event]
 
 func (codex) Map(in Input) (Mapped, error) { return mapClaudeShape(Codex, codexPoints, in) }
 
+// Answer: every block is a deny in hookSpecificOutput; a hint is hookSpecificOutput.additionalContext
+// (PreToolUse and UserPromptSubmit take it) and a tool event's notice the top-level systemMessage.
 func (codex) Answer(m Mapped, v Verdict) []byte {
 	switch m.Point {
 	case dispatcher.PreToolUse:
-		var reason string
+		out := claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}
 		switch {
 		case v.Decision == Ask:
-			reason = v.askAsBlock("Codex")
+			out.PermissionDecisionReason = v.askAsBlock("Codex")
 		case v.blocks():
-			reason = v.reason()
+			out.PermissionDecisionReason = v.reason()
 		case v.Decision == dispatcher.Modify && v.Modified != nil:
-			reason = rewriteAsBlock("Codex", "tool arguments", v)
-		default:
+			out.PermissionDecisionReason = rewriteAsBlock("Codex", "tool arguments", v)
+		case v.Hint == "" && v.Notice == "":
 			return nothing
 		}
-		return encode(map[string]any{"hookSpecificOutput": claudeToolAnswer{HookEventName: m.Event,
-			PermissionDecision: dispatcher.Deny, PermissionDecisionReason: reason}})
+		if out.PermissionDecisionReason != "" {
+			out.PermissionDecision = dispatcher.Deny
+		}
+		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
 	case dispatcher.UserMessage:
-		if b := promptBlock(v, "Codex"); b != nil {
+		if b := claudePrompt(m, v, "Codex"); b != nil {
 			return b
 		}
 	}

@@ -113,7 +113,9 @@ type cursorPermission struct {
 
 // Answer: the permission events answer {"permission", "user_message", "agent_message"}; only
 // preToolUse takes updated_input and beforeReadFile cannot ask, so there a modify or an ask is a
-// deny that says why. beforeSubmitPrompt can only refuse ({"continue": false}).
+// deny that says why. beforeSubmitPrompt can only refuse ({"continue": false}). A hint joins
+// agent_message and a tool event's notice user_message; with an allow they are not forwarded, since
+// Cursor reads those messages only beside a permission, and hookd's allow is not the user's.
 func (cursor) Answer(m Mapped, v Verdict) []byte {
 	switch m.Point {
 	case dispatcher.PreToolUse:
@@ -133,7 +135,8 @@ func (cursor) Answer(m Mapped, v Verdict) []byte {
 		default:
 			return nothing
 		}
-		out.UserMessage = out.AgentMessage
+		out.UserMessage = with(out.AgentMessage, v.Notice)
+		out.AgentMessage = with(out.AgentMessage, v.Hint)
 		return encode(out)
 	case dispatcher.UserMessage:
 		if reason, refused := promptRefusal(v, "Cursor"); refused {

@@ -1,8 +1,6 @@
 package agents
 
 import (
-	"encoding/json"
-
 	"github.com/hookd/hookd/dispatcher"
 )
 
@@ -28,28 +26,45 @@ func (geminiCLI) Map(in Input) (Mapped, error) { return mapClaudeShape(GeminiCLI
 // Answer: a deny is {"decision": "deny", "reason"}; an ask, which Gemini CLI cannot ask, is a deny
 // that says so; a modify of a tool's arguments is merged by Gemini CLI into the model's, so it is
 // sent only when it keeps every key (a removed key would survive the merge), else it is a deny
-// carrying the rewrite, as is every rewrite of a prompt.
+// carrying the rewrite, as is every rewrite of a prompt. A hint is BeforeAgent's
+// hookSpecificOutput.additionalContext; BeforeTool has no such field, so there a hint joins the
+// deny's reason (which the model reads) and is not forwarded with an allow. A tool event's notice
+// is the top-level systemMessage, which Gemini CLI shows the user.
 func (geminiCLI) Answer(m Mapped, v Verdict) []byte {
 	if m.Point != dispatcher.PreToolUse && m.Point != dispatcher.UserMessage {
 		return nothing
 	}
+	out := geminiAnswer{SystemMessage: v.Notice}
 	what := "tool arguments"
 	if m.Point == dispatcher.UserMessage {
 		what = "prompt"
 	}
-	var reason string
 	switch {
 	case v.Decision == Ask:
-		reason = v.askAsBlock("Gemini CLI")
+		out.Reason = v.askAsBlock("Gemini CLI")
 	case v.blocks():
-		reason = v.reason()
+		out.Reason = v.reason()
 	case v.Decision == dispatcher.Modify && v.Modified != nil:
 		if args := modifiedObject(v); m.Point == dispatcher.PreToolUse && args != nil && keepsKeys(m.ToolInput, args) {
-			return encode(map[string]any{"hookSpecificOutput": map[string]json.RawMessage{"tool_input": args}})
+			out.HookSpecificOutput = map[string]any{"tool_input": args}
+			break
 		}
-		reason = rewriteAsBlock("Gemini CLI", what, v)
-	default:
-		return nothing
+		out.Reason = rewriteAsBlock("Gemini CLI", what, v)
+	case m.Point == dispatcher.UserMessage && v.Hint != "":
+		out.HookSpecificOutput = map[string]any{"hookEventName": m.Event, "additionalContext": v.Hint}
 	}
-	return encode(map[string]string{"decision": dispatcher.Deny, "reason": reason})
+	if out.Reason != "" {
+		out.Decision = dispatcher.Deny
+		if m.Point == dispatcher.PreToolUse {
+			out.Reason = with(out.Reason, v.Hint)
+		}
+	}
+	return encode(out)
+}
+
+type geminiAnswer struct {
+	Decision           string         `json:"decision,omitempty"`
+	Reason             string         `json:"reason,omitempty"`
+	HookSpecificOutput map[string]any `json:"hookSpecificOutput,omitempty"`
+	SystemMessage      string         `json:"systemMessage,omitempty"`
 }

@@ -45,16 +45,19 @@ func Register(r gin.IRouter, d Deps) {
 		unmapped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_unmapped_total",
 			Help: "Coding agents' hook events hookd has no point for, answered with nothing to say, by harness and event."},
 			[]string{"kind", "event"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_custom_events_dropped_total",
+			Help: "Custom events (a hook answer's \"events\") in answers to coding agents' hooks, which no harness has a place for, by harness."},
+			[]string{"kind"}),
 	}
 	if d.Metrics != nil {
-		d.Metrics.MustRegister(h.events, h.unmapped)
+		d.Metrics.MustRegister(h.events, h.unmapped, h.dropped)
 	}
 	r.POST("/v1/agents/:kind/hooks", h.hook)
 }
 
 type handler struct {
 	Deps
-	events, unmapped *prometheus.CounterVec
+	events, unmapped, dropped *prometheus.CounterVec
 }
 
 func (h *handler) hook(c *gin.Context) {
@@ -136,7 +139,13 @@ func (h *handler) hook(c *gin.Context) {
 	if dec.DecisionID != "" {
 		c.Header(DecisionIDHeader, dec.DecisionID)
 	}
-	h.answer(c, ad, m, Verdict{Decision: dec.Decision, Reason: dec.Reason, Modified: dec.ModifiedValue})
+	v := Verdict{Decision: dec.Decision, Reason: dec.Reason, Modified: dec.ModifiedValue}
+	var events int
+	v.Hint, v.Notice, events = ExtrasOf(dec.Extras)
+	if events > 0 {
+		h.dropped.WithLabelValues(kind).Add(float64(events))
+	}
+	h.answer(c, ad, m, v)
 }
 
 // answer writes the adapter's rendering of v: 200 with the harness's JSON, or 204 with no body

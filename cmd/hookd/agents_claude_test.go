@@ -12,13 +12,15 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
 )
 
 // fakeClaudeCode runs its PreToolUse HTTP hooks as the Claude Code hooks reference says: it
 // POSTs the hook input to each matching hook's url with the hook's headers (a $VAR is filled only
 // from allowedEnvVars), waits at most the hook's timeout; a 2xx with an empty body is no decision,
 // a 2xx with JSON is parsed (hookSpecificOutput.permissionDecision), a non-2xx or no answer is a
-// non-blocking error — unless the hook says onFailure: block.
+// non-blocking error — unless the hook says onFailure: block. hookSpecificOutput.additionalContext
+// goes to the model and systemMessage to the user, whatever the decision.
 type fakeClaudeCode struct {
 	settings map[string]any
 	env      map[string]string
@@ -29,6 +31,8 @@ type fakeClaudeCode struct {
 type outcome struct {
 	verdict string // "run" (its own permission flow goes on), "deny", "ask", "error" (non-blocking)
 	reason  string
+	context string // what the model is shown besides the reason (additionalContext)
+	shown   string // what the user is shown (systemMessage)
 }
 
 var envRef = regexp.MustCompile(`\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?`)
@@ -70,10 +74,13 @@ func (c *fakeClaudeCode) preToolUse(t *testing.T, tool string, input map[string]
 			if o.verdict == "error" && hm["onFailure"] == "block" {
 				o = outcome{verdict: "deny", reason: "hook failed: " + o.reason}
 			}
-			// deny wins over ask, ask over an allow or no decision.
+			// deny wins over ask, ask over an allow or no decision; every hook's context and
+			// message are shown.
+			context, shown := with(result.context, o.context), with(result.shown, o.shown)
 			if o.verdict == "deny" || (o.verdict == "ask" && result.verdict != "deny") || result.verdict == "run" {
 				result = o
 			}
+			result.context, result.shown = context, shown
 		}
 	}
 	if result.verdict == "error" {
@@ -99,24 +106,48 @@ func (c *fakeClaudeCode) answer(resp *http.Response, err error) outcome {
 			HookEventName            string `json:"hookEventName"`
 			PermissionDecision       string `json:"permissionDecision"`
 			PermissionDecisionReason string `json:"permissionDecisionReason"`
+			AdditionalContext        string `json:"additionalContext"`
 		} `json:"hookSpecificOutput"`
+		SystemMessage string `json:"systemMessage"`
 	}
 	if err := json.Unmarshal(raw, &out); err != nil {
 		return outcome{verdict: "error", reason: "invalid JSON output"}
 	}
+	o := outcome{verdict: "run", context: out.HookSpecificOutput.AdditionalContext, shown: out.SystemMessage}
 	switch d := out.HookSpecificOutput.PermissionDecision; d {
 	case "deny", "ask":
-		return outcome{verdict: d, reason: out.HookSpecificOutput.PermissionDecisionReason}
+		o.verdict, o.reason = d, out.HookSpecificOutput.PermissionDecisionReason
 	}
-	return outcome{verdict: "run"}
+	return o
+}
+
+// with is text and more, a blank line between them when both are there.
+func with(text, more string) string {
+	if text == "" || more == "" {
+		return text + more
+	}
+	return text + "\n\n" + more
 }
 
 // A fake Claude Code, configured by `hookd agents install claude-code`, against the running
 // daemon with a denying CEL policy and a fail-closed webhook that is down: the tool calls they
 // stop are blocked with hookd's reason, the others go on, and a daemon that is down blocks too.
+// A receiver's extras reach it: a hint as the model's context, a tool event's userMessage (the
+// approval URL of a deny) as the message the user sees.
 func TestFakeClaudeCode(t *testing.T) {
 	d := startAgentDaemon(t)
 	down := closedAddr(t)
+	recv := newAgentReceiver(t)
+	recv.answer(func(env dispatcher.Envelope) (int, string) {
+		var c struct{ ToolName string }
+		json.Unmarshal(env.Context, &c)
+		if c.ToolName == "Deploy" {
+			return 200, `{"decision":"deny","reason":"deploys need a sign-off","hint":"Wait for the sign-off, then retry.",` +
+				`"toolEvent":{"category":"auth_required","payload":{"url":"https://approve.example/req/42"},` +
+				`"userMessage":"Approve the deploy at https://approve.example/req/42"}}`
+		}
+		return 200, `{"decision":"allow","hint":"Search results under vendor/ are third-party code."}`
+	})
 	for _, spec := range []string{
 		`{"hookName":"no destructive shell","hookType":"pre_tool_use","toolNameMatch":"Bash","dispatchType":"policy",
 		  "dispatchConfig":{"failureMode":"DENY"},
@@ -127,6 +158,8 @@ func TestFakeClaudeCode(t *testing.T) {
 		   "default":"allow"}}`,
 		fmt.Sprintf(`{"hookName":"write approval","hookType":"pre_tool_use","toolNameMatch":"Write",
 		  "dispatchConfig":{"url":%q,"timeoutMs":2000,"failureMode":"DENY","signingSecret":%q}}`, down+"/approve", hookSecret),
+		fmt.Sprintf(`{"hookName":"deploy sign-off","hookType":"pre_tool_use","toolNameMatch":"Deploy|Grep",
+		  "dispatchConfig":{"url":%q,"timeoutMs":3000,"failureMode":"DENY","signingSecret":%q}}`, recv.srv.URL, hookSecret),
 	} {
 		if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
 			t.Fatalf("register: %d %s", s, spec)
@@ -144,22 +177,26 @@ func TestFakeClaudeCode(t *testing.T) {
 	}
 
 	for _, c := range []struct {
-		tool    string
-		input   map[string]any
-		verdict string
-		reason  string
+		tool           string
+		input          map[string]any
+		verdict        string
+		reason         string
+		context, shown string
 	}{
 		{"Bash", map[string]any{"command": "rm -rf /home/dev/pay/build"}, "deny",
-			"destructive command refused in /home/dev/pay: rm -rf /home/dev/pay/build"},
-		{"Bash", map[string]any{"command": "git push origin main"}, "ask", "pushing needs a reviewer"},
-		{"Bash", map[string]any{"command": "make test"}, "run", ""},
+			"destructive command refused in /home/dev/pay: rm -rf /home/dev/pay/build", "", ""},
+		{"Bash", map[string]any{"command": "git push origin main"}, "ask", "pushing needs a reviewer", "", ""},
+		{"Bash", map[string]any{"command": "make test"}, "run", "", "", ""},
 		{"Write", map[string]any{"file_path": "/home/dev/pay/x.go", "content": "package x"}, "deny",
-			"hook write approval unavailable (failureMode DENY)"},
-		{"Read", map[string]any{"file_path": "/home/dev/pay/x.go"}, "run", ""},
+			"hook write approval unavailable (failureMode DENY)", "", ""},
+		{"Read", map[string]any{"file_path": "/home/dev/pay/x.go"}, "run", "", "", ""},
+		{"Deploy", map[string]any{"env": "prod"}, "deny", "deploys need a sign-off", "Wait for the sign-off, then retry.",
+			"Approve the deploy at https://approve.example/req/42"},
+		{"Grep", map[string]any{"pattern": "TODO"}, "run", "", "Search results under vendor/ are third-party code.", ""},
 	} {
 		got := claude.preToolUse(t, c.tool, c.input)
-		if got.verdict != c.verdict || got.reason != c.reason {
-			t.Errorf("%s %v: %+v, want %s %q", c.tool, c.input, got, c.verdict, c.reason)
+		if got.verdict != c.verdict || got.reason != c.reason || got.context != c.context || got.shown != c.shown {
+			t.Errorf("%s %v: %+v, want %s %q context %q shown %q", c.tool, c.input, got, c.verdict, c.reason, c.context, c.shown)
 		}
 	}
 

@@ -131,6 +131,22 @@ var scenarios = []struct {
 		v, _ := json.Marshal(string(args))
 		return 200, `{"decision":"modify","modifiedValue":` + string(v) + `}`
 	}},
+	// The hooks' extras: a hint for the model beside an allow, with a custom event no harness has a
+	// place for; a deny whose tool event tells the person where to approve (a prompt hook cannot
+	// carry a tool event: a deny with a hint).
+	{"hint", func(dispatcher.Envelope) (int, string) {
+		return 200, `{"decision":"allow","hint":"Staging credentials rotate at noon; read them from vault:staging/db.",` +
+			`"events":[{"name":"policy_checked","value":{"rule":"transfers-v3"}}]}`
+	}},
+	{"notice", func(env dispatcher.Envelope) (int, string) {
+		if env.HookType == dispatcher.UserMessage {
+			return 200, `{"decision":"deny","reason":"prompts naming customer accounts are not allowed",` +
+				`"hint":"Refer to the account by its ticket number."}`
+		}
+		return 200, `{"decision":"deny","reason":"deploys need a sign-off","hint":"Wait for the sign-off, then retry.",` +
+			`"toolEvent":{"category":"auth_required","payload":{"url":"https://approve.example/req/42"},` +
+			`"userMessage":"Approve the deploy at https://approve.example/req/42"}}`
+	}},
 	// The daemon cannot decide: arguments that are not JSON for a tool, the fail-closed receiver
 	// failing for a prompt.
 	{"error", func(env dispatcher.Envelope) (int, string) {
@@ -285,6 +301,18 @@ func TestAgentGoldens(t *testing.T) {
 		agents.GeminiCLI: "BeforeModel", agents.Cursor: "afterFileEdit"} {
 		if n := sum(m, "hookd_agent_hook_unmapped_total", `kind="`+kind+`"`, `event="`+event+`"`); n != 1 {
 			t.Errorf("unmapped %s %s counted %v times", kind, event, n)
+		}
+	}
+	// The custom events of the hint scenario reached no harness: counted, one per interceptive answer.
+	for _, kind := range agents.Kinds {
+		want := 0
+		for _, f := range fs {
+			if f.kind == kind && agents.For(kind).Point(f.event).Interceptive() {
+				want++
+			}
+		}
+		if n := sum(m, "hookd_agent_hook_custom_events_dropped_total", `kind="`+kind+`"`); n != float64(want) {
+			t.Errorf("dropped custom events of %s counted %v times, want %d", kind, n, want)
 		}
 	}
 	var outcomes []string
