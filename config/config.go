@@ -90,6 +90,8 @@ model:
   baseURL: ""                         # openai: any OpenAI-compatible endpoint (required)
   apiKey: ""                          # openai: bearer key, if the endpoint wants one
   name: ""                            # openai: model name (required)
+  streamRecoveries: 2                 # openai: times one call goes on after its stream broke off mid-answer
+                                      # (LLM_AUTO_RECOVERING); 0 = retry the call whole instead
 
 agent:
   maxIters: 10                        # model/tool iterations per turn
@@ -255,6 +257,9 @@ type Model struct {
 	BaseURL  string `yaml:"baseURL"`
 	APIKey   string `yaml:"apiKey"`
 	Name     string `yaml:"name"`
+	// StreamRecoveries is how often the openai provider goes on from where a stream broke off
+	// mid-answer within one call; 0 = never (the loop retries the call whole).
+	StreamRecoveries int `yaml:"streamRecoveries"`
 }
 
 // Agent bounds one agent turn.
@@ -429,7 +434,7 @@ func Default() Config {
 			Bulkhead:   Bulkhead{InterceptiveConcurrency: 256, ObservationalInFlight: 1024},
 			ClaimLease: Duration(2 * time.Minute),
 		},
-		Model: Model{Provider: "scripted"},
+		Model: Model{Provider: "scripted", StreamRecoveries: 2},
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
 			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
@@ -1109,6 +1114,9 @@ func (c Config) Validate() error {
 		bad("model.provider", "%q is not one of scripted, openai", c.Model.Provider)
 	}
 
+	if c.Model.StreamRecoveries < 0 || c.Model.StreamRecoveries > 10 {
+		bad("model.streamRecoveries", "must be 0 (none) to 10")
+	}
 	if c.Agent.ToolDefault != "ask" && c.Agent.ToolDefault != "allow" {
 		bad("agent.toolDefault", "must be ask or allow")
 	}

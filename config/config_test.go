@@ -61,6 +61,9 @@ func TestDefault(t *testing.T) {
 		{"provider", d.Model.Provider, "scripted"},
 		{"maxIters", d.Agent.MaxIters, 10},
 		{"tokenBudget", d.Agent.TokenBudget, 0},
+		{"contextTokens", d.Agent.ContextTokens, 0},
+		{"streamRecoveries", d.Model.StreamRecoveries, 2},
+		{"webSearch.url", d.Agent.WebSearch.URL, ""},
 		{"heartbeat", d.SSE.Heartbeat, sec(15)},
 		{"log.level", d.Log.Level, "info"},
 		{"log.format", d.Log.Format, "auto"},
@@ -130,7 +133,8 @@ model:
   baseURL: http://localhost:11434/v1
   apiKey: sk-model
   name: llama3
-agent: {maxIters: 4, tokenBudget: 20000, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
+  streamRecoveries: 1
+agent: {maxIters: 4, tokenBudget: 20000, contextTokens: 8000, webSearch: {url: "http://searx.internal:8888/search"}, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
 writer: {maxRows: 500, maxTime: 5ms, maxDelay: 0s, queue: 64}
@@ -169,8 +173,9 @@ func TestFullFile(t *testing.T) {
 			ClaimLease:           sec(90),
 		},
 		Model: Model{Provider: "openai", Script: "./demo.script", BaseURL: "http://localhost:11434/v1",
-			APIKey: "sk-model", Name: "llama3"},
-		Agent: Agent{MaxIters: 4, TokenBudget: 20000, Name: "helper", Workspaces: "/srv/ws",
+			APIKey: "sk-model", Name: "llama3", StreamRecoveries: 1},
+		Agent: Agent{MaxIters: 4, TokenBudget: 20000, ContextTokens: 8000, WebSearch: WebSearch{URL: "http://searx.internal:8888/search"},
+			Name: "helper", Workspaces: "/srv/ws",
 			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
@@ -222,7 +227,7 @@ func TestEnvOverrides(t *testing.T) {
 		}},
 		{"acronym key", []string{"HOOKD_MODEL_PROVIDER=openai", "HOOKD_MODEL_BASE_URL=https://api.example.com/v1",
 			"HOOKD_MODEL_NAME=m", "HOOKD_MODEL_API_KEY=sk"}, func(c *Config) {
-			c.Model = Model{Provider: "openai", BaseURL: "https://api.example.com/v1", Name: "m", APIKey: "sk"}
+			c.Model = Model{Provider: "openai", BaseURL: "https://api.example.com/v1", Name: "m", APIKey: "sk", StreamRecoveries: 2}
 		}},
 		{"bool", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=true"}, func(c *Config) { c.Webhooks.AllowPrivateNetworks = true }},
 		{"bool 0", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS=0"}, func(c *Config) {}},
@@ -335,6 +340,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_MODEL_NAME",
 		"HOOKD_MODEL_PROVIDER",
 		"HOOKD_MODEL_SCRIPT",
+		"HOOKD_MODEL_STREAM_RECOVERIES",
 		"HOOKD_OTEL_ENDPOINT",
 		"HOOKD_RETENTION_DECISIONS",
 		"HOOKD_RETENTION_DELIVERIES",
@@ -414,6 +420,7 @@ func TestValidate(t *testing.T) {
 		{"maxIters", func(c *Config) { c.Agent.MaxIters = 0 }, `config: agent.maxIters: must be at least 1`},
 		{"tokenBudget", func(c *Config) { c.Agent.TokenBudget = -1 }, `config: agent.tokenBudget: must be 0 (no budget) or more`},
 		{"contextTokens", func(c *Config) { c.Agent.ContextTokens = -1 }, `config: agent.contextTokens: must be 0 (never compact) or more`},
+		{"streamRecoveries", func(c *Config) { c.Model.StreamRecoveries = -1 }, `config: model.streamRecoveries: must be 0 (none) to 10`},
 		{"webSearch.url", func(c *Config) { c.Agent.WebSearch.URL = "searx.local/search" }, `config: agent.webSearch.url: must be an http:// or https:// URL (a SearXNG-style search API)`},
 		{"runLease", func(c *Config) { c.Agent.RunLease = Duration(2 * time.Second) }, `config: agent.runLease: must be at least 5s (the owner renews it every fifth of it)`},
 		{"heartbeat", func(c *Config) { c.SSE.Heartbeat = Duration(500 * time.Millisecond) }, `config: sse.heartbeat: must be at least 1s`},

@@ -261,7 +261,12 @@ func logShutdownErr(log *slog.Logger, err error) {
 func newModel(c config.Model) (model.Model, error) {
 	switch c.Provider {
 	case "openai":
-		return model.NewOpenAI(model.OpenAIConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Name}), nil
+		recoveries := c.StreamRecoveries
+		if recoveries == 0 {
+			recoveries = -1 // the provider's 0 is its default; the config's 0 is none
+		}
+		return model.NewOpenAI(model.OpenAIConfig{BaseURL: c.BaseURL, APIKey: c.APIKey, Model: c.Name,
+			StreamRecoveries: recoveries}), nil
 	default:
 		if c.Script == "" {
 			return model.DefaultScript(), nil
