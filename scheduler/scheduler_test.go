@@ -433,9 +433,12 @@ func TestCatchUpAfterDowntime(t *testing.T) {
 		if got := inDowntime(skip.ID); len(got) != 1 || got[0].Status != storage.TaskRunSkipped || !strings.HasPrefix(got[0].Reason, "missed") {
 			t.Fatalf("catchUp=false, firings of missed ticks: %+v", got)
 		}
+		// After the restart every tick fires on schedule. One may find the catch-up firing still
+		// running on a slow machine and be skipped for it (no overlap), which is not a miss.
 		for _, id := range []int64{catchUp.ID, skip.ID} {
 			for _, r := range history(t, second, id) {
-				if r.ScheduledAt.After(restarted) && (r.Kind != storage.FireSchedule || r.Status != storage.TaskRunSucceeded) {
+				overlap := r.Status == storage.TaskRunSkipped && r.Reason == "still running"
+				if r.ScheduledAt.After(restarted) && (r.Kind != storage.FireSchedule || (r.Status != storage.TaskRunSucceeded && !overlap)) {
 					t.Fatalf("a tick after the restart: %+v", r)
 				}
 			}

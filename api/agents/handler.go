@@ -1,6 +1,7 @@
 package agents
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -45,9 +46,9 @@ func Register(r gin.IRouter, d Deps) {
 		unmapped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_unmapped_total",
 			Help: "Coding agents' hook events hookd has no point for, answered with nothing to say, by harness and event."},
 			[]string{"kind", "event"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_custom_events_dropped_total",
-			Help: "Custom events (a hook answer's \"events\") in answers to coding agents' hooks, which no harness has a place for, by harness."},
-			[]string{"kind"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_extras_dropped_total",
+			Help: "Extras of hook answers that the coding agent's answer has no place for, by harness and extra: events (custom events: always), hint and notice (a tool event's userMessage) where the harness cannot carry them beside that verdict."},
+			[]string{"kind", "extra"}),
 	}
 	if d.Metrics != nil {
 		d.Metrics.MustRegister(h.events, h.unmapped, h.dropped)
@@ -143,9 +144,32 @@ func (h *handler) hook(c *gin.Context) {
 	var events int
 	v.Hint, v.Notice, events = ExtrasOf(dec.Extras)
 	if events > 0 {
-		h.dropped.WithLabelValues(kind).Add(float64(events))
+		h.dropped.WithLabelValues(kind, "events").Add(float64(events))
 	}
+	h.countUnplaced(kind, ad, m, v)
 	h.answer(c, ad, m, v)
+}
+
+// countUnplaced counts a hint or notice the harness's answer has no place for beside v: one that
+// leaves the answer as it would be without it. The adapters alone know where each goes, so the
+// answer is the only judge.
+func (h *handler) countUnplaced(kind string, ad Adapter, m Mapped, v Verdict) {
+	if v.Hint == "" && v.Notice == "" {
+		return
+	}
+	body := ad.Answer(m, v)
+	if without := v; v.Hint != "" {
+		without.Hint = ""
+		if bytes.Equal(ad.Answer(m, without), body) {
+			h.dropped.WithLabelValues(kind, "hint").Inc()
+		}
+	}
+	if without := v; v.Notice != "" {
+		without.Notice = ""
+		if bytes.Equal(ad.Answer(m, without), body) {
+			h.dropped.WithLabelValues(kind, "notice").Inc()
+		}
+	}
 }
 
 // answer writes the adapter's rendering of v: 200 with the harness's JSON, or 204 with no body
