@@ -49,7 +49,7 @@ longer.`)
 	defer cleanup()
 	fmt.Printf("burst: %s events from %d clients, receiver 503 (Retry-After) for %s then 200 — %s\n", commas(int64(*events)), *clients, *failFor, machine())
 
-	recv := &receiver{seen: map[string]struct{}{}}
+	recv := &receiver{seen: map[string]struct{}{}, arrived: make(chan struct{}, 1)}
 	rl, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -79,10 +79,8 @@ longer.`)
 	if err := dispatchOne(ctx, hc, base, -1); err != nil {
 		return err
 	}
-	for recv.delivered.Load() < 1 {
-		if err := sleepCtx(ctx, 20*time.Millisecond); err != nil {
-			return err
-		}
+	if err := recv.await(ctx, 1, p.done); err != nil {
+		return fmt.Errorf("first event: %w\n%s", err, p.tail())
 	}
 	if err := sleepCtx(ctx, 2*time.Second); err != nil {
 		return err
@@ -173,12 +171,9 @@ longer.`)
 	}
 	fmt.Printf("burst: %s events accepted in %s; waiting for the outbox to drain …\n", commas(posted.Load()), postEnd.Round(time.Millisecond))
 
-	for recv.delivered.Load() < want {
-		if ctx.Err() != nil || !p.alive() {
-			close(stopSampling)
-			return fmt.Errorf("not drained: %d of %d delivered (%v)\n%s", recv.delivered.Load()-1, *events, ctx.Err(), p.tail())
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := recv.await(ctx, want, p.done); err != nil {
+		close(stopSampling)
+		return fmt.Errorf("not drained: %d of %d delivered (%v)\n%s", recv.delivered.Load()-1, *events, err, p.tail())
 	}
 	drained := time.Duration(recv.lastDelivery.Load() - start.UnixNano())
 	cpu1, _ := cpuTime(p.pid())
@@ -265,9 +260,26 @@ type receiver struct {
 	refused      atomic.Int64
 	delivered    atomic.Int64 // distinct eventIds answered 200
 	dups         atomic.Int64
-	lastDelivery atomic.Int64 // unix ns
+	lastDelivery atomic.Int64  // unix ns
+	arrived      chan struct{} // capacity 1: a new eventId was answered 200 since the last look
 	mu           sync.Mutex
 	seen         map[string]struct{}
+}
+
+var errDaemonExited = errors.New("the daemon exited")
+
+// await returns once n distinct events were delivered, the context ends or the daemon exits.
+func (rc *receiver) await(ctx context.Context, n int64, exited <-chan struct{}) error {
+	for rc.delivered.Load() < n {
+		select {
+		case <-rc.arrived:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-exited:
+			return errDaemonExited
+		}
+	}
+	return nil
 }
 
 var eventIDKey = []byte(`"eventId":"`)
@@ -298,6 +310,10 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		rc.delivered.Add(1)
 		rc.lastDelivery.Store(now.UnixNano())
+		select {
+		case rc.arrived <- struct{}{}:
+		default:
+		}
 	}
 	w.WriteHeader(http.StatusOK)
 }
