@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -97,24 +96,7 @@ agent: {toolDefault: allow, workspaces: %s}
 
 	t.Run("harness REQUIRE_USER_CONFIRM", func(t *testing.T) {
 		events := func(resp *http.Response, stop string) []map[string]any {
-			defer resp.Body.Close()
-			var out []map[string]any
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				line, ok := strings.CutPrefix(sc.Text(), "data:")
-				if !ok {
-					continue
-				}
-				var ev map[string]any
-				if json.Unmarshal([]byte(strings.TrimSpace(line)), &ev) == nil {
-					out = append(out, ev)
-					if ev["type"] == stop {
-						break
-					}
-				}
-			}
-			return out
+			return sseJSON(t, resp, func(ev map[string]any) bool { return ev["type"] == stop })
 		}
 		first := events(post("/harness/chat", `{"sessionId":"s-h","userId":"tester","input":"/harness/"}`), "AGENT_END")
 		var callID string
@@ -142,24 +124,7 @@ agent: {toolDefault: allow, workspaces: %s}
 
 	t.Run("volo TOOL_APPROVAL", func(t *testing.T) {
 		frames := func(resp *http.Response, stop func(map[string]any) bool) []map[string]any {
-			defer resp.Body.Close()
-			var out []map[string]any
-			sc := bufio.NewScanner(resp.Body)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				line, ok := strings.CutPrefix(sc.Text(), "data:")
-				if !ok {
-					continue
-				}
-				var ev map[string]any
-				if json.Unmarshal([]byte(strings.TrimSpace(line)), &ev) == nil {
-					out = append(out, ev)
-					if stop(ev) {
-						break
-					}
-				}
-			}
-			return out
+			return sseJSON(t, resp, stop)
 		}
 		const base = "/api/agent/chat/volo-ai/"
 		var turnID, callID, desc string
@@ -183,4 +148,20 @@ agent: {toolDefault: allow, workspaces: %s}
 			t.Fatal("approved, but the tool did not run")
 		}
 	})
+}
+
+// sseJSON reads a stream's data frames as JSON objects until stop says so or the stream ends.
+func sseJSON(t *testing.T, resp *http.Response, stop func(map[string]any) bool) []map[string]any {
+	t.Helper()
+	defer resp.Body.Close()
+	var out []map[string]any
+	scanSSE(t, resp.Body, func(_, _, data string) bool {
+		var ev map[string]any
+		if json.Unmarshal([]byte(data), &ev) != nil {
+			return false
+		}
+		out = append(out, ev)
+		return stop(ev)
+	})
+	return out
 }
