@@ -39,7 +39,8 @@ type DB struct {
 	w, r    *gorm.DB
 	dialect Dialect
 	sealer  *Sealer
-	changes changes // announces commits to live views
+	changes changes      // announces commits to live views
+	outbox  *outboxStmts // SQLite only: the outbox's statements, prepared on the writer
 }
 
 // Options for Open.
@@ -112,6 +113,13 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if db.dialect == SQLite {
+		sqlW, _ := db.w.DB()
+		if db.outbox, err = prepareOutbox(ctx, sqlW); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return db, nil
 }
 
@@ -182,6 +190,7 @@ func (db *DB) appendParams(q []byte, first, n int) []byte {
 
 // Close releases every connection.
 func (db *DB) Close() error {
+	db.outbox.close()
 	var errs []error
 	for _, g := range []*gorm.DB{db.r, db.w} {
 		if g == nil {
