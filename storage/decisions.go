@@ -181,6 +181,19 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 	return db.Commit(ctx, &WriteBatch{Decisions: ds})
 }
 
+const decisionInsert = `INSERT INTO decisions (decision_id, event_id, hook_id, hook_name, hook_priority, hook_type,
+	session_id, principal_id, agent_id, trace_id, tool_name, tool_call_id, task_id, subject_hash, subject, outcome, reason,
+	modified_hash, from_failure_mode, breaker_state, status_code, error, latency_ms, created_at, agent_kind, prev_hash, hash,
+	rule_name) VALUES `
+
+// decisionArgs appends d's values in decisionInsert's column order.
+func decisionArgs(args []any, d *Decision) []any {
+	return append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
+		d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
+		d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
+		d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
+}
+
 // insertDecisions appends ds to the chain within tx.
 func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) error {
 	prev, err := db.chainTail(ctx, tx)
@@ -193,22 +206,32 @@ func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) er
 		prev = ds[i].Hash
 	}
 	const cols, chunk = 27, 200
+	if db.dialect == SQLite {
+		// One prepared row statement run per row: SQLite has no round trips to save, and compiling
+		// a multi-row statement anew for each cycle's row count cost more than the rows' inserts.
+		stmt, err := tx.PrepareContext(ctx, string(db.appendParams(append([]byte(decisionInsert), '('), 1, cols+1))+")")
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		args := make([]any, 0, cols+1)
+		for i := range ds {
+			if _, err := stmt.ExecContext(ctx, decisionArgs(args[:0], &ds[i])...); err != nil {
+				return err
+			}
+		}
+		return db.countMinutes(ctx, tx, ds)
+	}
 	for i := 0; i < len(ds); i += chunk {
 		part := ds[i:min(i+chunk, len(ds))]
-		q := append(make([]byte, 0, 512+len(part)*cols*5), `INSERT INTO decisions (decision_id, event_id, hook_id,
-			hook_name, hook_priority, hook_type, session_id, principal_id, agent_id, trace_id, tool_name, tool_call_id,
-			task_id, subject_hash, subject, outcome, reason, modified_hash, from_failure_mode, breaker_state,
-			status_code, error, latency_ms, created_at, agent_kind, prev_hash, hash, rule_name) VALUES `...)
+		q := append(make([]byte, 0, 512+len(part)*cols*5), decisionInsert...)
 		args := make([]any, 0, len(part)*(cols+1))
-		for j, d := range part {
+		for j := range part {
 			if j > 0 {
 				q = append(q, ',')
 			}
 			q = append(db.appendParams(append(q, '('), len(args)+1, cols+1), ')')
-			args = append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
-				d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
-				d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
-				d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
+			args = decisionArgs(args, &part[j])
 		}
 		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
 			return err
