@@ -188,20 +188,17 @@ func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) er
 		return err
 	}
 	tail := link(ds, prev)
-	const chunk = 200
-	for i := 0; i < len(ds); i += chunk {
-		part := ds[i:min(i+chunk, len(ds))]
-		q := append(make([]byte, 0, 512+len(part)*numDecisionCols*5), `INSERT INTO decisions (`+decisionCols+`) VALUES `...)
-		args := make([]any, 0, len(part)*numDecisionCols)
-		for j := range part {
-			if j > 0 {
-				q = append(q, ',')
-			}
-			q = append(db.appendParams(append(q, '('), len(args)+1, numDecisionCols), ')')
-			row := decisionValues(&part[j])
-			args = append(args, row[:]...)
-		}
-		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
+	// One prepared row statement run per row: SQLite has no round trips to save, and compiling a
+	// multi-row statement anew for each cycle's row count cost more than the rows' inserts.
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (`+decisionCols+`) VALUES (`+
+		string(db.appendParams(nil, 1, numDecisionCols))+`)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	args := make([]any, 0, numDecisionCols)
+	for i := range ds {
+		if _, err := stmt.ExecContext(ctx, decisionArgs(args[:0], &ds[i])...); err != nil {
 			return err
 		}
 	}
@@ -211,7 +208,7 @@ func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) er
 	return db.countMinutes(ctx, tx, ds)
 }
 
-// decisionCols are the columns an append writes, in the order of decisionValues.
+// decisionCols are the columns an append writes, in the order of decisionArgs.
 const decisionCols = `decision_id, event_id, hook_id, hook_name, hook_priority, hook_type, session_id,
 	principal_id, agent_id, trace_id, tool_name, tool_call_id, task_id, subject_hash, subject, outcome, reason,
 	modified_hash, from_failure_mode, breaker_state, status_code, error, latency_ms, created_at, agent_kind,
@@ -219,12 +216,12 @@ const decisionCols = `decision_id, event_id, hook_id, hook_name, hook_priority, 
 
 const numDecisionCols = 28
 
-// decisionValues is d's row, in decisionCols' order.
-func decisionValues(d *Decision) [numDecisionCols]any {
-	return [...]any{d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType, d.SessionID,
-		d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash, d.Subject, d.Outcome,
-		d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode, d.Error, d.LatencyMs,
-		ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName}
+// decisionArgs appends d's values in decisionCols' order.
+func decisionArgs(args []any, d *Decision) []any {
+	return append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
+		d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
+		d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
+		d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
 }
 
 // appendStmt appends a batch on PostgreSQL in one statement: it moves the tail from $2 to $1 (the
@@ -276,8 +273,9 @@ func appendArgs(ds []Decision, prev string) []any {
 	for c := range cols {
 		cols[c] = make([]any, len(ds))
 	}
+	row := make([]any, 0, numDecisionCols)
 	for i := range ds {
-		for c, v := range decisionValues(&ds[i]) {
+		for c, v := range decisionArgs(row[:0], &ds[i]) {
 			cols[c][i] = v
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -39,7 +40,24 @@ const Name = "github.com/hookd/hookd"
 // so that propagation works whether or not export is on.
 var propagator = propagation.TraceContext{}
 
-func tracer() trace.Tracer { return otel.Tracer(Name) }
+// tracer is hookd's tracer from the global provider. It is looked up again only when the provider
+// changes: the lookup (a lock and a map) was a measurable part of every decision.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if c := cachedTracer.Load(); c != nil && c.tp == tp {
+		return c.t
+	}
+	t := tp.Tracer(Name)
+	cachedTracer.Store(&providerTracer{tp, t})
+	return t
+}
+
+type providerTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+var cachedTracer atomic.Pointer[providerTracer]
 
 // Config is the otel section of the daemon's config.
 type Config struct {
