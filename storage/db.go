@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -40,6 +41,9 @@ type DB struct {
 	dialect Dialect
 	sealer  *Sealer
 	changes changes // announces commits to live views
+	// tail is the decision chain's tail as this process last committed it (nil: not known). A
+	// guess only: another replica may have appended since, which the append checks (decisions.go).
+	tail atomic.Pointer[string]
 }
 
 // Options for Open.
