@@ -59,6 +59,10 @@ type providerTracer struct {
 
 var cachedTracer atomic.Pointer[providerTracer]
 
+// offProvider is the global provider before any is set: while it is the global one, export is off
+// and the API's spans record nothing.
+var offProvider = otel.GetTracerProvider()
+
 // Config is the otel section of the daemon's config.
 type Config struct {
 	// Endpoint is the OTLP/HTTP endpoint URL (e.g. http://collector:4318); empty: the standard
@@ -108,6 +112,16 @@ var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 func Middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+		if otel.GetTracerProvider() == offProvider {
+			// Export off: a span would record nothing, and its context would be the client's,
+			// which ctx already holds (for the logs and the receivers); no span, then, on every
+			// request.
+			if trace.SpanContextFromContext(ctx).IsValid() {
+				c.Request = c.Request.WithContext(ctx)
+			}
+			c.Next()
+			return
+		}
 		route := c.FullPath()
 		if route == "" {
 			route = "unmatched"
@@ -227,8 +241,13 @@ type HookResult struct {
 
 var hookCallKind = trace.WithSpanKind(trace.SpanKindClient)
 
+func endNothing(HookResult) {}
+
 // StartHookCall starts the span of one interceptive hook call; end records its decision.
 func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string) (context.Context, func(HookResult)) {
+	if otel.GetTracerProvider() == offProvider {
+		return ctx, endNothing // export off: ctx already carries the trace to the receiver
+	}
 	ctx, span := tracer().Start(ctx, "hook "+hookType, hookCallKind)
 	if !span.IsRecording() {
 		// Export off (the API's no-op span, which still carries the trace to the receiver): no
