@@ -1,6 +1,7 @@
 package dispatcher
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -119,7 +120,8 @@ func canonicalValue(out, in []byte, i int) ([]byte, int) {
 // canonicalObject writes the members as they come, then puts them in key order if they were not.
 func canonicalObject(out, in []byte, i int) ([]byte, int) {
 	type member struct{ key, start, end int } // offsets in out: the key's end, the member's bounds
-	var ms []member
+	var small [16]member // most tool arguments have few members: no allocation for them
+	ms := small[:0]
 	sorted := true
 	out = append(out, '{')
 	base := len(out)
@@ -147,7 +149,7 @@ func canonicalObject(out, in []byte, i int) ([]byte, int) {
 	if !sorted {
 		region := append([]byte(nil), out[base:]...)
 		slices.SortStableFunc(ms, func(a, b member) int {
-			return strings.Compare(string(region[a.start-base:a.key-base]), string(region[b.start-base:b.key-base]))
+			return bytes.Compare(region[a.start-base:a.key-base], region[b.start-base:b.key-base])
 		})
 		out = out[:base]
 		for k, m := range ms {

@@ -94,9 +94,17 @@ type committer struct {
 	queues [numWriteKinds]chan *writeReq
 	queued [numWriteKinds]atomic.Int64 // rows waiting, per kind: the queue length metric
 	wake   chan struct{}               // one token: something was queued
-	// rowCost is the writer's running estimate of a cycle's time per row (ns), which MaxTime
-	// divides; 0 until the first cycle. Only the writer goroutine touches it.
+	// cycle is held by whoever runs a cycle: the writer goroutine from its take to the end of its
+	// commit (its gathering included), or a caller committing its own rows while the writer is
+	// idle (submit). So cycles never overlap, and rows are taken and committed in one order.
+	cycle sync.Mutex
+	// rowCost is the running estimate of a cycle's time per row (ns), which MaxTime divides; 0
+	// until the first cycle. Guarded by cycle.
 	rowCost float64
+	// gathering is set while the writer waits for more rows that nobody waits for (MaxDelay):
+	// such a row then joins the queue without waking it. Guarded by gatherMu.
+	gathering bool
+	gatherMu  sync.Mutex
 
 	mu      sync.RWMutex // held for reading while a request is handed over
 	closed  [numWriteKinds]bool
@@ -118,11 +126,22 @@ func newCommitter(lim WriterLimits, kinds []writeKind, write func([]*writeReq)) 
 // submit queues r. When r has a done channel it returns once r's rows are committed (or their
 // write failed), whatever ctx says once they are queued: that wait is what makes a caller's
 // answer a promise. ErrStopped once r's kind is closed.
+//
+// A caller that waits while no cycle runs commits the cycle itself, with whatever else is queued:
+// handing r to the writer goroutine and being woken by it again would cost two wake-ups, which
+// on a busy 2-core machine are a good part of a sync decision's time beyond its commit.
 func (c *committer) submit(ctx context.Context, r *writeReq) error {
 	c.mu.RLock()
 	if c.closed[r.kind] {
 		c.mu.RUnlock()
 		return ErrStopped
+	}
+	if r.done != nil && c.cycle.TryLock() {
+		reqs, rows, _ := c.take([]*writeReq{r}, r.rows(), true)
+		c.flush(reqs, rows)
+		c.cycle.Unlock()
+		c.mu.RUnlock()
+		return <-r.done
 	}
 	err := c.enqueue(ctx, r)
 	c.mu.RUnlock()
@@ -141,11 +160,26 @@ func (c *committer) enqueue(ctx context.Context, r *writeReq) error {
 		c.queued[r.kind].Add(-n)
 		return ctx.Err()
 	}
+	if r.done == nil {
+		c.gatherMu.Lock()
+		gathering := c.gathering
+		c.gatherMu.Unlock()
+		if gathering {
+			return nil // the writer takes it when its gathering ends: no need to wake it per row
+		}
+	}
 	select {
 	case c.wake <- struct{}{}:
 	default:
 	}
 	return nil
+}
+
+// setGathering says whether the writer is gathering rows nobody waits for (see gathering).
+func (c *committer) setGathering(on bool) {
+	c.gatherMu.Lock()
+	c.gathering = on
+	c.gatherMu.Unlock()
 }
 
 // closeKind refuses new requests of kind k and returns once those already queued are committed.
@@ -192,8 +226,8 @@ func (c *committer) cycleRows() int {
 // Decisions come first, all of them up to MaxRows: each holds an interceptive call, and the time
 // bound is not theirs to pay (it would split concurrent decisions over several commits). Then the
 // other kinds, one request of each in turn, until the cycle's rows (cycleRows) — but at least one
-// of each kind that waits, so a flood of decisions slows the others and never stops them. Only
-// the writer goroutine receives.
+// of each kind that waits, so a flood of decisions slows the others and never stops them. The
+// caller holds c.cycle.
 func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq, int, bool) {
 	recv := func(k int) bool {
 		select {
@@ -227,47 +261,53 @@ func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq,
 	return reqs, rows, waiting
 }
 
+// flush commits one cycle's requests, rows in all, and answers them. The caller holds c.cycle.
+func (c *committer) flush(reqs []*writeReq, rows int) {
+	start := time.Now()
+	c.write(reqs)
+	if rows > 0 {
+		// The cost per row, fixed cost shared out included: MaxTime over it converges on the rows
+		// that fill MaxTime (a weighted average, so one slow fsync does not halve a cycle).
+		cost := float64(time.Since(start)) / float64(rows)
+		if c.rowCost == 0 {
+			c.rowCost = cost
+		} else {
+			c.rowCost = 0.8*c.rowCost + 0.2*cost
+		}
+	}
+}
+
 func (c *committer) run() {
 	defer close(c.done)
 	var reqs []*writeReq
 	delay := time.NewTimer(time.Hour)
 	delay.Stop()
-	flush := func(rows int) {
-		start := time.Now()
-		c.write(reqs)
-		if rows > 0 {
-			// The cost per row, fixed cost shared out included: MaxTime over it converges on the
-			// rows that fill MaxTime (a weighted average, so one slow fsync does not halve a cycle).
-			cost := float64(time.Since(start)) / float64(rows)
-			if c.rowCost == 0 {
-				c.rowCost = cost
-			} else {
-				c.rowCost = 0.8*c.rowCost + 0.2*cost
-			}
-		}
-		clear(reqs) // drop the references the next cycle reuses the array over
-		reqs = reqs[:0]
-	}
 	for {
+		c.cycle.Lock()
 		var rows int
 		var waiting bool
 		reqs, rows, waiting = c.take(reqs, 0, false)
 		if len(reqs) == 0 {
+			c.cycle.Unlock()
 			select {
 			case <-c.wake:
 				continue
 			case <-c.closing:
+				c.cycle.Lock()
+				defer c.cycle.Unlock()
 				for {
 					var n int
-					if reqs, n, _ = c.take(reqs, 0, false); len(reqs) == 0 {
+					if reqs, n, _ = c.take(reqs[:0], 0, false); len(reqs) == 0 {
 						return
 					}
-					flush(n)
+					c.flush(reqs, n)
 				}
 			}
 		}
 		if !waiting && rows < c.cycleRows() && c.lim.MaxDelay > 0 {
-			// Nobody waits for these rows: gather more for a while, unless somebody comes who does.
+			// Nobody waits for these rows: gather more for a while, unless somebody comes who
+			// does. Rows nobody waits for join the queue meanwhile without waking the writer.
+			c.setGathering(true)
 			delay.Reset(c.lim.MaxDelay)
 		gather:
 			for !waiting && rows < c.cycleRows() {
@@ -281,7 +321,12 @@ func (c *committer) run() {
 				}
 			}
 			delay.Stop()
+			c.setGathering(false)
+			reqs, rows, _ = c.take(reqs, rows, waiting) // those that came without a wake-up
 		}
-		flush(rows)
+		c.flush(reqs, rows)
+		c.cycle.Unlock()
+		clear(reqs) // drop the references the next cycle reuses the array over
+		reqs = reqs[:0]
 	}
 }

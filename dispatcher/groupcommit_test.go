@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/storage"
 )
@@ -141,4 +142,67 @@ func TestCommitterQueueIsBounded(t *testing.T) {
 		t.Fatalf("cycle %v", got)
 	}
 	release <- struct{}{}
+}
+
+// Cycles never overlap: a caller that commits its own rows (the writer being idle) holds off the
+// next cycle, and what was queued meanwhile goes into it.
+func TestCommitterCyclesDoNotOverlap(t *testing.T) {
+	c, cycles, release := heldCommitter(t, WriterLimits{MaxRows: 10, MaxDelay: -1, Queue: 100})
+	submit := func(k writeKind) chan error {
+		r := oneEvent(k)
+		r.done = make(chan error, 1)
+		returned := make(chan error, 1)
+		go func() { returned <- c.submit(context.Background(), r) }()
+		return returned
+	}
+	first := submit(writeDecision)
+	if got := <-cycles; count(got, writeDecision) != 1 || len(got) != 1 {
+		t.Fatalf("first cycle %v", got)
+	}
+	// Queued as a caller that found the cycle held queues it: the writer is woken, and must wait.
+	second := oneEvent(writeRunEvents)
+	second.done = make(chan error, 1)
+	if err := c.enqueue(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-cycles:
+		t.Fatalf("a cycle %v began while another was held", got)
+	default:
+	}
+	release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := <-cycles; count(got, writeRunEvents) != 1 || len(got) != 1 {
+		t.Fatalf("second cycle %v", got)
+	}
+	release <- struct{}{}
+	if err := <-second.done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rows nobody waits for gather without waking the writer per row, and all of them go into the
+// cycle that a waiting caller ends the gathering with.
+func TestCommitterGathersRowsNobodyWaitsFor(t *testing.T) {
+	c, cycles, release := heldCommitter(t, WriterLimits{MaxRows: 100, MaxDelay: time.Hour, Queue: 100})
+	ctx := context.Background()
+	for range 4 {
+		if err := c.submit(ctx, oneEvent(writeOutcome)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := oneEvent(writeDecision)
+	r.done = make(chan error, 1)
+	returned := make(chan error, 1)
+	go func() { returned <- c.submit(ctx, r) }()
+	got := <-cycles
+	if count(got, writeOutcome) != 4 || count(got, writeDecision) != 1 {
+		t.Fatalf("cycle %v, want the 4 outcomes and the decision", got)
+	}
+	release <- struct{}{}
+	if err := <-returned; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"gorm.io/driver/postgres"
@@ -39,8 +40,11 @@ type DB struct {
 	w, r    *gorm.DB
 	dialect Dialect
 	sealer  *Sealer
-	changes changes      // announces commits to live views
-	outbox  *outboxStmts // SQLite only: the outbox's statements, prepared on the writer
+	changes changes // announces commits to live views
+	// tail is the decision chain's tail as this process last committed it (nil: not known). A
+	// guess only: another replica may have appended since, which the append checks (decisions.go).
+	tail   atomic.Pointer[string]
+	outbox *outboxStmts // SQLite only: the outbox's statements, prepared on the writer
 }
 
 // Options for Open.

@@ -149,30 +149,6 @@ func chainHash(d *Decision) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// chainLock serialises the chain's writers across PostgreSQL replicas: each append reads the last
-// hash and must not be interleaved with another's. (SQLite has one writer connection.) The lock is
-// taken per schema: databases that hold several hookd schemas do not wait for each other.
-const chainLock = `SELECT pg_advisory_xact_lock(hashtext(current_schema()), 4867002)`
-
-// chainTail is the hash the next appended row links to: the last row's, or where pruning cut the
-// chain when every row is gone; "" for a new log.
-func (db *DB) chainTail(ctx context.Context, tx *sql.Tx) (string, error) {
-	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
-			return "", err
-		}
-	}
-	var h string
-	err := tx.QueryRowContext(ctx, `SELECT hash FROM decisions ORDER BY id DESC LIMIT 1`).Scan(&h)
-	if errors.Is(err, sql.ErrNoRows) {
-		err = tx.QueryRowContext(ctx, `SELECT pruned_hash FROM decision_chain WHERE id = 1`).Scan(&h)
-		if errors.Is(err, sql.ErrNoRows) {
-			return "", nil
-		}
-	}
-	return h, err
-}
-
 // InsertDecisions appends to the decision log in one transaction, linking each row to the one
 // before. Every interceptive call adds a row, so this goes to database/sql without gorm's
 // reflection and without reading ids back: on a busy daemon its CPU is taken from the calls
@@ -181,40 +157,133 @@ func (db *DB) InsertDecisions(ctx context.Context, ds []Decision) error {
 	return db.Commit(ctx, &WriteBatch{Decisions: ds})
 }
 
-// insertDecisions appends ds to the chain within tx.
-func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) error {
-	prev, err := db.chainTail(ctx, tx)
-	if err != nil {
-		return err
-	}
+// link chains ds on from prev, in order, and returns the new tail: the last one's hash.
+func link(ds []Decision, prev string) string {
 	for i := range ds {
 		ds[i].PrevHash = prev
 		ds[i].Hash = chainHash(&ds[i])
 		prev = ds[i].Hash
 	}
-	const cols, chunk = 27, 200
-	for i := 0; i < len(ds); i += chunk {
-		part := ds[i:min(i+chunk, len(ds))]
-		q := append(make([]byte, 0, 512+len(part)*cols*5), `INSERT INTO decisions (decision_id, event_id, hook_id,
-			hook_name, hook_priority, hook_type, session_id, principal_id, agent_id, trace_id, tool_name, tool_call_id,
-			task_id, subject_hash, subject, outcome, reason, modified_hash, from_failure_mode, breaker_state,
-			status_code, error, latency_ms, created_at, agent_kind, prev_hash, hash, rule_name) VALUES `...)
-		args := make([]any, 0, len(part)*(cols+1))
-		for j, d := range part {
-			if j > 0 {
-				q = append(q, ',')
-			}
-			q = append(db.appendParams(append(q, '('), len(args)+1, cols+1), ')')
-			args = append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
-				d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
-				d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
-				d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
+	return prev
+}
+
+// insertDecisions appends ds to the chain within tx, from the tail it reads there. On PostgreSQL
+// FOR UPDATE takes the tail row's lock, which orders the replicas' appends: a READ COMMITTED read
+// that had to wait for it returns the version the previous holder committed. (SQLite's writer
+// holds the database's write lock from BEGIN.)
+func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) error {
+	q := `SELECT hash FROM decision_tail WHERE id = 1`
+	if db.dialect == Postgres {
+		q += ` FOR UPDATE`
+	}
+	var prev string
+	if err := tx.QueryRowContext(ctx, q).Scan(&prev); err != nil {
+		return fmt.Errorf("read the chain's tail: %w", err)
+	}
+	if db.dialect == Postgres {
+		appended, err := appendChained(ctx, tx, ds, prev)
+		if err == nil && !appended {
+			err = errors.New("the chain's tail moved while its row was locked")
 		}
-		if _, err := tx.ExecContext(ctx, string(q), args...); err != nil {
+		return err
+	}
+	tail := link(ds, prev)
+	// One prepared row statement run per row: SQLite has no round trips to save, and compiling a
+	// multi-row statement anew for each cycle's row count cost more than the rows' inserts.
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (`+decisionCols+`) VALUES (`+
+		string(db.appendParams(nil, 1, numDecisionCols))+`)`)
+	if err != nil {
+		return err
+	}
+	defer stmt.Close()
+	args := make([]any, 0, numDecisionCols)
+	for i := range ds {
+		if _, err := stmt.ExecContext(ctx, decisionArgs(args[:0], &ds[i])...); err != nil {
 			return err
 		}
 	}
+	if _, err := tx.ExecContext(ctx, `UPDATE decision_tail SET hash = ? WHERE id = 1`, tail); err != nil {
+		return fmt.Errorf("move the chain's tail: %w", err)
+	}
 	return db.countMinutes(ctx, tx, ds)
+}
+
+// decisionCols are the columns an append writes, in the order of decisionArgs.
+const decisionCols = `decision_id, event_id, hook_id, hook_name, hook_priority, hook_type, session_id,
+	principal_id, agent_id, trace_id, tool_name, tool_call_id, task_id, subject_hash, subject, outcome, reason,
+	modified_hash, from_failure_mode, breaker_state, status_code, error, latency_ms, created_at, agent_kind,
+	prev_hash, hash, rule_name`
+
+const numDecisionCols = 28
+
+// decisionArgs appends d's values in decisionCols' order.
+func decisionArgs(args []any, d *Decision) []any {
+	return append(args, d.DecisionID, d.EventID, d.HookID, d.HookName, d.HookPriority, d.HookType,
+		d.SessionID, d.PrincipalID, d.AgentID, d.TraceID, d.ToolName, d.ToolCallID, d.TaskID, d.SubjectHash,
+		d.Subject, d.Outcome, d.Reason, d.ModifiedHash, d.FromFailureMode, d.BreakerState, d.StatusCode,
+		d.Error, d.LatencyMs, ms(d.CreatedAt), d.AgentKind, d.PrevHash, d.Hash, d.RuleName)
+}
+
+// appendStmt appends a batch on PostgreSQL in one statement: it moves the tail from $2 to $1 (the
+// last row's hash) and inserts the rows, one array per column in decisionCols' order, with their
+// per-minute counts, only if the tail was $2 — checked on the newest version of the tail row once
+// its lock is held, so an append linked to a tail another replica has moved since writes nothing
+// (and takes no ids: the rows are numbered after the check, in the chain's order). It returns a
+// row when it appended. The text does not change with the batch's size, so each connection
+// prepares it once. Sent alone it is its own transaction: one round trip.
+const appendStmt = `WITH tail AS (
+		UPDATE decision_tail SET hash = $1 WHERE id = 1 AND hash = $2 RETURNING id
+	), added AS (
+		INSERT INTO decisions (` + decisionCols + `)
+		SELECT ` + decisionCols + ` FROM unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::int[],
+			$8::text[], $9::bigint[], $10::bigint[], $11::bigint[], $12::text[], $13::text[], $14::text[],
+			$15::bigint[], $16::text[], $17::text[], $18::text[], $19::text[], $20::text[], $21::boolean[],
+			$22::text[], $23::int[], $24::text[], $25::bigint[], $26::bigint[], $27::text[], $28::text[],
+			$29::text[], $30::text[]) WITH ORDINALITY AS r(` + decisionCols + `, ord)
+		WHERE EXISTS (SELECT FROM tail) ORDER BY ord
+		RETURNING created_at, outcome, from_failure_mode
+	), counted AS (
+		INSERT INTO decision_minutes (minute, outcome, from_failure_mode, n)
+		SELECT created_at / 60000, outcome, from_failure_mode, COUNT(*) FROM added
+		GROUP BY created_at / 60000, outcome, from_failure_mode
+		ON CONFLICT (minute, outcome, from_failure_mode) DO UPDATE SET n = decision_minutes.n + excluded.n
+	)
+	SELECT id FROM tail`
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// appendChained links ds on from prev and appends them with appendStmt on PostgreSQL; false when
+// the tail was no longer prev, and nothing was written.
+func appendChained(ctx context.Context, ex execer, ds []Decision, prev string) (bool, error) {
+	res, err := ex.ExecContext(ctx, appendStmt, appendArgs(ds, prev)...)
+	if err != nil {
+		return false, err
+	}
+	appended, err := res.RowsAffected()
+	return appended == 1, err
+}
+
+// appendArgs links ds on from prev and returns appendStmt's arguments for them.
+func appendArgs(ds []Decision, prev string) []any {
+	tail := link(ds, prev)
+	var cols [numDecisionCols][]any
+	for c := range cols {
+		cols[c] = make([]any, len(ds))
+	}
+	row := make([]any, 0, numDecisionCols)
+	for i := range ds {
+		for c, v := range decisionArgs(row[:0], &ds[i]) {
+			cols[c][i] = v
+		}
+	}
+	args := append(make([]any, 0, 2+numDecisionCols), tail, prev)
+	for _, col := range cols {
+		args = append(args, col)
+	}
+	return args
 }
 
 // DecisionFilter narrows ListDecisions; zero values do not filter.
@@ -384,11 +453,6 @@ func (db *DB) PruneDecisions(ctx context.Context, cutoff time.Time, batch int) (
 		return 0, fmt.Errorf("storage: prune decisions: %w", err)
 	}
 	defer tx.Rollback()
-	if db.dialect == Postgres {
-		if _, err := tx.ExecContext(ctx, chainLock); err != nil {
-			return 0, fmt.Errorf("storage: prune decisions: %w", err)
-		}
-	}
 	r, err := tx.ExecContext(ctx, `DELETE FROM decisions WHERE id <= `+db.param(1), last.ID)
 	if err != nil {
 		return 0, fmt.Errorf("storage: prune decisions: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -193,4 +194,106 @@ func TestDecisionFilters(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Two writers on one database — on PostgreSQL as two replicas are, each with a pool of its own —
+// append to one chain, in turns and then all at once, and it never forks: every row links to the
+// row before it. Each writer's guess at the tail goes stale whenever the other appends, so both
+// ways of appending (the one statement, and the transaction that locks the tail) are taken.
+func TestDecisionChainTwoWriters(t *testing.T) {
+	for name, newURL := range map[string]func(testing.TB) string{"sqlite": storagetest.SQLiteURL, "postgres": storagetest.PostgresURL} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			u := newURL(t)
+			var dbs []*storage.DB
+			for range 2 {
+				db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				dbs = append(dbs, db)
+			}
+			a, b := dbs[0], dbs[1]
+			for _, db := range []*storage.DB{a, a, b, a, b, b, a} {
+				appendDecisions(t, db, 1, time.Now())
+			}
+			if rep := verify(t, a); !rep.OK || rep.Checked != 7 {
+				t.Fatalf("in turns: %+v", rep)
+			}
+			const writers, appends = 4, 30 // per database
+			var wg sync.WaitGroup
+			for _, db := range dbs {
+				for w := range writers {
+					wg.Go(func() {
+						for i := range appends {
+							batch := make([]storage.Decision, 1+i%3)
+							for j := range batch {
+								batch[j] = storage.Decision{DecisionID: storage.NewTSIDString(), EventID: storage.NewTSIDString(),
+									HookID: int64(w), HookName: "h", HookType: "pre_tool_use", Outcome: "allow", CreatedAt: time.Now()}
+							}
+							if err := db.InsertDecisions(ctx, batch); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			want := int64(7 + 2*writers*(appends/3)*(1+2+3))
+			if rep := verify(t, b); !rep.OK || rep.Checked != want {
+				t.Fatalf("at once: %+v, want %d rows checked", rep, want)
+			}
+			o, err := a.ReadOverview(ctx, time.Now().Add(-time.Hour), time.Now())
+			if err != nil || o.Decisions.Total != want {
+				t.Fatalf("overview counts %d decisions (%v), want %d", o.Decisions.Total, err, want)
+			}
+		})
+	}
+}
+
+// A log written before migration 27 keeps its chain: the migration takes the tail from the newest
+// row, or, once retention removed every row, from where it cut the chain.
+func TestDecisionTailMigration(t *testing.T) {
+	for name, newURL := range map[string]func(testing.TB) string{"sqlite": storagetest.SQLiteURL, "postgres": storagetest.PostgresURL} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			u := newURL(t)
+			// reopen undoes migration 27, as on a database an older version wrote, and migrates again.
+			reopen := func(db *storage.DB) *storage.DB {
+				for _, q := range []string{`DROP TABLE decision_tail`, `DELETE FROM schema_migrations WHERE version = 27`} {
+					if err := storage.Exec(ctx, db, q); err != nil {
+						t.Fatal(err)
+					}
+				}
+				db.Close()
+				db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db
+			}
+			db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+			if err != nil {
+				t.Fatal(err)
+			}
+			old := time.Now().Add(-400 * 24 * time.Hour)
+			appendDecisions(t, db, 3, old)
+			db = reopen(db)
+			appendDecisions(t, db, 2, old)
+			if rep := verify(t, db); !rep.OK || rep.Checked != 5 {
+				t.Fatalf("rows kept: %+v", rep)
+			}
+			if n, err := db.PruneDecisions(ctx, time.Now(), 100); err != nil || n != 5 {
+				t.Fatalf("prune: %d %v", n, err)
+			}
+			db = reopen(db)
+			appendDecisions(t, db, 2, time.Now())
+			if rep := verify(t, db); !rep.OK || rep.Checked != 2 || rep.PrunedThrough == 0 {
+				t.Fatalf("every row pruned: %+v", rep)
+			}
+		})
+	}
 }

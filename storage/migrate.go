@@ -340,6 +340,15 @@ var migrations = []migration{
 		// the approvals inbox shows it beside the call.
 		`ALTER TABLE asks ADD COLUMN reason TEXT NOT NULL DEFAULT ''`,
 	}},
+	{27, "decision chain tail", []string{
+		// The hash the next decision row links to, moved in the statement that appends: on
+		// PostgreSQL its row lock orders the replicas' appends, and an append that links to a tail
+		// another replica has since moved writes nothing (decisions.go). Pruning never moves it.
+		`CREATE TABLE decision_tail (id INTEGER PRIMARY KEY, hash TEXT NOT NULL)`,
+		`INSERT INTO decision_tail (id, hash) SELECT 1, COALESCE(
+			(SELECT hash FROM decisions ORDER BY id DESC LIMIT 1),
+			(SELECT pruned_hash FROM decision_chain WHERE id = 1), '')`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -47,10 +48,9 @@ func (g *tsidGen) next(now time.Time) int64 {
 	ms := now.UnixMilli() - tsidEpoch
 	if ms > g.lastMs {
 		g.lastMs = ms
-		var b [2]byte
-		_, _ = rand.Read(b[:])
-		// Start low in the counter space so a burst within one millisecond rarely overflows.
-		g.counter = uint64(binary.BigEndian.Uint16(b[:])) & (1<<(tsidCounterBits-2) - 1)
+		// Start low in the counter space so a burst within one millisecond rarely overflows. The
+		// start needs no secrecy, only spread: the runtime's generator, not a system call per ms.
+		g.counter = mrand.Uint64() & (1<<(tsidCounterBits-2) - 1)
 	} else {
 		g.counter++
 		if g.counter >= 1<<tsidCounterBits { // counter spent: borrow the next millisecond

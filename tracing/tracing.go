@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -39,7 +40,28 @@ const Name = "github.com/hookd/hookd"
 // so that propagation works whether or not export is on.
 var propagator = propagation.TraceContext{}
 
-func tracer() trace.Tracer { return otel.Tracer(Name) }
+// tracer is hookd's tracer from the global provider. It is looked up again only when the provider
+// changes: the lookup (a lock and a map) was a measurable part of every decision.
+func tracer() trace.Tracer {
+	tp := otel.GetTracerProvider()
+	if c := cachedTracer.Load(); c != nil && c.tp == tp {
+		return c.t
+	}
+	t := tp.Tracer(Name)
+	cachedTracer.Store(&providerTracer{tp, t})
+	return t
+}
+
+type providerTracer struct {
+	tp trace.TracerProvider
+	t  trace.Tracer
+}
+
+var cachedTracer atomic.Pointer[providerTracer]
+
+// offProvider is the global provider before any is set: while it is the global one, export is off
+// and the API's spans record nothing.
+var offProvider = otel.GetTracerProvider()
 
 // Config is the otel section of the daemon's config.
 type Config struct {
@@ -90,6 +112,16 @@ var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 func Middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+		if otel.GetTracerProvider() == offProvider {
+			// Export off: a span would record nothing, and its context would be the client's,
+			// which ctx already holds (for the logs and the receivers); no span, then, on every
+			// request.
+			if trace.SpanContextFromContext(ctx).IsValid() {
+				c.Request = c.Request.WithContext(ctx)
+			}
+			c.Next()
+			return
+		}
 		route := c.FullPath()
 		if route == "" {
 			route = "unmatched"
@@ -209,8 +241,13 @@ type HookResult struct {
 
 var hookCallKind = trace.WithSpanKind(trace.SpanKindClient)
 
+func endNothing(HookResult) {}
+
 // StartHookCall starts the span of one interceptive hook call; end records its decision.
 func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string) (context.Context, func(HookResult)) {
+	if otel.GetTracerProvider() == offProvider {
+		return ctx, endNothing // export off: ctx already carries the trace to the receiver
+	}
 	ctx, span := tracer().Start(ctx, "hook "+hookType, hookCallKind)
 	if !span.IsRecording() {
 		// Export off (the API's no-op span, which still carries the trace to the receiver): no

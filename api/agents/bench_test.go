@@ -54,27 +54,33 @@ const benchInput = `{"session_id":"8f3c2a1e-5b7d-4c9e-a1f2-3d4e5f6a7b8c","transc
 // runs right after it pays for waking up: in one loop the op after the commit would carry that.
 func BenchmarkClaudeCodePolicy(b *testing.B) {
 	body := []byte(benchInput)
-	run := func(b *testing.B, durability string, baselines func(*storage.DB) []*apibench.Op) []*apibench.Op {
+	// baselines are the ops measured beside the bare round trip, given the daemon's database and the
+	// poster of the hook's body.
+	run := func(b *testing.B, durability string, baselines func(*storage.DB, func(string) func() error) []*apibench.Op) []*apibench.Op {
 		client := apibench.Client()
 		hookd, db := claudeDaemon(b, durability)
 		post := func(url string) func() error {
 			return apibench.Post(client, url, body, http.StatusNoContent, "Authorization", "Bearer key-bench")
 		}
 		bare := apibench.Bare(b, http.StatusNoContent, nil)
-		ops := append([]*apibench.Op{{Name: "bare", Do: post(bare.URL)}}, baselines(db)...)
+		ops := append([]*apibench.Op{{Name: "bare", Do: post(bare.URL)}}, baselines(db, post)...)
 		ops = append(ops, &apibench.Op{Name: durability, Do: post(hookd.URL + "/v1/agents/claude-code/hooks")})
 		apibench.Run(b, ops)
 		apibench.ReportRatio(b, ops[len(ops)-1], ops[0], "x-bare-p50")
 		return ops
 	}
 	b.Run(dispatcher.DurabilityBatched, func(b *testing.B) {
-		run(b, dispatcher.DurabilityBatched, func(*storage.DB) []*apibench.Op { return nil })
+		run(b, dispatcher.DurabilityBatched, func(*storage.DB, func(string) func() error) []*apibench.Op { return nil })
 	})
 	b.Run(dispatcher.DurabilitySync, func(b *testing.B) {
-		ops := run(b, dispatcher.DurabilitySync, func(db *storage.DB) []*apibench.Op {
-			return []*apibench.Op{{Name: "commit", Do: apibench.Commit(db, "shell rules", "Bash")}}
+		ops := run(b, dispatcher.DurabilitySync, func(db *storage.DB, post func(string) func() error) []*apibench.Op {
+			commit := apibench.Commit(db, "shell rules", "Bash")
+			bareCommit := apibench.BareDoing(b, http.StatusNoContent, nil, commit)
+			return []*apibench.Op{{Name: "commit", Do: commit},
+				{Name: "bare-commit", Do: post(bareCommit.URL)}}
 		})
-		apibench.ReportOver(b, ops[2], "sync-over-bare+commit-µs", ops[0], ops[1])
+		apibench.ReportOver(b, ops[3], "sync-over-bare+commit-µs", ops[0], ops[1])
+		apibench.ReportOver(b, ops[3], "sync-over-bare-commit-µs", ops[2])
 	})
 }
 
