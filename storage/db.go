@@ -43,7 +43,8 @@ type DB struct {
 	changes changes // announces commits to live views
 	// tail is the decision chain's tail as this process last committed it (nil: not known). A
 	// guess only: another replica may have appended since, which the append checks (decisions.go).
-	tail atomic.Pointer[string]
+	tail   atomic.Pointer[string]
+	outbox *outboxStmts // SQLite only: the outbox's statements, prepared on the writer
 }
 
 // Options for Open.
@@ -116,6 +117,13 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		db.Close()
 		return nil, err
 	}
+	if db.dialect == SQLite {
+		sqlW, _ := db.w.DB()
+		if db.outbox, err = prepareOutbox(ctx, sqlW); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return db, nil
 }
 
@@ -186,6 +194,7 @@ func (db *DB) appendParams(q []byte, first, n int) []byte {
 
 // Close releases every connection.
 func (db *DB) Close() error {
+	db.outbox.close()
 	var errs []error
 	for _, g := range []*gorm.DB{db.r, db.w} {
 		if g == nil {

@@ -162,7 +162,7 @@ func (db *DB) enqueue(ctx context.Context, tx *gorm.DB, ds []Delivery, leaseUnti
 	}
 	var err error
 	if db.dialect == SQLite {
-		err = enqueueEach(ctx, tx, rows)
+		err = db.outbox.enqueue(ctx, tx, rows)
 	} else {
 		err = tx.CreateInBatches(rows, 200).Error
 	}
@@ -232,7 +232,7 @@ func (db *DB) complete(ctx context.Context, tx *gorm.DB, outs []Outcome) error {
 	now := time.Now().UnixMilli()
 	var err error
 	if db.dialect == SQLite {
-		err = completeEach(ctx, tx, outs, now)
+		err = db.outbox.complete(ctx, tx, outs, now)
 	} else {
 		err = completeAtOnce(tx, outs, now)
 	}
@@ -251,56 +251,12 @@ func (db *DB) complete(ctx context.Context, tx *gorm.DB, outs []Outcome) error {
 		return nil
 	}
 	if db.dialect == SQLite {
-		err = insertAttemptsEach(ctx, tx, attempts)
+		err = db.outbox.attempts(ctx, tx, attempts)
 	} else {
 		err = tx.CreateInBatches(attempts, 200).Error
 	}
 	if err != nil {
 		return fmt.Errorf("storage: record attempts: %w", err)
-	}
-	return nil
-}
-
-// insertAttemptsEach is enqueueEach for attempt records.
-func insertAttemptsEach(ctx context.Context, tx *gorm.DB, rows []newAttemptRow) error {
-	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `INSERT INTO delivery_attempts (delivery_id, attempt,
-		dispatched_at, status_code, error_class, error, latency_ms, response_body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, a := range rows {
-		if _, err := stmt.ExecContext(ctx, a.DeliveryID, a.Attempt, a.DispatchedAt, a.StatusCode, a.ErrorClass,
-			a.Error, a.LatencyMs, a.ResponseBody); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// enqueueEach inserts rows with one prepared INSERT run per row and reads each id from its
-// result, for the reason of completeEach: on SQLite a multi-row statement compiled anew for every
-// batch size, and gorm's reflection over it, cost more than the inserts themselves.
-func enqueueEach(ctx context.Context, tx *gorm.DB, rows []deliveryRow) error {
-	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `INSERT INTO deliveries (event_id, hook_id, hook_type,
-		hook_name, occurred_at, trace_id, trace_parent, session_id, principal_id, agent_id, context, status, paused,
-		attempts, next_attempt_at, lease_until, last_status_code, last_error, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for i := range rows {
-		r := &rows[i]
-		res, err := stmt.ExecContext(ctx, r.EventID, r.HookID, r.HookType, r.HookName, r.OccurredAt, r.TraceID,
-			r.TraceParent, r.SessionID, r.PrincipalID, r.AgentID, r.Context, r.Status, r.Paused, r.Attempts,
-			r.NextAttemptAt, r.LeaseUntil, r.LastStatusCode, r.LastError, r.CreatedAt, r.UpdatedAt)
-		if err != nil {
-			return err
-		}
-		if r.ID, err = res.LastInsertId(); err != nil {
-			return err
-		}
 	}
 	return nil
 }
@@ -328,27 +284,6 @@ func completeAtOnce(tx *gorm.DB, outs []Outcome, now int64) error {
 			lease_until = 0, last_status_code = v.code, last_error = v.err, updated_at = ?,
 			paused = (v.status = ? AND `+hookDisabled+`)
 		FROM v WHERE deliveries.id = v.id AND deliveries.status = ? AND deliveries.lease_until = v.lease`, args...).Error
-}
-
-// completeEach runs one prepared UPDATE per row. SQLite has no round trips to save, and compiling
-// a statement the size of the batch cost more than the rows' updates (BenchmarkBareOutbox: about
-// a fifth more events/s this way).
-func completeEach(ctx context.Context, tx *gorm.DB, outs []Outcome, now int64) error {
-	stmt, err := tx.Statement.ConnPool.PrepareContext(ctx, `UPDATE deliveries SET status = ?, attempts = ?,
-		next_attempt_at = ?, lease_until = 0, last_status_code = ?, last_error = ?, updated_at = ?,
-		paused = (? = ? AND `+hookDisabled+`)
-		WHERE id = ? AND status = ? AND lease_until = ?`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, o := range outs {
-		if _, err := stmt.ExecContext(ctx, o.Status, o.Attempts, ms(o.NextAttemptAt), o.StatusCode, o.Error, now,
-			o.Status, StatusPending, false, o.Delivery.ID, StatusDelivering, o.Delivery.leaseUntil); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // RescueDeliveries returns deliveries whose claim lease ran out (their worker died) to pending.

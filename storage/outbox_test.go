@@ -24,6 +24,30 @@ func enqueue(t *testing.T, db *storage.DB, n int) []storage.Delivery {
 	return ds
 }
 
+// TestDeliveryIDsNeverReused: a deleted delivery's id is not given to a new one, though it was the
+// largest.
+func TestDeliveryIDsNeverReused(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		ds := enqueue(t, db, 7)
+		for i := 1; i < len(ds); i++ {
+			if ds[i].ID <= ds[i-1].ID {
+				t.Fatalf("ids not increasing: %d then %d", ds[i-1].ID, ds[i].ID)
+			}
+		}
+		last := ds[len(ds)-1]
+		if got, err := db.GetDelivery(ctx, last.ID); err != nil || got.EventID != last.EventID {
+			t.Fatalf("delivery %d: %+v %v, want event %s", last.ID, got, err, last.EventID)
+		}
+		if err := db.DeleteDelivery(ctx, last.ID); err != nil {
+			t.Fatal(err)
+		}
+		if next := enqueue(t, db, 3); next[0].ID <= last.ID {
+			t.Fatalf("new delivery got id %d, the deleted %d's or below", next[0].ID, last.ID)
+		}
+	})
+}
+
 func TestOutboxClaimCompleteRescue(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		ctx := context.Background()
