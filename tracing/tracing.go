@@ -266,9 +266,14 @@ func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string)
 	}
 }
 
+func endDeliveryNothing(int, error) {}
+
 // StartDelivery starts the span of one delivery attempt of a queued event, continuing parent
 // (Parent when the event was queued); end records the receiver's status and error.
 func StartDelivery(ctx context.Context, parent, eventID, hookType string, hookID int64, attempt int) (context.Context, func(status int, err error)) {
+	if otel.GetTracerProvider() == offProvider {
+		return resume(ctx, parent), endDeliveryNothing // export off: the queued event's trace goes on to the receiver
+	}
 	ctx, span := tracer().Start(resume(ctx, parent), "deliver "+hookType, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
 		attribute.String("hookd.event_id", eventID), attribute.Int64("hookd.hook.id", hookID),
 		attribute.String("hookd.hook.type", hookType), attribute.Int("hookd.attempt", attempt)))
