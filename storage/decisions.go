@@ -2,10 +2,7 @@ package storage
 
 import (
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -101,52 +98,6 @@ func (r decisionRow) plain() Decision {
 		ModifiedHash: r.ModifiedHash, FromFailureMode: r.FromFailureMode, BreakerState: r.BreakerState,
 		StatusCode: r.StatusCode, Error: r.Error, LatencyMs: r.LatencyMs, CreatedAt: fromMs(r.CreatedAt),
 		AgentKind: r.AgentKind, PrevHash: r.PrevHash, Hash: r.Hash}
-}
-
-// chainForm is the canonical form a row's hash covers: every field but the database id (the
-// order is the chain's), in this order, as encoding/json writes it.
-type chainForm struct {
-	DecisionID      string  `json:"decisionId"`
-	EventID         string  `json:"eventId"`
-	HookID          int64   `json:"hookId"`
-	HookName        string  `json:"hookName"`
-	HookPriority    int     `json:"hookPriority"`
-	HookType        string  `json:"hookType"`
-	RuleName        string  `json:"ruleName,omitempty"` // omitted when empty: rows of webhooks hash as before
-	SessionID       *int64  `json:"sessionId"`
-	PrincipalID     *int64  `json:"principalId"`
-	AgentID         *int64  `json:"agentId"`
-	TraceID         *string `json:"traceId"`
-	ToolName        string  `json:"toolName"`
-	ToolCallID      string  `json:"toolCallId"`
-	TaskID          *int64  `json:"taskId"`
-	SubjectHash     string  `json:"subjectHash"`
-	Subject         *string `json:"subject"`
-	Outcome         string  `json:"outcome"`
-	Reason          string  `json:"reason"`
-	ModifiedHash    string  `json:"modifiedHash"`
-	FromFailureMode bool    `json:"fromFailureMode"`
-	BreakerState    string  `json:"breakerState"`
-	StatusCode      int     `json:"statusCode"`
-	Error           string  `json:"error"`
-	LatencyMs       int64   `json:"latencyMs"`
-	CreatedAt       int64   `json:"createdAt"` // epoch ms, as stored
-	// AgentKind is left out when empty, so the rows from before it existed keep their hashes.
-	AgentKind string `json:"agentKind,omitempty"`
-	PrevHash  string `json:"prevHash"`
-}
-
-// chainHash is the SHA-256 (hex) of d's canonical form.
-func chainHash(d *Decision) string {
-	b, _ := json.Marshal(chainForm{DecisionID: d.DecisionID, EventID: d.EventID, HookID: d.HookID,
-		HookName: d.HookName, HookPriority: d.HookPriority, HookType: d.HookType, RuleName: d.RuleName, SessionID: d.SessionID,
-		PrincipalID: d.PrincipalID, AgentID: d.AgentID, TraceID: d.TraceID, ToolName: d.ToolName,
-		ToolCallID: d.ToolCallID, TaskID: d.TaskID, SubjectHash: d.SubjectHash, Subject: d.Subject,
-		Outcome: d.Outcome, Reason: d.Reason, ModifiedHash: d.ModifiedHash, FromFailureMode: d.FromFailureMode,
-		BreakerState: d.BreakerState, StatusCode: d.StatusCode, Error: d.Error, LatencyMs: d.LatencyMs,
-		CreatedAt: ms(d.CreatedAt), AgentKind: d.AgentKind, PrevHash: d.PrevHash}) // a struct of plain fields: Marshal cannot fail
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // InsertDecisions appends to the decision log in one transaction, linking each row to the one
