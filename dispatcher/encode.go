@@ -60,7 +60,8 @@ func encodeEnvelope(env *Envelope) ([]byte, error) {
 
 // encodeContext renders an event's context once per event, as json.Marshal does; canonical
 // reports that the bytes are json.Marshal's own output, which an envelope can embed verbatim.
-// The interceptive contexts have hand-written encoders; the rest go through json.Marshal.
+// The interceptive contexts and post_tool_use (the busiest observational one) have hand-written
+// encoders; the rest go through json.Marshal.
 func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 	var b []byte
 	switch c := c.(type) {
@@ -71,14 +72,28 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 			break
 		}
 		b = make([]byte, 0, 48+len(c.ToolName)+len(c.ToolCallID)+len(c.Arguments)+codingAgentLen(c.CodingAgent))
-		b = append(b, `{"toolName":`...)
-		b = appendString(b, c.ToolName)
-		b = append(b, `,"toolCallId":`...)
-		b = appendString(b, c.ToolCallID)
-		b = append(b, `,"arguments":`...)
-		if b, err = appendValue(b, c.Arguments); err != nil {
+		if b, err = appendToolCall(b, c.ToolName, c.ToolCallID, c.Arguments); err != nil {
+			return nil, false, err
+		}
+		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
+	case *PostToolUseContext:
+		if c == nil {
+			break
+		}
+		b = make([]byte, 0, 128+len(c.ToolName)+len(c.ToolCallID)+len(c.Arguments)+len(c.Output)+codingAgentLen(c.CodingAgent))
+		if b, err = appendToolCall(b, c.ToolName, c.ToolCallID, c.Arguments); err != nil {
+			return nil, false, err
+		}
+		b = append(b, `,"output":`...)
+		if b, err = appendValue(b, c.Output); err != nil {
 			return nil, false, fmt.Errorf("encode context: %w", err)
 		}
+		b = append(b, `,"succeeded":`...)
+		b = strconv.AppendBool(b, c.Succeeded)
+		b = append(b, `,"errorMessage":`...)
+		b = appendStringPtr(b, c.ErrorMessage)
+		b = append(b, `,"durationMs":`...)
+		b = strconv.AppendInt(b, c.DurationMs, 10)
 		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
 	case *UserMessageContext:
 		if c == nil {
@@ -115,6 +130,20 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		return nil, false, fmt.Errorf("encode context: %w", err)
 	}
 	return b, true, nil
+}
+
+// appendToolCall opens a tool call's context: its name, call id and arguments.
+func appendToolCall(b []byte, name, callID string, args Value) ([]byte, error) {
+	b = append(b, `{"toolName":`...)
+	b = appendString(b, name)
+	b = append(b, `,"toolCallId":`...)
+	b = appendString(b, callID)
+	b = append(b, `,"arguments":`...)
+	b, err := appendValue(b, args)
+	if err != nil {
+		return nil, fmt.Errorf("encode context: %w", err)
+	}
+	return b, nil
 }
 
 // appendCodingAgent appends the fields of an embedded *CodingAgent, which encoding/json promotes

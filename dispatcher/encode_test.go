@@ -150,8 +150,9 @@ func randContext(r *rand.Rand) any {
 	case 2:
 		return &PreScheduledTaskContext{TaskID: randInt64(r), TaskName: randString(r, 6)}
 	default:
-		return &PostToolUseContext{ToolName: randString(r, 4), Arguments: randValue(r), Output: randValue(r),
-			Succeeded: r.IntN(2) == 0, ErrorMessage: randStringPtr(r), DurationMs: randInt64(r)}
+		return &PostToolUseContext{ToolName: randString(r, 4), ToolCallID: randString(r, 4), Arguments: randValue(r),
+			Output: randValue(r), Succeeded: r.IntN(2) == 0, ErrorMessage: randStringPtr(r), DurationMs: randInt64(r),
+			CodingAgent: randCodingAgent(r)}
 	}
 }
 
@@ -226,6 +227,8 @@ func TestEncoderFixedCases(t *testing.T) {
 			&UserMessageContext{UserInput: s, ChatMode: s, TriggerSource: TriggerSource{SourceType: s, ChannelType: &s}, BizKey: &s},
 			&UserMessageContext{UserInput: s, CodingAgent: &CodingAgent{AgentKind: s, ExternalSessionID: s, Cwd: s}},
 			&PreScheduledTaskContext{TaskID: -1 << 63, TaskName: s},
+			&PostToolUseContext{ToolName: s, ToolCallID: s, Arguments: Value(s), Output: Value(s), ErrorMessage: &s, DurationMs: -1},
+			&PostToolUseContext{Output: Value(s), Succeeded: true, CodingAgent: &CodingAgent{AgentKind: s, PermissionMode: s}},
 		} {
 			raw, canonical := checkContext(t, c)
 			checkEnvelope(t, &Envelope{SchemaVersion: s, EventID: s, HookType: HookType(s), HookName: s, TraceID: &s,
@@ -238,6 +241,7 @@ func TestEncoderFixedCases(t *testing.T) {
 	}
 	// Nil pointers and other context types go through json.Marshal.
 	checkContext(t, (*PreToolUseContext)(nil))
+	checkContext(t, (*PostToolUseContext)(nil))
 	checkContext(t, &SessionStartContext{NewSession: true})
 	checkContext(t, SampleContext(AgentCompletion))
 }
@@ -295,6 +299,7 @@ func FuzzEncoderMatchesMarshal(f *testing.F) {
 			&PreToolUseContext{ToolName: s, ToolCallID: u, Arguments: Value(v)},
 			&UserMessageContext{UserInput: u, ChatMode: s, TriggerSource: TriggerSource{SourceType: v, ChannelProvider: &s}, UserNickname: &u},
 			&PreScheduledTaskContext{TaskID: n, TaskName: u},
+			&PostToolUseContext{ToolName: u, ToolCallID: s, Arguments: Value(u), Output: Value(v), ErrorMessage: &s, DurationMs: n},
 		} {
 			raw, canonical := checkContext(t, c)
 			checkEnvelope(t, &Envelope{SchemaVersion: s, EventID: u, HookType: HookType(v), HookName: u, OccurredAt: n,

@@ -155,10 +155,11 @@ func decisionArgs(args []any, d *Decision) []any {
 
 // appendStmt appends a batch on PostgreSQL in one statement: it moves the tail from $2 to $1 (the
 // last row's hash) and inserts the rows, one array per column in decisionCols' order, with their
-// per-minute counts, only if the tail was $2 — checked on the newest version of the tail row once
-// its lock is held, so an append linked to a tail another replica has moved since writes nothing
-// (and takes no ids: the rows are numbered after the check, in the chain's order). It returns a
-// row when it appended. The text does not change with the batch's size, so each connection
+// per-minute counts, only if the tail was $2: on the version the statement's snapshot sees, and,
+// when another append has moved the row since, again on the newest version once its lock is free
+// (READ COMMITTED re-checks an UPDATE's WHERE there). So an append linked to a tail another
+// replica has moved writes nothing, and takes no ids: the rows are numbered after the check, in
+// the chain's order. It returns a row when it appended. The text does not change with the batch's size, so each connection
 // prepares it once. Sent alone it is its own transaction: one round trip.
 const appendStmt = `WITH tail AS (
 		UPDATE decision_tail SET hash = $1 WHERE id = 1 AND hash = $2 RETURNING id
