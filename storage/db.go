@@ -43,8 +43,10 @@ type DB struct {
 	changes changes // announces commits to live views
 	// tail is the decision chain's tail as this process last committed it (nil: not known). A
 	// guess only: another replica may have appended since, which the append checks (decisions.go).
-	tail   atomic.Pointer[string]
-	outbox *outboxStmts // SQLite only: the outbox's statements, prepared on the writer
+	tail atomic.Pointer[string]
+	// SQLite only: the outbox's and the decision log's statements, prepared on the writer.
+	outbox        *outboxStmts
+	decisionStmts *decisionStmts
 }
 
 // Options for Open.
@@ -123,6 +125,10 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 			db.Close()
 			return nil, err
 		}
+		if db.decisionStmts, err = prepareDecisions(ctx, sqlW); err != nil {
+			db.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
@@ -195,6 +201,7 @@ func (db *DB) appendParams(q []byte, first, n int) []byte {
 // Close releases every connection.
 func (db *DB) Close() error {
 	db.outbox.close()
+	db.decisionStmts.close()
 	var errs []error
 	for _, g := range []*gorm.DB{db.r, db.w} {
 		if g == nil {

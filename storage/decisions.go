@@ -121,42 +121,20 @@ func link(ds []Decision, prev string) string {
 // insertDecisions appends ds to the chain within tx, from the tail it reads there. On PostgreSQL
 // FOR UPDATE takes the tail row's lock, which orders the replicas' appends: a READ COMMITTED read
 // that had to wait for it returns the version the previous holder committed. (SQLite's writer
-// holds the database's write lock from BEGIN.)
+// holds the database's write lock from BEGIN: decisionStmts.append.)
 func (db *DB) insertDecisions(ctx context.Context, tx *sql.Tx, ds []Decision) error {
-	q := `SELECT hash FROM decision_tail WHERE id = 1`
-	if db.dialect == Postgres {
-		q += ` FOR UPDATE`
+	if db.dialect == SQLite {
+		return db.decisionStmts.append(ctx, tx, ds)
 	}
 	var prev string
-	if err := tx.QueryRowContext(ctx, q).Scan(&prev); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT hash FROM decision_tail WHERE id = 1 FOR UPDATE`).Scan(&prev); err != nil {
 		return fmt.Errorf("read the chain's tail: %w", err)
 	}
-	if db.dialect == Postgres {
-		appended, err := appendChained(ctx, tx, ds, prev)
-		if err == nil && !appended {
-			err = errors.New("the chain's tail moved while its row was locked")
-		}
-		return err
+	appended, err := appendChained(ctx, tx, ds, prev)
+	if err == nil && !appended {
+		err = errors.New("the chain's tail moved while its row was locked")
 	}
-	tail := link(ds, prev)
-	// One prepared row statement run per row: SQLite has no round trips to save, and compiling a
-	// multi-row statement anew for each cycle's row count cost more than the rows' inserts.
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO decisions (`+decisionCols+`) VALUES (`+
-		string(db.appendParams(nil, 1, numDecisionCols))+`)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	args := make([]any, 0, numDecisionCols)
-	for i := range ds {
-		if _, err := stmt.ExecContext(ctx, decisionArgs(args[:0], &ds[i])...); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE decision_tail SET hash = ? WHERE id = 1`, tail); err != nil {
-		return fmt.Errorf("move the chain's tail: %w", err)
-	}
-	return db.countMinutes(ctx, tx, ds)
+	return err
 }
 
 // decisionCols are the columns an append writes, in the order of decisionArgs.
@@ -177,10 +155,11 @@ func decisionArgs(args []any, d *Decision) []any {
 
 // appendStmt appends a batch on PostgreSQL in one statement: it moves the tail from $2 to $1 (the
 // last row's hash) and inserts the rows, one array per column in decisionCols' order, with their
-// per-minute counts, only if the tail was $2 — checked on the newest version of the tail row once
-// its lock is held, so an append linked to a tail another replica has moved since writes nothing
-// (and takes no ids: the rows are numbered after the check, in the chain's order). It returns a
-// row when it appended. The text does not change with the batch's size, so each connection
+// per-minute counts, only if the tail was $2: on the version the statement's snapshot sees, and,
+// when another append has moved the row since, again on the newest version once its lock is free
+// (READ COMMITTED re-checks an UPDATE's WHERE there). So an append linked to a tail another
+// replica has moved writes nothing, and takes no ids: the rows are numbered after the check, in
+// the chain's order. It returns a row when it appended. The text does not change with the batch's size, so each connection
 // prepares it once. Sent alone it is its own transaction: one round trip.
 const appendStmt = `WITH tail AS (
 		UPDATE decision_tail SET hash = $1 WHERE id = 1 AND hash = $2 RETURNING id

@@ -2,7 +2,6 @@ package storage
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strconv"
 	"strings"
@@ -200,23 +199,4 @@ type minuteKey struct {
 	minute  int64
 	outcome string
 	fromFM  bool
-}
-
-// countMinutes adds ds to the per-minute rollup the overview reads, in the transaction that
-// writes them: one upsert per (minute, outcome, fromFailureMode) of the batch, so an hour of the
-// log is read as at most a few hundred rows however many decisions it holds.
-func (db *DB) countMinutes(ctx context.Context, tx *sql.Tx, ds []Decision) error {
-	counts := map[minuteKey]int64{}
-	for i := range ds {
-		counts[minuteKey{ms(ds[i].CreatedAt) / 60000, ds[i].Outcome, ds[i].FromFailureMode}]++
-	}
-	for k, n := range counts {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO decision_minutes (minute, outcome, from_failure_mode, n)
-			VALUES (`+db.param(1)+`, `+db.param(2)+`, `+db.param(3)+`, `+db.param(4)+`)
-			ON CONFLICT (minute, outcome, from_failure_mode) DO UPDATE SET n = decision_minutes.n + excluded.n`,
-			k.minute, k.outcome, k.fromFM, n); err != nil {
-			return fmt.Errorf("count decisions by minute: %w", err)
-		}
-	}
-	return nil
 }
