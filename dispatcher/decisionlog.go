@@ -119,8 +119,10 @@ func canonicalValue(out, in []byte, i int) ([]byte, int) {
 
 // canonicalObject writes the members as they come, then puts them in key order if they were not.
 func canonicalObject(out, in []byte, i int) ([]byte, int) {
-	type member struct{ key, start, end int } // offsets in out: the key's end, the member's bounds
-	var small [16]member // most tool arguments have few members: no allocation for them
+	// Offsets in out: the key's end, the member's bounds. Most tool arguments have few members,
+	// which small holds without an allocation.
+	type member struct{ key, start, end int }
+	var small [16]member
 	ms := small[:0]
 	sorted := true
 	out = append(out, '{')
