@@ -293,7 +293,8 @@ type ChainReport struct {
 
 // VerifyDecisions walks the decision log oldest first and reports the first row whose content no
 // longer matches its hash (edited) or whose predecessor is not the row before it (a row deleted
-// or rewritten). The walk starts from where retention last cut the chain.
+// or rewritten), and a log that stops short of the chain's tail (its newest rows deleted). The
+// walk starts from where retention last cut the chain.
 func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
 	return db.VerifyDecisionsThrough(ctx, 0)
 }
@@ -303,6 +304,16 @@ func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
 func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainReport, error) {
 	var rep ChainReport
 	expect := ""
+	// The whole log must reach the tail each append moves in its own transaction, read before the
+	// walk so that rows appended meanwhile only come after it: a log whose newest rows were
+	// deleted still links up, and only the tail shows it.
+	var tail string
+	if through == 0 {
+		if err := db.r.WithContext(ctx).Raw(`SELECT hash FROM decision_tail WHERE id = 1`).Row().Scan(&tail); err != nil {
+			return rep, fmt.Errorf("storage: verify decisions: read the chain's tail: %w", err)
+		}
+	}
+	metTail := tail == ""
 	var anchor struct {
 		PrunedThrough int64
 		PrunedHash    string
@@ -313,8 +324,10 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 	}
 	if res.RowsAffected > 0 {
 		rep.PrunedThrough, expect = anchor.PrunedThrough, anchor.PrunedHash
+		metTail = metTail || anchor.PrunedHash == tail
 	}
 	chained := false
+	var last int64 // the newest row checked
 	for after := int64(0); ; {
 		var rows []decisionRow
 		q := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000)
@@ -345,10 +358,15 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 				}
 				return broken(fmt.Sprintf("row %d does not link to the row before it: a row between them was deleted, or the one before rewritten", d.ID))
 			}
-			expect = d.Hash
+			expect, last = d.Hash, d.ID
+			metTail = metTail || d.Hash == tail
 			rep.Checked++
 		}
 		if len(rows) < 1000 {
+			if !metTail {
+				rep.BrokenID, rep.Problem = last, fmt.Sprintf("no row reaches the chain's tail %.12s…: rows after row %d were deleted, or the tail edited", tail, last)
+				return rep, nil
+			}
 			rep.OK = true
 			return rep, nil
 		}

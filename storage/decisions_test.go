@@ -108,6 +108,35 @@ func TestDecisionChain(t *testing.T) {
 	})
 }
 
+// Deleting the newest rows leaves a chain that links up; the tail each append moved shows the
+// cut, naming the newest row left. The rows up to one row still verify on their own.
+func TestDecisionChainNewestRowsDeleted(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		appendDecisions(t, db, 5, time.Now())
+		rows, err := db.ListDecisions(ctx, storage.DecisionFilter{})
+		if err != nil || len(rows) != 5 {
+			t.Fatalf("list: %d %v", len(rows), err)
+		}
+		kept := rows[2].ID // newest first: rows[0] and rows[1] go
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions WHERE id > ?", kept); err != nil {
+			t.Fatal(err)
+		}
+		rep := verify(t, db)
+		if rep.OK || rep.BrokenID != kept || !strings.Contains(rep.Problem, fmt.Sprintf("rows after row %d were deleted", kept)) {
+			t.Fatalf("after deleting the two newest rows: %+v", rep)
+		}
+		if rep, err := db.VerifyDecisionsThrough(ctx, kept); err != nil || !rep.OK || rep.Checked != 3 {
+			t.Fatalf("through row %d: %+v %v", kept, rep, err)
+		}
+		// Appending again does not heal it: the gap is then between the kept rows and the new one.
+		appendDecisions(t, db, 1, time.Now())
+		if rep := verify(t, db); rep.OK {
+			t.Fatalf("after another append: %+v", rep)
+		}
+	})
+}
+
 func TestDecisionRetentionKeepsTheChain(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		ctx := context.Background()
