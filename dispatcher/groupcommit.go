@@ -106,7 +106,7 @@ type committer struct {
 	gathering bool
 	gatherMu  sync.Mutex
 
-	mu      sync.RWMutex // held for reading while a request is handed over
+	mu      sync.RWMutex // held for reading while a request is handed over, or committed by its caller
 	closed  [numWriteKinds]bool
 	closing chan struct{}
 	stopped bool
