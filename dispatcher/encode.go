@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // A hand-written encoder for the envelope and the interceptive contexts, on the hot path of every
@@ -28,13 +29,13 @@ func encodeEnvelope(env *Envelope) ([]byte, error) {
 	}
 	b := make([]byte, 0, n+n/8)
 	b = append(b, `{"schemaVersion":`...)
-	b = appendString(b, env.SchemaVersion)
+	b = hookdtype.AppendJSONString(b, env.SchemaVersion)
 	b = append(b, `,"eventId":`...)
-	b = appendString(b, env.EventID)
+	b = hookdtype.AppendJSONString(b, env.EventID)
 	b = append(b, `,"hookType":`...)
-	b = appendString(b, string(env.HookType))
+	b = hookdtype.AppendJSONString(b, string(env.HookType))
 	b = append(b, `,"hookName":`...)
-	b = appendString(b, env.HookName)
+	b = hookdtype.AppendJSONString(b, env.HookName)
 	b = append(b, `,"occurredAt":`...)
 	b = strconv.AppendInt(b, env.OccurredAt, 10)
 	b = append(b, `,"dispatchedAt":`...)
@@ -42,13 +43,13 @@ func encodeEnvelope(env *Envelope) ([]byte, error) {
 	b = append(b, `,"deliveryAttempt":`...)
 	b = strconv.AppendInt(b, int64(env.DeliveryAttempt), 10)
 	b = append(b, `,"traceId":`...)
-	b = appendStringPtr(b, env.TraceID)
+	b = hookdtype.AppendJSONStringPtr(b, env.TraceID)
 	b = append(b, `,"sessionId":`...)
-	b = appendIntPtr(b, env.SessionID)
+	b = hookdtype.AppendJSONIntPtr(b, env.SessionID)
 	b = append(b, `,"principalId":`...)
-	b = appendIntPtr(b, env.PrincipalID)
+	b = hookdtype.AppendJSONIntPtr(b, env.PrincipalID)
 	b = append(b, `,"agentId":`...)
-	b = appendIntPtr(b, env.AgentID)
+	b = hookdtype.AppendJSONIntPtr(b, env.AgentID)
 	b = append(b, `,"context":`...)
 	if env.Context == nil {
 		b = append(b, "null"...)
@@ -91,7 +92,7 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		b = append(b, `,"succeeded":`...)
 		b = strconv.AppendBool(b, c.Succeeded)
 		b = append(b, `,"errorMessage":`...)
-		b = appendStringPtr(b, c.ErrorMessage)
+		b = hookdtype.AppendJSONStringPtr(b, c.ErrorMessage)
 		b = append(b, `,"durationMs":`...)
 		b = strconv.AppendInt(b, c.DurationMs, 10)
 		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
@@ -101,19 +102,19 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		}
 		b = make([]byte, 0, 160+len(c.UserInput)+len(c.ChatMode)+len(c.TriggerSource.SourceType)+codingAgentLen(c.CodingAgent))
 		b = append(b, `{"userInput":`...)
-		b = appendString(b, c.UserInput)
+		b = hookdtype.AppendJSONString(b, c.UserInput)
 		b = append(b, `,"chatMode":`...)
-		b = appendString(b, c.ChatMode)
+		b = hookdtype.AppendJSONString(b, c.ChatMode)
 		b = append(b, `,"triggerSource":{"sourceType":`...)
-		b = appendString(b, c.TriggerSource.SourceType)
+		b = hookdtype.AppendJSONString(b, c.TriggerSource.SourceType)
 		b = append(b, `,"channelType":`...)
-		b = appendStringPtr(b, c.TriggerSource.ChannelType)
+		b = hookdtype.AppendJSONStringPtr(b, c.TriggerSource.ChannelType)
 		b = append(b, `,"channelProvider":`...)
-		b = appendStringPtr(b, c.TriggerSource.ChannelProvider)
+		b = hookdtype.AppendJSONStringPtr(b, c.TriggerSource.ChannelProvider)
 		b = append(b, `},"bizKey":`...)
-		b = appendStringPtr(b, c.BizKey)
+		b = hookdtype.AppendJSONStringPtr(b, c.BizKey)
 		b = append(b, `,"userNickname":`...)
-		b = appendStringPtr(b, c.UserNickname)
+		b = hookdtype.AppendJSONStringPtr(b, c.UserNickname)
 		return append(appendCodingAgent(b, c.CodingAgent), '}'), true, nil
 	case *PreScheduledTaskContext:
 		if c == nil {
@@ -123,7 +124,7 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 		b = append(b, `{"taskId":`...)
 		b = strconv.AppendInt(b, c.TaskID, 10)
 		b = append(b, `,"taskName":`...)
-		b = appendString(b, c.TaskName)
+		b = hookdtype.AppendJSONString(b, c.TaskName)
 		return append(b, '}'), true, nil
 	}
 	if b, err = json.Marshal(c); err != nil {
@@ -135,9 +136,9 @@ func encodeContext(c any) (raw json.RawMessage, canonical bool, err error) {
 // appendToolCall opens a tool call's context: its name, call id and arguments.
 func appendToolCall(b []byte, name, callID string, args Value) ([]byte, error) {
 	b = append(b, `{"toolName":`...)
-	b = appendString(b, name)
+	b = hookdtype.AppendJSONString(b, name)
 	b = append(b, `,"toolCallId":`...)
-	b = appendString(b, callID)
+	b = hookdtype.AppendJSONString(b, callID)
 	b = append(b, `,"arguments":`...)
 	b, err := appendValue(b, args)
 	if err != nil {
@@ -153,16 +154,16 @@ func appendCodingAgent(b []byte, a *CodingAgent) []byte {
 		return b
 	}
 	b = append(b, `,"agentKind":`...)
-	b = appendString(b, a.AgentKind)
+	b = hookdtype.AppendJSONString(b, a.AgentKind)
 	b = append(b, `,"externalSessionId":`...)
-	b = appendString(b, a.ExternalSessionID)
+	b = hookdtype.AppendJSONString(b, a.ExternalSessionID)
 	if a.Cwd != "" {
 		b = append(b, `,"cwd":`...)
-		b = appendString(b, a.Cwd)
+		b = hookdtype.AppendJSONString(b, a.Cwd)
 	}
 	if a.PermissionMode != "" {
 		b = append(b, `,"permissionMode":`...)
-		b = appendString(b, a.PermissionMode)
+		b = hookdtype.AppendJSONString(b, a.PermissionMode)
 	}
 	return b
 }
@@ -183,7 +184,7 @@ func appendValue(b []byte, v Value) ([]byte, error) {
 	}
 	if !json.Valid([]byte(v)) {
 		// Text: a JSON string (Value.MarshalJSON's json.Marshal(string(v))).
-		return appendString(b, string(v)), nil
+		return hookdtype.AppendJSONString(b, string(v)), nil
 	}
 	out, err := json.Marshal(v)
 	if err != nil {
@@ -350,15 +351,6 @@ var plainInString = func() (t [256]bool) {
 	return t
 }()
 
-// plainASCII marks the ASCII bytes encoding/json copies into a string as they are (its
-// htmlSafeSet).
-var plainASCII = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
-		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
-	}
-	return t
-}()
-
 // number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func (s *canonicalScanner[T]) number() bool {
 	b, i := s.b, s.i
@@ -397,75 +389,4 @@ func (s *canonicalScanner[T]) number() bool {
 	}
 	s.i = i
 	return true
-}
-
-func appendStringPtr(b []byte, s *string) []byte {
-	if s == nil {
-		return append(b, "null"...)
-	}
-	return appendString(b, *s)
-}
-
-func appendIntPtr(b []byte, n *int64) []byte {
-	if n == nil {
-		return append(b, "null"...)
-	}
-	return strconv.AppendInt(b, *n, 10)
-}
-
-const lowerHex = "0123456789abcdef"
-
-// appendString appends s as a JSON string exactly as encoding/json does with HTML escaping on:
-// ", \ and control characters escaped (\b \f \n \r \t by name, the rest as \u00XX), <, > and &
-// as \u003c \u003e \u0026, U+2028 and U+2029 as \u2028 \u2029, and each byte of invalid UTF-8 as
-// \ufffd.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if plainASCII[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '\\', '"':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&0xF])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', lowerHex[r&0xF])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
