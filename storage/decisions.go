@@ -327,7 +327,7 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 		metTail = metTail || anchor.PrunedHash == tail
 	}
 	chained := false
-	var last int64 // the newest row checked
+	var last Decision // the newest row checked
 	for after := int64(0); ; {
 		var rows []decisionRow
 		q := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000)
@@ -358,13 +358,18 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 				}
 				return broken(fmt.Sprintf("row %d does not link to the row before it: a row between them was deleted, or the one before rewritten", d.ID))
 			}
-			expect, last = d.Hash, d.ID
+			expect, last = d.Hash, d
 			metTail = metTail || d.Hash == tail
 			rep.Checked++
 		}
 		if len(rows) < 1000 {
 			if !metTail {
-				rep.BrokenID, rep.Problem = last, fmt.Sprintf("no row reaches the chain's tail %.12s…: rows after row %d were deleted, or the tail edited", tail, last)
+				after := "every row was deleted"
+				if last.ID != 0 {
+					after = fmt.Sprintf("rows after row %d were deleted", last.ID)
+				}
+				rep.BrokenID, rep.BrokenDecisionID = last.ID, last.DecisionID
+				rep.Problem = fmt.Sprintf("no row reaches the chain's tail %.12s…: %s, or the tail edited", tail, after)
 				return rep, nil
 			}
 			rep.OK = true

@@ -129,10 +129,20 @@ func TestDecisionChainNewestRowsDeleted(t *testing.T) {
 		if rep, err := db.VerifyDecisionsThrough(ctx, kept); err != nil || !rep.OK || rep.Checked != 3 {
 			t.Fatalf("through row %d: %+v %v", kept, rep, err)
 		}
+		if rep.BrokenDecisionID != rows[2].DecisionID {
+			t.Fatalf("the report names decision %q, want the newest kept, %q", rep.BrokenDecisionID, rows[2].DecisionID)
+		}
 		// Appending again does not heal it: the gap is then between the kept rows and the new one.
 		appendDecisions(t, db, 1, time.Now())
 		if rep := verify(t, db); rep.OK {
 			t.Fatalf("after another append: %+v", rep)
+		}
+		// Nor does deleting every row: no row is left, and the tail still names the last one.
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions"); err != nil {
+			t.Fatal(err)
+		}
+		if rep := verify(t, db); rep.OK || rep.BrokenID != 0 || !strings.Contains(rep.Problem, "every row was deleted") {
+			t.Fatalf("after deleting every row: %+v", rep)
 		}
 	})
 }

@@ -96,6 +96,9 @@ func newDecisionsVerifyCmd(c *adminClient) *cobra.Command {
 					return err
 				}
 			}
+			if !rep.OK && rep.BrokenID == 0 { // no row is left to name
+				return fmt.Errorf("decision log chain broken: %s", rep.Problem)
+			}
 			if !rep.OK {
 				return fmt.Errorf("decision log chain broken at row %d (decisionId %s): %s", rep.BrokenID,
 					rep.BrokenDecisionID, rep.Problem)
