@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,11 +23,15 @@ import (
 // Changes made through another replica on the same database reach the snapshot within one
 // refresh interval.
 type Registry struct {
-	db      *storage.DB
-	log     *slog.Logger
-	snap    atomic.Pointer[snapshot]
-	refresh time.Duration
-	guard   *netguard.Guard // nil: receivers are not checked at registration
+	db   *storage.DB
+	log  *slog.Logger
+	snap atomic.Pointer[snapshot]
+	// reloading serialises Reload: a refresh that read the hooks before a write and stored its
+	// snapshot after the write's own reload would drop the written hook (a new deny hook not
+	// enforced) until the next refresh.
+	reloading sync.Mutex
+	refresh   time.Duration
+	guard     *netguard.Guard // nil: receivers are not checked at registration
 }
 
 // RegistryOption configures a Registry.
@@ -120,6 +125,8 @@ func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHo
 
 // Reload rebuilds the snapshot from the database.
 func (r *Registry) Reload(ctx context.Context) error {
+	r.reloading.Lock()
+	defer r.reloading.Unlock()
 	version, err := r.db.HooksVersion(ctx)
 	if err != nil {
 		return err

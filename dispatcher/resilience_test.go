@@ -167,8 +167,11 @@ func TestBreaker(t *testing.T) {
 		t.Run("500s never open it", func(t *testing.T) {
 			rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 500, "boom" })
 			agent := int64(2)
+			// A path of its own: the receiver may get the port of a blackhole closed above, whose
+			// URL's breaker is open, and breakers are per URL.
+			url := rec.srv.URL + "/erroring"
 			h.add(Hook{HookName: "erroring", HookType: PreToolUse, AgentID: &agent,
-				DispatchConfig: DispatchConfig{URL: rec.srv.URL, TimeoutMs: 200}})
+				DispatchConfig: DispatchConfig{URL: url, TimeoutMs: 200}})
 			for i := range 20 {
 				dec, err := h.d.Intercept(ctx, Event{HookType: PreToolUse, AgentID: &agent, Context: &PreToolUseContext{ToolName: "t"}})
 				if err != nil || dec.Decision != Allow {
@@ -178,7 +181,7 @@ func TestBreaker(t *testing.T) {
 			if rec.count() != 20 {
 				t.Fatalf("receiver got %d of 20 calls", rec.count())
 			}
-			st, _ := breakerOf(h.d, rec.srv.URL)
+			st, _ := breakerOf(h.d, url)
 			if st.State != breaker.StateClosed || st.ConsecutiveFailures != 0 {
 				t.Fatalf("breaker after 20 HTTP 500s: %+v, want closed", st)
 			}
