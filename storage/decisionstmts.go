@@ -23,38 +23,20 @@ const countSQL = `INSERT INTO decision_minutes (minute, outcome, from_failure_mo
 
 func prepareDecisions(ctx context.Context, w *sql.DB) (*decisionStmts, error) {
 	s := &decisionStmts{}
-	stmts := []struct {
-		stmt **sql.Stmt
-		sql  string
-	}{
-		{&s.tail, `SELECT hash FROM decision_tail WHERE id = 1`},
-		{&s.moveTail, `UPDATE decision_tail SET hash = ? WHERE id = 1`},
-		{&s.count, countSQL},
-	}
+	ps := []toPrepare{{&s.tail, `SELECT hash FROM decision_tail WHERE id = 1`},
+		{&s.moveTail, `UPDATE decision_tail SET hash = ? WHERE id = 1`}, {&s.count, countSQL}}
 	for k := range chunkLogs {
-		stmts = append(stmts, struct {
-			stmt **sql.Stmt
-			sql  string
-		}{&s.insert[k], insertSQL("decisions", decisionCols, numDecisionCols, 1<<k)})
+		ps = append(ps, toPrepare{&s.insert[k], insertSQL("decisions", decisionCols, numDecisionCols, 1<<k)})
 	}
-	for _, p := range stmts {
-		var err error
-		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
-			s.close()
-			return nil, fmt.Errorf("storage: prepare decision log statements: %w", err)
-		}
+	if err := prepareAll(ctx, w, "decision log", ps); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 func (s *decisionStmts) close() {
-	if s == nil {
-		return
-	}
-	for _, st := range append([]*sql.Stmt{s.tail, s.moveTail, s.count}, s.insert[:]...) {
-		if st != nil {
-			st.Close()
-		}
+	if s != nil {
+		closeAll(append([]*sql.Stmt{s.tail, s.moveTail, s.count}, s.insert[:]...))
 	}
 }
 

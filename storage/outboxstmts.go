@@ -47,37 +47,46 @@ const attemptColumns = `delivery_id, attempt, dispatched_at, status_code, error_
 // statement is prepared again on the new one the first time a transaction uses it (Tx.StmtContext).
 func prepareOutbox(ctx context.Context, w *sql.DB) (*outboxStmts, error) {
 	s := &outboxStmts{}
-	var err error
-	if s.maxID, err = w.PrepareContext(ctx, lastIDSQL); err != nil {
-		return nil, fmt.Errorf("storage: prepare outbox statements: %w", err)
-	}
-	if s.update, err = w.PrepareContext(ctx, completeSQL); err != nil {
-		s.close()
-		return nil, fmt.Errorf("storage: prepare outbox statements: %w", err)
-	}
+	ps := []toPrepare{{&s.maxID, lastIDSQL}, {&s.update, completeSQL}}
 	for k := range chunkLogs {
-		n := 1 << k
-		for _, p := range []struct {
-			stmt **sql.Stmt
-			sql  string
-		}{
-			{&s.insertD[k], insertSQL("deliveries", deliveryColumns, 17, n)},
-			{&s.insertA[k], insertSQL("delivery_attempts", attemptColumns, 8, n)},
-		} {
-			if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
-				s.close()
-				return nil, fmt.Errorf("storage: prepare outbox statements: %w", err)
-			}
-		}
+		ps = append(ps, toPrepare{&s.insertD[k], insertSQL("deliveries", deliveryColumns, 17, 1<<k)},
+			toPrepare{&s.insertA[k], insertSQL("delivery_attempts", attemptColumns, 8, 1<<k)})
+	}
+	if err := prepareAll(ctx, w, "outbox", ps); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
 func (s *outboxStmts) close() {
-	if s == nil {
-		return
+	if s != nil {
+		closeAll(append(append([]*sql.Stmt{s.maxID, s.update}, s.insertD[:]...), s.insertA[:]...))
 	}
-	for _, st := range append(append([]*sql.Stmt{s.maxID, s.update}, s.insertD[:]...), s.insertA[:]...) {
+}
+
+// toPrepare is a statement to prepare on the writer, and where to keep it.
+type toPrepare struct {
+	stmt **sql.Stmt
+	sql  string
+}
+
+// prepareAll prepares ps on the writer w (see prepareOutbox for why on w, at Open); when one
+// fails it closes those prepared before it.
+func prepareAll(ctx context.Context, w *sql.DB, what string, ps []toPrepare) error {
+	for i, p := range ps {
+		var err error
+		if *p.stmt, err = w.PrepareContext(ctx, p.sql); err != nil {
+			for _, q := range ps[:i] {
+				(*q.stmt).Close()
+			}
+			return fmt.Errorf("storage: prepare %s statements: %w", what, err)
+		}
+	}
+	return nil
+}
+
+func closeAll(stmts []*sql.Stmt) {
+	for _, st := range stmts {
 		if st != nil {
 			st.Close()
 		}
