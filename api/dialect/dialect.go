@@ -46,6 +46,12 @@ type Handler struct {
 
 // New is the handler of a dialect named name over d, with d's defaults filled in.
 func New(d Deps, name, noun string) Handler {
+	return Handler{Deps: d.WithDefaults(), Name: name, Noun: noun}
+}
+
+// WithDefaults is d with what it leaves unset filled in: no API keys, a discarding log, 15 s
+// heartbeats.
+func (d Deps) WithDefaults() Deps {
 	if d.Keys == nil {
 		d.Keys = wire.NewKeys(nil)
 	}
@@ -55,7 +61,7 @@ func New(d Deps, name, noun string) Handler {
 	if d.Heartbeat <= 0 {
 		d.Heartbeat = 15 * time.Second
 	}
-	return Handler{Deps: d, Name: name, Noun: noun}
+	return d
 }
 
 // Pausing reports whether a run that is still running has announced its pause: the runtime

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,33 +21,19 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
 )
 
 // Prefix is where the VOLO routes live.
 const Prefix = "/api/agent/chat/volo-ai"
 
-// Deps is what the VOLO routes call into.
-type Deps struct {
-	Runtime *agent.Runtime
-	// Keys identifies callers (auth.apiKeys); nil means no keys: the loopback development mode.
-	Keys *wire.Keys
-	Log  *slog.Logger
-	// Heartbeat is the SSE keep-alive interval (sse.heartbeat); 0 means 15 s.
-	Heartbeat time.Duration
-}
+// Deps is what the VOLO routes call into: the same as the other chat dialects'.
+type Deps = dialect.Deps
 
 // Register adds the ten VOLO routes to r.
 func Register(r gin.IRouter, d Deps) {
-	if d.Keys == nil {
-		d.Keys = wire.NewKeys(nil)
-	}
-	if d.Log == nil {
-		d.Log = slog.New(slog.DiscardHandler)
-	}
-	if d.Heartbeat <= 0 {
-		d.Heartbeat = 15 * time.Second
-	}
+	d = d.WithDefaults()
 	h := &handler{d: d, rt: d.Runtime}
 	g := r.Group(Prefix)
 	g.POST("/:sessionId/intent", h.intent)
