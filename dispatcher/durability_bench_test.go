@@ -184,16 +184,7 @@ func BenchmarkSyncDecisionUnderDelivery(b *testing.B) {
 				wg.Wait()
 				loadTime += time.Since(start)
 				// The next idle round starts once the deliveries queued meanwhile are all done.
-				for {
-					depth, _, err := db.OutboxStats(ctx)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if depth == 0 {
-						break
-					}
-					time.Sleep(time.Millisecond)
-				}
+				benchDrained(b, db)
 			}
 			b.StopTimer()
 			slices.Sort(idle)
