@@ -63,6 +63,10 @@ var cachedTracer atomic.Pointer[providerTracer]
 // and the API's spans record nothing.
 var offProvider = otel.GetTracerProvider()
 
+// exporting tells whether spans are recorded: whether a provider has been set (Setup, or a test).
+// The hot paths (a request, a hook call, a delivery attempt) make no span without it.
+func exporting() bool { return otel.GetTracerProvider() != offProvider }
+
 // Config is the otel section of the daemon's config.
 type Config struct {
 	// Endpoint is the OTLP/HTTP endpoint URL (e.g. http://collector:4318); empty: the standard
@@ -112,7 +116,7 @@ var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 func Middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
 		ctx := propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
-		if otel.GetTracerProvider() == offProvider {
+		if !exporting() {
 			// Export off: a span would record nothing, and its context would be the client's,
 			// which ctx already holds (for the logs and the receivers); no span, then, on every
 			// request.
@@ -245,7 +249,7 @@ func endNothing(HookResult) {}
 
 // StartHookCall starts the span of one interceptive hook call; end records its decision.
 func StartHookCall(ctx context.Context, hookID int64, hookName, hookType string) (context.Context, func(HookResult)) {
-	if otel.GetTracerProvider() == offProvider {
+	if !exporting() {
 		return ctx, endNothing // export off: ctx already carries the trace to the receiver
 	}
 	ctx, span := tracer().Start(ctx, "hook "+hookType, hookCallKind)
@@ -271,7 +275,7 @@ func endDeliveryNothing(int, error) {}
 // StartDelivery starts the span of one delivery attempt of a queued event, continuing parent
 // (Parent when the event was queued); end records the receiver's status and error.
 func StartDelivery(ctx context.Context, parent, eventID, hookType string, hookID int64, attempt int) (context.Context, func(status int, err error)) {
-	if otel.GetTracerProvider() == offProvider {
+	if !exporting() {
 		return resume(ctx, parent), endDeliveryNothing // export off: the queued event's trace goes on to the receiver
 	}
 	ctx, span := tracer().Start(resume(ctx, parent), "deliver "+hookType, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(
