@@ -95,7 +95,11 @@ func (v Value) MarshalJSON() ([]byte, error) {
 // UnmarshalJSON keeps JSON as its text and a string as its content.
 func (v *Value) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && b[0] == '"' {
-		var s string
+		if s, ok := hookdtype.Unquote(b); ok {
+			*v = Value(s)
+			return nil
+		}
+		var s string // for the error
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}

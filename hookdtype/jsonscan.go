@@ -1,7 +1,7 @@
 package hookdtype
 
 import (
-	"encoding/json"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -78,7 +78,99 @@ func StringContent(raw []byte, decode bool) string {
 	if !decode {
 		return string(raw[1 : len(raw)-1])
 	}
-	var s string
-	_ = json.Unmarshal(raw, &s)
+	s, _ := Unquote(raw)
 	return s
+}
+
+// Unquote is the content of b when b is exactly one JSON string (with its quotes), as
+// encoding/json decodes it: escapes resolved, a lone surrogate and each byte that is not UTF-8
+// read as U+FFFD. ok is false for anything else. Unlike the primitives above it checks its input,
+// so that a self-decoding type can use it on whatever text it is handed.
+func Unquote(b []byte) (s string, ok bool) {
+	if len(b) < 2 || b[0] != '"' {
+		return "", false
+	}
+	in := b[1:]
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); {
+		switch c := in[i]; {
+		case c == '"':
+			if i != len(in)-1 {
+				return "", false // text after the string
+			}
+			return string(out), true
+		case c < 0x20:
+			return "", false
+		case c == '\\':
+			if i+1 >= len(in) {
+				return "", false
+			}
+			switch e := in[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r := hex4(in[i+2:])
+				if r < 0 {
+					return "", false
+				}
+				i += 6
+				if utf16.IsSurrogate(r) {
+					// A pair is one rune; a surrogate without its other half is U+FFFD.
+					if i+1 < len(in) && in[i] == '\\' && in[i+1] == 'u' {
+						if dec := utf16.DecodeRune(r, hex4(in[i+2:])); dec != utf8.RuneError {
+							out = utf8.AppendRune(out, dec)
+							i += 6
+							continue
+						}
+					}
+					r = utf8.RuneError
+				}
+				out = utf8.AppendRune(out, r)
+				continue
+			default:
+				return "", false
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(in[i:])
+			out = utf8.AppendRune(out, r) // RuneError for a byte that is not UTF-8, as encoding/json
+			i += size
+		}
+	}
+	return "", false // no closing quote
+}
+
+// hex4 is the code unit of the four hex digits b starts with, or -1.
+func hex4(b []byte) rune {
+	if len(b) < 4 {
+		return -1
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
