@@ -8,8 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -91,28 +91,25 @@ func canonicalJSON(b []byte) []byte {
 // canonicalValue appends the canonical form of the valid JSON value at in[i:] to out and returns
 // the index after it.
 func canonicalValue(out, in []byte, i int) ([]byte, int) {
-	i = skipSpace(in, i)
+	i = hookdtype.SkipSpace(in, i)
 	switch in[i] {
 	case '{':
 		return canonicalObject(out, in, i)
 	case '[':
 		out = append(out, '[')
-		i = skipSpace(in, i+1)
+		i = hookdtype.SkipSpace(in, i+1)
 		for in[i] != ']' {
 			out, i = canonicalValue(out, in, i)
-			if i = skipSpace(in, i); in[i] == ',' {
+			if i = hookdtype.SkipSpace(in, i); in[i] == ',' {
 				out, i = append(out, ','), i+1
 			}
 		}
 		return append(out, ']'), i + 1
 	case '"':
-		j := stringEnd(in, i)
+		j, _ := hookdtype.StringEnd(in, i)
 		return append(out, in[i:j]...), j
-	default: // a number or a literal: up to the next delimiter
-		j := i
-		for j < len(in) && !strings.ContainsRune(",]} \t\r\n", rune(in[j])) {
-			j++
-		}
+	default: // a number or a literal
+		j := hookdtype.ValueEnd(in, i)
 		return append(out, in[i:j]...), j
 	}
 }
@@ -127,16 +124,16 @@ func canonicalObject(out, in []byte, i int) ([]byte, int) {
 	sorted := true
 	out = append(out, '{')
 	base := len(out)
-	i = skipSpace(in, i+1)
+	i = hookdtype.SkipSpace(in, i+1)
 	for in[i] != '}' {
 		if len(ms) > 0 {
 			out = append(out, ',')
 		}
 		start := len(out)
-		j := stringEnd(in, i)
+		j, _ := hookdtype.StringEnd(in, i)
 		out = append(out, in[i:j]...)
 		m := member{key: len(out), start: start}
-		i = skipSpace(in, j) + 1 // the colon
+		i = hookdtype.SkipSpace(in, j) + 1 // the colon
 		out = append(out, ':')
 		out, i = canonicalValue(out, in, i)
 		m.end = len(out)
@@ -144,8 +141,8 @@ func canonicalObject(out, in []byte, i int) ([]byte, int) {
 			sorted = false
 		}
 		ms = append(ms, m)
-		if i = skipSpace(in, i); in[i] == ',' {
-			i = skipSpace(in, i+1)
+		if i = hookdtype.SkipSpace(in, i); in[i] == ',' {
+			i = hookdtype.SkipSpace(in, i+1)
 		}
 	}
 	if !sorted {
@@ -162,23 +159,6 @@ func canonicalObject(out, in []byte, i int) ([]byte, int) {
 		}
 	}
 	return append(out, '}'), i + 1
-}
-
-func skipSpace(in []byte, i int) int {
-	for i < len(in) && (in[i] == ' ' || in[i] == '\t' || in[i] == '\r' || in[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// stringEnd is the index after the string that starts at in[i].
-func stringEnd(in []byte, i int) int {
-	for i++; in[i] != '"'; i++ {
-		if in[i] == '\\' {
-			i++
-		}
-	}
-	return i + 1
 }
 
 func sha256Hex(b []byte) string {
