@@ -23,7 +23,9 @@ import (
 // the other in each iteration so that load from elsewhere falls on both alike. Per decision log
 // durability:
 //
-//	batched  bare, batched: x-bare-p50 is batched over bare
+//	batched  bare, batched: x-bare-p50 is batched over bare; and the floor under it, GET
+//	         /healthz on the daemon against a bare GET that answers the same bytes: x-floor-p50 is
+//	         what the HTTP framework and the middleware every route passes cost alone
 //	sync     bare, a bare commit of one decision row on the daemon's database, sync:
 //	         sync-over-bare+commit-µs is what a sync decision costs beyond the round trip and the
 //	         commit it waits for
@@ -38,10 +40,14 @@ func BenchmarkPolicyDispatch(b *testing.B) {
 		// The bare handler answers what the daemon answers: the same bytes (every decisionId has
 		// the same length).
 		bare := apibench.Bare(b, 200, dispatchAnswerOf(b, client, hookd.URL, body))
+		bareGet := apibench.Bare(b, 200, answerOf(b, client, hookd.URL+"/healthz"))
 		ops := []*apibench.Op{{Name: "bare", Do: apibench.Post(client, bare.URL, body, 200)},
-			{Name: "batched", Do: apibench.Post(client, hookd.URL+"/api/hooks/dispatch", body, 200)}}
+			{Name: "batched", Do: apibench.Post(client, hookd.URL+"/api/hooks/dispatch", body, 200)},
+			{Name: "bare-get", Do: apibench.Get(client, bareGet.URL, 200)},
+			{Name: "healthz", Do: apibench.Get(client, hookd.URL+"/healthz", 200)}}
 		apibench.Run(b, ops)
 		apibench.ReportRatio(b, ops[1], ops[0], "x-bare-p50")
+		apibench.ReportRatio(b, ops[3], ops[2], "x-floor-p50")
 	})
 	b.Run(dispatcher.DurabilitySync, func(b *testing.B) {
 		client := apibench.Client()
@@ -90,6 +96,20 @@ func policyDaemon(b *testing.B, durability string) (*httptest.Server, *storage.D
 	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: d, LoopbackOnly: true, Log: log}))
 	b.Cleanup(srv.Close)
 	return srv, db
+}
+
+// answerOf is the daemon's answer to a GET of url.
+func answerOf(b *testing.B, client *http.Client, url string) []byte {
+	resp, err := client.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		b.Fatalf("GET %s answered %d %s", url, resp.StatusCode, out)
+	}
+	return out
 }
 
 // dispatchAnswerOf is the daemon's answer to body, which must be the policy's ask.

@@ -92,17 +92,32 @@ func Post(client *http.Client, url string, body []byte, status int, header ...st
 		for i := 0; i+1 < len(header); i += 2 {
 			req.Header.Set(header[i], header[i+1])
 		}
-		resp, err := client.Do(req)
+		return send(client, req, status)
+	}
+}
+
+// Get is an op that gets url and wants status back; the answer is read whole.
+func Get(client *http.Client, url string, status int) func() error {
+	return func() error {
+		req, err := http.NewRequest(http.MethodGet, url, nil)
 		if err != nil {
 			return err
 		}
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != status {
-			return &statusError{resp.StatusCode, out}
-		}
-		return nil
+		return send(client, req, status)
 	}
+}
+
+func send(client *http.Client, req *http.Request, status int) error {
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != status {
+		return &statusError{resp.StatusCode, out}
+	}
+	return nil
 }
 
 type statusError struct {
