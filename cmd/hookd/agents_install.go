@@ -34,7 +34,8 @@ func newAgentsInstallCmd() *cobra.Command {
 		Short: "print (or --write) the hook entries that send a coding agent's hooks to hookd",
 		Long: `Merge into the harness's settings file one hook entry per event hookd has a point for:
 Claude Code gets HTTP hooks to the daemon's /v1/agents/claude-code/hooks (the API key from
-HOOKD_CLI_TOKEN, through allowedEnvVars, never written into the file); Codex, Gemini CLI and Cursor
+HOOKD_CLI_TOKEN, through allowedEnvVars, never written into the file), but on SessionStart, where
+it runs only commands, the command hook "hookd hook --agent claude-code SessionStart"; Codex, Gemini CLI and Cursor
 get the command hook "hookd hook --agent KIND EVENT", which reads HOOKD_CLI_ADDR and HOOKD_CLI_TOKEN.
 The user's own hooks stay as they are; running it again replaces hookd's entries; --uninstall removes
 only hookd's entries. Without --write it prints the merged file and writes nothing.
@@ -67,6 +68,9 @@ type harnessSettings struct {
 
 var settingsOf = map[string]harnessSettings{
 	agents.ClaudeCode: {dir: ".claude", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+		if event == "SessionStart" { // Claude Code runs no HTTP hook there, only commands
+			return map[string]any{"type": "command", "command": hookCommand(f, kind, event), "timeout": 15}
+		}
 		e := map[string]any{"type": "http", "url": hookURL(f.addr, kind), "timeout": 15,
 			"headers": map[string]any{"Authorization": "Bearer $HOOKD_CLI_TOKEN"}, "allowedEnvVars": []any{"HOOKD_CLI_TOKEN"}}
 		if agents.Interceptive(kind, event) {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
 )
 
 // A project's settings with the user's own hooks for each harness.
@@ -174,5 +178,59 @@ func TestAgentsInstall(t *testing.T) {
 		if _, _, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d", args, code)
 		}
+	}
+}
+
+// Claude Code runs only command hooks on SessionStart (an HTTP hook there never fires), so hookd's
+// SessionStart entry is the forwarder, and that command, run as Claude Code runs it, reaches the
+// daemon: the session's start is in the record like every other point.
+func TestAgentsInstallClaudeSessionStart(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	spec := fmt.Sprintf(`{"hookName":"team session_start","hookType":"session_start","dispatchConfig":{"url":%q,"signingSecret":%q}}`,
+		recv.srv.URL, hookSecret)
+	if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+	dir := t.TempDir()
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", dir, "--write", "--addr", d.url("")); code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	doc := readJSON(t, filepath.Join(dir, ".claude", "settings.json"))
+	var starts []map[string]any
+	for _, g := range doc["hooks"].(map[string]any)["SessionStart"].([]any) {
+		for _, h := range g.(map[string]any)["hooks"].([]any) {
+			starts = append(starts, h.(map[string]any))
+		}
+	}
+	if len(starts) != 1 || starts[0]["type"] != "command" || !isHookd(starts[0], agents.ClaudeCode) {
+		t.Fatalf("SessionStart entries: %v", starts)
+	}
+	for ev, groups := range doc["hooks"].(map[string]any) {
+		for _, g := range groups.([]any) {
+			for _, h := range g.(map[string]any)["hooks"].([]any) {
+				if typ := h.(map[string]any)["type"]; ev != "SessionStart" && typ != "http" {
+					t.Errorf("%s: a %v hook", ev, typ)
+				}
+			}
+		}
+	}
+	cmd := exec.Command("sh", "-c", starts[0]["command"].(string))
+	cmd.Env = append(os.Environ(), "HOOKD_CLI_TOKEN="+agentKey)
+	cmd.Stdin = bytes.NewReader(readFixture(t, agents.ClaudeCode, "SessionStart"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || out.Len() != 0 || errb.Len() != 0 {
+		t.Fatalf("the SessionStart command: %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+	if env := recv.next(t); env.HookType != dispatcher.SessionStart || !strings.Contains(string(env.Context), `"agentKind":"claude-code"`) {
+		t.Errorf("delivered: %s %s", env.HookType, env.Context)
+	}
+	// Uninstall removes the command hook too.
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", dir, "--write", "--uninstall"); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, errs)
+	}
+	if n := hookdEntries(readJSON(t, filepath.Join(dir, ".claude", "settings.json")), agents.ClaudeCode); len(n) != 0 {
+		t.Errorf("left after uninstall: %v", n)
 	}
 }
