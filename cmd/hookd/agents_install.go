@@ -153,18 +153,29 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 	case err != nil:
 		return err
 	default:
-		if err := json.Unmarshal(old, &doc); err != nil || doc == nil {
+		// Numbers are kept as written (a float64 would round a long one).
+		dec := json.NewDecoder(bytes.NewReader(old))
+		dec.UseNumber()
+		err := dec.Decode(&doc)
+		if err == nil && len(bytes.TrimSpace(old[dec.InputOffset():])) > 0 {
+			err = errors.New("text after the JSON object")
+		}
+		if err != nil || doc == nil {
 			return fmt.Errorf("%s is not a JSON object, so it is left alone: %v", path, err)
 		}
 	}
 	if err := mergeHooks(doc, hs, f, kind); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	// Written without HTML escapes, so that a hook command's "&&" or "<" stays as the user wrote it.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		return err
 	}
-	out = append(out, '\n')
+	out := buf.Bytes()
 	if !f.write {
 		_, err := cmd.OutOrStdout().Write(out)
 		fmt.Fprintf(cmd.ErrOrStderr(), "hookd: this is %s as --write would leave it\n", path)

@@ -234,3 +234,24 @@ func TestAgentsInstallClaudeSessionStart(t *testing.T) {
 		t.Errorf("left after uninstall: %v", n)
 	}
 }
+
+// The rest of the user's file is kept as written: numbers keep every digit, and a hook command's
+// "&&" or "<" stays readable rather than becoming \u0026 escapes.
+func TestAgentsInstallKeepsValues(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(`{"cleanupPeriodDays": 12345678901234567890, "ratio": 0.1,
+ "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "cd build && make < /dev/null"}]}]}}`), 0o644)
+	for _, args := range [][]string{{"--write"}, {"--write", "--uninstall"}} {
+		if _, errs, code := runCLI(t, append([]string{"agents", "install", agents.ClaudeCode, "--project", dir}, args...)...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errs)
+		}
+		raw, _ := os.ReadFile(path)
+		for _, want := range []string{"12345678901234567890", `"ratio": 0.1`, `"cd build && make < /dev/null"`} {
+			if !strings.Contains(string(raw), want) {
+				t.Errorf("%v: %s is gone:\n%s", args, want, raw)
+			}
+		}
+	}
+}
