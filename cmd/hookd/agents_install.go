@@ -251,7 +251,10 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 			if hs.grouped {
 				item = map[string]any{"hooks": []any{item}}
 			}
-			list, _ := hooks[event].([]any)
+			list, ok := hooks[event].([]any)
+			if hooks[event] != nil && !ok {
+				return fmt.Errorf(`"hooks.%s" is not a list, so hookd's entry has no place`, event)
+			}
 			hooks[event] = append(list, item)
 		}
 	}

@@ -255,3 +255,18 @@ func TestAgentsInstallKeepsValues(t *testing.T) {
 		}
 	}
 }
+
+// An event whose value is not a list is not hookd's to replace: the file is left alone, naming it.
+func TestAgentsInstallEventNotAList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".codex", "hooks.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	body := `{"hooks": {"PreToolUse": {"command": "./guard.sh"}}}`
+	os.WriteFile(path, []byte(body), 0o644)
+	if _, errs, code := runCLI(t, "agents", "install", agents.Codex, "--project", dir, "--write"); code != 1 || !strings.Contains(errs, "PreToolUse") {
+		t.Errorf("install: %d %s", code, errs)
+	}
+	if raw, _ := os.ReadFile(path); string(raw) != body {
+		t.Errorf("the file changed:\n%s", raw)
+	}
+}
