@@ -85,7 +85,11 @@ var settingsOf = map[string]harnessSettings{
 		return map[string]any{"type": "command", "name": "hookd", "command": hookCommand(f, kind, event), "timeout": 15000}
 	}},
 	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
-		return map[string]any{"command": hookCommand(f, kind, event)}
+		e := map[string]any{"command": hookCommand(f, kind, event)}
+		if agents.Interceptive(kind, event) {
+			e["failClosed"] = true // a forwarder that crashes or is killed blocks, as Claude Code's onFailure
+		}
+		return e
 	}},
 }
 

@@ -270,3 +270,24 @@ func TestAgentsInstallEventNotAList(t *testing.T) {
 		t.Errorf("the file changed:\n%s", raw)
 	}
 }
+
+// Cursor lets the action through when a hook crashes, times out or prints no valid answer, unless
+// the entry says "failClosed": true; hookd's entries on the events it decides say so, as Claude
+// Code's say "onFailure": "block", and the others do not (an observer must not stop the agent).
+func TestAgentsInstallCursorFailClosed(t *testing.T) {
+	dir := t.TempDir()
+	if _, errs, code := runCLI(t, "agents", "install", agents.Cursor, "--project", dir, "--write"); code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	doc := readJSON(t, filepath.Join(dir, ".cursor", "hooks.json"))
+	for _, ev := range agents.Events(agents.Cursor) {
+		entries := doc["hooks"].(map[string]any)[ev].([]any)
+		if len(entries) != 1 {
+			t.Fatalf("%s: %v", ev, entries)
+		}
+		fc, _ := entries[0].(map[string]any)["failClosed"].(bool)
+		if fc != agents.Interceptive(agents.Cursor, ev) {
+			t.Errorf("%s: failClosed %v", ev, entries[0])
+		}
+	}
+}
