@@ -34,7 +34,8 @@ func newAgentsInstallCmd() *cobra.Command {
 		Short: "print (or --write) the hook entries that send a coding agent's hooks to hookd",
 		Long: `Merge into the harness's settings file one hook entry per event hookd has a point for:
 Claude Code gets HTTP hooks to the daemon's /v1/agents/claude-code/hooks (the API key from
-HOOKD_CLI_TOKEN, through allowedEnvVars, never written into the file); Codex, Gemini CLI and Cursor
+HOOKD_CLI_TOKEN, through allowedEnvVars, never written into the file), but on SessionStart, where
+it runs only commands, the command hook "hookd hook --agent claude-code SessionStart"; Codex, Gemini CLI and Cursor
 get the command hook "hookd hook --agent KIND EVENT", which reads HOOKD_CLI_ADDR and HOOKD_CLI_TOKEN.
 The user's own hooks stay as they are; running it again replaces hookd's entries; --uninstall removes
 only hookd's entries. Without --write it prints the merged file and writes nothing.
@@ -67,6 +68,9 @@ type harnessSettings struct {
 
 var settingsOf = map[string]harnessSettings{
 	agents.ClaudeCode: {dir: ".claude", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+		if event == "SessionStart" { // Claude Code runs no HTTP hook there, only commands
+			return map[string]any{"type": "command", "command": hookCommand(f, kind, event), "timeout": 15}
+		}
 		e := map[string]any{"type": "http", "url": hookURL(f.addr, kind), "timeout": 15,
 			"headers": map[string]any{"Authorization": "Bearer $HOOKD_CLI_TOKEN"}, "allowedEnvVars": []any{"HOOKD_CLI_TOKEN"}}
 		if agents.Interceptive(kind, event) {
@@ -81,7 +85,11 @@ var settingsOf = map[string]harnessSettings{
 		return map[string]any{"type": "command", "name": "hookd", "command": hookCommand(f, kind, event), "timeout": 15000}
 	}},
 	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
-		return map[string]any{"command": hookCommand(f, kind, event)}
+		e := map[string]any{"command": hookCommand(f, kind, event)}
+		if agents.Interceptive(kind, event) {
+			e["failClosed"] = true // a forwarder that crashes or is killed blocks, as Claude Code's onFailure
+		}
+		return e
 	}},
 }
 
@@ -149,18 +157,29 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 	case err != nil:
 		return err
 	default:
-		if err := json.Unmarshal(old, &doc); err != nil || doc == nil {
+		// Numbers are kept as written (a float64 would round a long one).
+		dec := json.NewDecoder(bytes.NewReader(old))
+		dec.UseNumber()
+		err := dec.Decode(&doc)
+		if err == nil && len(bytes.TrimSpace(old[dec.InputOffset():])) > 0 {
+			err = errors.New("text after the JSON object")
+		}
+		if err != nil || doc == nil {
 			return fmt.Errorf("%s is not a JSON object, so it is left alone: %v", path, err)
 		}
 	}
 	if err := mergeHooks(doc, hs, f, kind); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	out, err := json.MarshalIndent(doc, "", "  ")
-	if err != nil {
+	// Written without HTML escapes, so that a hook command's "&&" or "<" stays as the user wrote it.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(doc); err != nil {
 		return err
 	}
-	out = append(out, '\n')
+	out := buf.Bytes()
 	if !f.write {
 		_, err := cmd.OutOrStdout().Write(out)
 		fmt.Fprintf(cmd.ErrOrStderr(), "hookd: this is %s as --write would leave it\n", path)
@@ -236,7 +255,10 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 			if hs.grouped {
 				item = map[string]any{"hooks": []any{item}}
 			}
-			list, _ := hooks[event].([]any)
+			list, ok := hooks[event].([]any)
+			if hooks[event] != nil && !ok {
+				return fmt.Errorf(`"hooks.%s" is not a list, so hookd's entry has no place`, event)
+			}
 			hooks[event] = append(list, item)
 		}
 	}

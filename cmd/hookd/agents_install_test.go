@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/hookd/hookd/api/agents"
+	"github.com/hookd/hookd/dispatcher"
 )
 
 // A project's settings with the user's own hooks for each harness.
@@ -173,6 +177,117 @@ func TestAgentsInstall(t *testing.T) {
 	for _, args := range [][]string{{"agents", "install", "claude"}, {"agents", "install", "codex", "--user", "--project", dir}} {
 		if _, _, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d", args, code)
+		}
+	}
+}
+
+// Claude Code runs only command hooks on SessionStart (an HTTP hook there never fires), so hookd's
+// SessionStart entry is the forwarder, and that command, run as Claude Code runs it, reaches the
+// daemon: the session's start is in the record like every other point.
+func TestAgentsInstallClaudeSessionStart(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	spec := fmt.Sprintf(`{"hookName":"team session_start","hookType":"session_start","dispatchConfig":{"url":%q,"signingSecret":%q}}`,
+		recv.srv.URL, hookSecret)
+	if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+	dir := t.TempDir()
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", dir, "--write", "--addr", d.url("")); code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	doc := readJSON(t, filepath.Join(dir, ".claude", "settings.json"))
+	var starts []map[string]any
+	for _, g := range doc["hooks"].(map[string]any)["SessionStart"].([]any) {
+		for _, h := range g.(map[string]any)["hooks"].([]any) {
+			starts = append(starts, h.(map[string]any))
+		}
+	}
+	if len(starts) != 1 || starts[0]["type"] != "command" || !isHookd(starts[0], agents.ClaudeCode) {
+		t.Fatalf("SessionStart entries: %v", starts)
+	}
+	for ev, groups := range doc["hooks"].(map[string]any) {
+		for _, g := range groups.([]any) {
+			for _, h := range g.(map[string]any)["hooks"].([]any) {
+				if typ := h.(map[string]any)["type"]; ev != "SessionStart" && typ != "http" {
+					t.Errorf("%s: a %v hook", ev, typ)
+				}
+			}
+		}
+	}
+	cmd := exec.Command("sh", "-c", starts[0]["command"].(string))
+	cmd.Env = append(os.Environ(), "HOOKD_CLI_TOKEN="+agentKey)
+	cmd.Stdin = bytes.NewReader(readFixture(t, agents.ClaudeCode, "SessionStart"))
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || out.Len() != 0 || errb.Len() != 0 {
+		t.Fatalf("the SessionStart command: %v, stdout %q, stderr %q", err, out.String(), errb.String())
+	}
+	if env := recv.next(t); env.HookType != dispatcher.SessionStart || !strings.Contains(string(env.Context), `"agentKind":"claude-code"`) {
+		t.Errorf("delivered: %s %s", env.HookType, env.Context)
+	}
+	// Uninstall removes the command hook too.
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", dir, "--write", "--uninstall"); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, errs)
+	}
+	if n := hookdEntries(readJSON(t, filepath.Join(dir, ".claude", "settings.json")), agents.ClaudeCode); len(n) != 0 {
+		t.Errorf("left after uninstall: %v", n)
+	}
+}
+
+// The rest of the user's file is kept as written: numbers keep every digit, and a hook command's
+// "&&" or "<" stays readable rather than becoming \u0026 escapes.
+func TestAgentsInstallKeepsValues(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, []byte(`{"cleanupPeriodDays": 12345678901234567890, "ratio": 0.1,
+ "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "cd build && make < /dev/null"}]}]}}`), 0o644)
+	for _, args := range [][]string{{"--write"}, {"--write", "--uninstall"}} {
+		if _, errs, code := runCLI(t, append([]string{"agents", "install", agents.ClaudeCode, "--project", dir}, args...)...); code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errs)
+		}
+		raw, _ := os.ReadFile(path)
+		for _, want := range []string{"12345678901234567890", `"ratio": 0.1`, `"cd build && make < /dev/null"`} {
+			if !strings.Contains(string(raw), want) {
+				t.Errorf("%v: %s is gone:\n%s", args, want, raw)
+			}
+		}
+	}
+}
+
+// An event whose value is not a list is not hookd's to replace: the file is left alone, naming it.
+func TestAgentsInstallEventNotAList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, ".codex", "hooks.json")
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	body := `{"hooks": {"PreToolUse": {"command": "./guard.sh"}}}`
+	os.WriteFile(path, []byte(body), 0o644)
+	if _, errs, code := runCLI(t, "agents", "install", agents.Codex, "--project", dir, "--write"); code != 1 || !strings.Contains(errs, "PreToolUse") {
+		t.Errorf("install: %d %s", code, errs)
+	}
+	if raw, _ := os.ReadFile(path); string(raw) != body {
+		t.Errorf("the file changed:\n%s", raw)
+	}
+}
+
+// Cursor lets the action through when a hook crashes, times out or prints no valid answer, unless
+// the entry says "failClosed": true; hookd's entries on the events it decides say so, as Claude
+// Code's say "onFailure": "block", and the others do not (an observer must not stop the agent).
+func TestAgentsInstallCursorFailClosed(t *testing.T) {
+	dir := t.TempDir()
+	if _, errs, code := runCLI(t, "agents", "install", agents.Cursor, "--project", dir, "--write"); code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	doc := readJSON(t, filepath.Join(dir, ".cursor", "hooks.json"))
+	for _, ev := range agents.Events(agents.Cursor) {
+		entries := doc["hooks"].(map[string]any)[ev].([]any)
+		if len(entries) != 1 {
+			t.Fatalf("%s: %v", ev, entries)
+		}
+		fc, _ := entries[0].(map[string]any)["failClosed"].(bool)
+		if fc != agents.Interceptive(agents.Cursor, ev) {
+			t.Errorf("%s: failClosed %v", ev, entries[0])
 		}
 	}
 }

@@ -28,7 +28,8 @@ func newHookCmd() *cobra.Command {
 		Short: "forward a coding agent's command hook to hookd (stdin: the hook input)",
 		Long: `Forward a coding agent's command hook to the daemon's /v1/agents/KIND/hooks and answer as
 the harness expects: the daemon's answer on stdout and exit code 0. When the daemon cannot be asked
-(unreachable, timed out, or answering an error), --on-error decides: deny (the default for the
+(unreachable, timed out, answering an error or a redirect, or answering something other than a
+JSON object), --on-error decides: deny (the default for the
 events hookd decides: tool calls and prompts) prints the harness's block, writes the reason on
 stderr and exits 2, which every supported harness takes as a block; allow (the default for the
 others) says nothing and exits 0, naming the failure on stderr.`,
@@ -121,7 +122,7 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 	if f.agentID > 0 {
 		req.Header.Set(agents.AgentIDHeader, fmt.Sprint(f.agentID))
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := forwardClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("no answer from %s within %s", f.addr, f.timeout)
@@ -138,5 +139,17 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 		_ = json.Unmarshal(body, &w)
 		return nil, fmt.Errorf("the daemon answered HTTP %d: %s", resp.StatusCode, cmp.Or(w.Message, "no message"))
 	}
+	// The daemon answers 204 with no body or 200 with a JSON object; anything else (a proxy's page,
+	// an answer cut short) is not its answer, and passed on with exit 0 it would let the call through.
+	if resp.StatusCode == http.StatusNoContent {
+		return nil, nil
+	}
+	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+		return nil, fmt.Errorf("the daemon's answer is not a JSON object (%d bytes of %s)", len(body), cmp.Or(resp.Header.Get("Content-Type"), "no content type"))
+	}
 	return body, nil
 }
+
+// forwardClient asks the daemon without following redirects: a redirect is not the daemon's
+// answer, and following it would post the hook input elsewhere.
+var forwardClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}

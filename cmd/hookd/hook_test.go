@@ -151,3 +151,50 @@ func closedAddr(t *testing.T) string {
 	l.Close()
 	return addr
 }
+
+// An answer that is not the daemon's — a body that is not a JSON object, cut short, or a redirect
+// to some page — is not an answer: the forwarder blocks as when the daemon cannot be reached,
+// never passing it on with exit 0, which every harness would take as "no objection".
+func TestHookForwarderMalformedAnswer(t *testing.T) {
+	redirectTo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("<html>sign in</html>"))
+	}))
+	t.Cleanup(redirectTo.Close)
+	answers := map[string]http.HandlerFunc{
+		"html":  func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("<html>sign in</html>")) },
+		"array": func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`[{"permission":"deny"}]`)) },
+		"cut short": func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny"`))
+		},
+		"empty 200": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) },
+		"redirect": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, redirectTo.URL+"/login", http.StatusFound)
+		},
+	}
+	events := map[string][2]string{ // pre-tool, observational
+		agents.ClaudeCode: {"PreToolUse", "PostToolUse"},
+		agents.Codex:      {"PreToolUse", "Stop"},
+		agents.GeminiCLI:  {"BeforeTool", "AfterTool"},
+		agents.Cursor:     {"beforeShellExecution", "afterShellExecution"},
+	}
+	for name, h := range answers {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(io.Discard, r.Body)
+			h(w, r)
+		}))
+		for kind, evs := range events {
+			in := readFixture(t, kind, evs[0])
+			out, errs, code := runHook(t, srv.URL, agentKey, in, "--agent", kind, evs[0])
+			if code != 2 || !strings.Contains(errs, "blocked (--on-error deny)") || !strings.Contains(out, "hookd:") {
+				t.Errorf("%s: %s %s: exit %d stdout %q stderr %q", name, kind, evs[0], code, out, errs)
+			}
+			ad := agents.For(kind)
+			out, errs, code = runHook(t, srv.URL, agentKey, readFixture(t, kind, evs[1]), "--agent", kind, evs[1])
+			if code != 0 || !strings.Contains(errs, "--on-error allow") ||
+				out != string(ad.Answer(agents.Mapped{Event: evs[1], Point: ad.Point(evs[1])}, agents.Verdict{})) {
+				t.Errorf("%s: %s %s: exit %d stdout %q stderr %q", name, kind, evs[1], code, out, errs)
+			}
+		}
+		srv.Close()
+	}
+}
