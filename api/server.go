@@ -286,9 +286,10 @@ func tokenIn(got []byte, tokens [][]byte) bool {
 }
 
 // limitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else when the
-// decoder reads past the limit.
+// decoder reads past the limit. The coding agents' hook route answers such a body itself
+// (readBody hands it the bytes up to the limit).
 func limitBody(c *gin.Context) {
-	if c.Request.ContentLength > MaxBodyBytes {
+	if c.Request.ContentLength > MaxBodyBytes && c.FullPath() != agents.HookRoute {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
 		return
 	}

@@ -103,6 +103,59 @@ func ParseInput(body []byte) (Input, error) {
 	return in, nil
 }
 
+// topLevelString is the string value of the top-level member name of the JSON object b begins,
+// the last one when it comes twice (as ParseInput reads it), as far as b goes: b may be cut
+// anywhere (a body over the limit), so every step checks its bounds.
+func topLevelString(b []byte, name string) (value string, found bool) {
+	depth, key := 0, false // key: the next string at depth 1 is a member's name
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+			key = depth == 1 && b[i] == '{'
+		case '}', ']':
+			depth--
+		case ',':
+			key = depth == 1
+		case '"':
+			end := quotedEnd(b, i)
+			if end < 0 {
+				return value, found
+			}
+			if depth != 1 || !key {
+				i = end - 1
+				continue
+			}
+			key = false
+			k, _ := hookdtype.Unquote(b[i:end])
+			j := hookdtype.SkipSpace(b, end)
+			if j >= len(b) || b[j] != ':' {
+				return value, found
+			}
+			if v := hookdtype.SkipSpace(b, j+1); k == name && v < len(b) && b[v] == '"' {
+				if vend := quotedEnd(b, v); vend > 0 {
+					value, found = hookdtype.Unquote(b[v:vend])
+				}
+			}
+			i = j
+		}
+	}
+	return value, found
+}
+
+// quotedEnd is the index after the JSON string that starts at b[i], or -1 when b ends first.
+func quotedEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
 // str is a string field ("" when absent or not a string).
 func (in Input) str(name string) string {
 	raw := in.fields[name]

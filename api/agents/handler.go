@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -37,6 +38,9 @@ const AgentIDHeader = "X-Hookd-Agent-Id"
 // DecisionIDHeader carries the decision log id of an interceptive answer.
 const DecisionIDHeader = "X-Hookd-Decision-Id"
 
+// HookRoute is the route of every harness's hooks.
+const HookRoute = "/v1/agents/:kind/hooks"
+
 // Register mounts POST /v1/agents/{kind}/hooks.
 func Register(r gin.IRouter, d Deps) {
 	h := &handler{Deps: d,
@@ -53,7 +57,7 @@ func Register(r gin.IRouter, d Deps) {
 	if d.Metrics != nil {
 		d.Metrics.MustRegister(h.events, h.unmapped, h.dropped)
 	}
-	r.POST("/v1/agents/:kind/hooks", h.hook)
+	r.POST(HookRoute, h.hook)
 }
 
 type handler struct {
@@ -86,6 +90,10 @@ func (h *handler) hook(c *gin.Context) {
 			return
 		}
 		agentID = caller.AgentID
+	}
+	if o, over := wire.OversizedBody(c); over {
+		h.oversized(c, ad, o)
+		return
 	}
 	body, err := wire.ReadBody(c.Request.Body)
 	if err != nil {
@@ -174,6 +182,23 @@ func (h *handler) countUnplaced(kind string, ad Adapter, m Mapped, v Verdict) {
 
 // answer writes the adapter's rendering of v: 200 with the harness's JSON, or 204 with no body
 // (Claude Code's "nothing to say": any 2xx with an empty body).
+// oversized answers a hook input over the body limit. At a point hookd decides the call is
+// blocked, as for any input it cannot read: the harness would take 413 for "no objection" and run
+// it. Elsewhere there is nothing to block, and the 413 says the event was not recorded. The event
+// is named by the input's top-level hook_event_name, read from the bytes up to the limit.
+func (h *handler) oversized(c *gin.Context, ad Adapter, o wire.Oversized) {
+	event, _ := topLevelString(o.Prefix, "hook_event_name")
+	m := Mapped{Event: event, Point: ad.Point(event)}
+	if !m.Point.Interceptive() {
+		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", o.Limit)
+		return
+	}
+	h.events.WithLabelValues(c.Param("kind"), string(m.Point)).Inc()
+	h.Log.WarnContext(c.Request.Context(), "coding agent hook input over the body limit", "kind", c.Param("kind"), "event", event, "limit", o.Limit)
+	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny,
+		Reason: fmt.Sprintf("hookd: the hook input is over %d bytes, more than hookd reads, so the call is blocked", o.Limit)})
+}
+
 func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {
 	body := ad.Answer(m, v)
 	if body == nil {

@@ -132,6 +132,26 @@ func jsonKind(goKind string) string {
 	}
 }
 
+// Oversized is a request body over the server's limit on a route that answers such a body itself:
+// the coding agents' hook route, whose harnesses take an error status for "no objection". Prefix
+// is the body up to the limit; the rest was never read.
+type Oversized struct {
+	Limit  int64
+	Prefix []byte
+}
+
+const oversizedKey = "hookd.oversized"
+
+// MarkOversized hands the handler of c an oversized body instead of refusing it.
+func MarkOversized(c *gin.Context, o Oversized) { c.Set(oversizedKey, o) }
+
+// OversizedBody reports the body MarkOversized handed over, if any.
+func OversizedBody(c *gin.Context) (Oversized, bool) {
+	v, ok := c.Get(oversizedKey)
+	o, _ := v.(Oversized)
+	return o, ok
+}
+
 // Buffered is a request body already read into memory (the server reads every body before the
 // handler runs): ReadBody hands out its bytes instead of copying them again.
 type Buffered struct {

@@ -412,3 +412,51 @@ func decisionLog(t *testing.T, d *daemon, session int64, out any) {
 		t.Fatalf("decisions: %s", data)
 	}
 }
+
+// A hook input over the body limit (a Write of a large file, say) cannot be read, so at a point
+// hookd decides the call is blocked in the harness's own answer, never refused with 413, which the
+// harness would take for "no objection"; whether the client says the length first or streams it.
+// At an observational point there is nothing to block and the 413 stands.
+func TestAgentHookInputOverLimit(t *testing.T) {
+	d := startAgentDaemon(t)
+	pad := func(in []byte) []byte { // a large last member, after the event's name as harnesses write it
+		in = bytes.TrimRight(bytes.TrimSpace(in), "}")
+		return append(append(in, `,"content":"`+strings.Repeat("x", 1<<20)+`"`...), '}')
+	}
+	reason := fmt.Sprintf("hookd: the hook input is over %d bytes, more than hookd reads, so the call is blocked", 1<<20)
+	events := map[string][2]string{ // decided, observational
+		agents.ClaudeCode: {"PreToolUse", "PostToolUse"},
+		agents.Codex:      {"UserPromptSubmit", "Stop"},
+		agents.GeminiCLI:  {"BeforeTool", "AfterTool"},
+		agents.Cursor:     {"beforeShellExecution", "afterShellExecution"},
+	}
+	for kind, evs := range events {
+		ad := agents.For(kind)
+		want := ad.Answer(agents.Mapped{Event: evs[0], Point: ad.Point(evs[0])}, agents.Verdict{Decision: dispatcher.Deny, Reason: reason})
+		big := pad(readFixture(t, kind, evs[0]))
+		for _, streamed := range []bool{false, true} {
+			var body io.Reader = bytes.NewReader(big)
+			if streamed {
+				body = io.MultiReader(body) // no length known: sent chunked
+			}
+			req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/"+kind+"/hooks"), body)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+agentKey)
+			resp, err := d.http.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || !bytes.Equal(got, want) {
+				t.Errorf("%s %s (streamed %v): %d %s\nwant %s", kind, evs[0], streamed, resp.StatusCode, got, want)
+			}
+		}
+		if status, got, _ := agentPost(t, d, kind, pad(readFixture(t, kind, evs[1])), agentKey); status != http.StatusRequestEntityTooLarge {
+			t.Errorf("%s %s: %d %s, want 413", kind, evs[1], status, got)
+		}
+		if status, _, _ := agentPost(t, d, kind, big, ""); status != http.StatusUnauthorized {
+			t.Errorf("%s %s without a key: %d, want 401", kind, evs[0], status)
+		}
+	}
+}
