@@ -84,8 +84,9 @@ func toolError(in Input) (string, bool) {
 	return string(r.Error), true
 }
 
-// Answer: PreToolUse answers in hookSpecificOutput (deny, ask, or allow with updatedInput for a
-// modify); UserPromptSubmit cannot ask or rewrite, so both become a block with the reason. An allow
+// Answer: PreToolUse answers in hookSpecificOutput (deny, ask, or ask with updatedInput for a
+// modify: an allow would approve the rewritten call for the user, whose own rules would perhaps
+// have asked, and hookd's verdict is never the user's approval); UserPromptSubmit cannot ask or rewrite, so both become a block with the reason. An allow
 // says nothing, so Claude Code's own permission rules still apply; its hint alone is
 // hookSpecificOutput.additionalContext without a permissionDecision. A tool event's notice is the
 // top-level systemMessage, which Claude Code shows the user.
@@ -103,7 +104,7 @@ func (claudeCode) Answer(m Mapped, v Verdict) []byte {
 				out.PermissionDecisionReason = rewriteAsBlock("Claude Code", "tool arguments", v)
 				break
 			}
-			out.PermissionDecision, out.UpdatedInput = "allow", args
+			out.PermissionDecision, out.UpdatedInput = dispatcher.Ask, args
 			out.PermissionDecisionReason = "hookd modified the tool arguments"
 			if v.Reason != "" {
 				out.PermissionDecisionReason = v.Reason
