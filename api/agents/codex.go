@@ -5,8 +5,9 @@ import (
 )
 
 // codex is OpenAI Codex CLI: command hooks only, in Claude Code's input shape. Its PreToolUse
-// enforces a deny but not ask or updatedInput (they are parsed and fail open), so an ask or a
-// modify becomes a deny that says why.
+// enforces a deny but not an ask (parsed, and it fails open), and applies updatedInput only beside
+// an allow, which would approve the rewritten call for the person; so an ask or a modify becomes a
+// deny that says why (a modify's carrying the rewrite).
 type codex struct{}
 
 var codexPoints = map[string]dispatcher.HookType{
