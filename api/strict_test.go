@@ -231,6 +231,27 @@ func TestStrictQuery(t *testing.T) {
 	}
 }
 
+// A query that cannot be read as the client meant it is refused, not read in part: a filter
+// given twice, or a parameter the URL encoding spoils, must not silently widen a list.
+func TestQueryReadWholeOrRefused(t *testing.T) {
+	c := newTaskServer(t, storagetest.SQLite(t))
+	for _, tc := range []struct{ path, want string }{
+		{"/api/hooks?hookType=user_message&hookType=pre_tool_use", "hookType: appears twice; send each query parameter once"},
+		{"/api/deliveries?status=dead&status=failed", "status: appears twice; send each query parameter once"},
+		{"/api/decisions?limit=1&limit=500", "limit: appears twice; send each query parameter once"},
+		{"/api/deliveries?status=%zz", `query: invalid URL escape "%zz"`},
+		{"/api/deliveries?stauts%zz=dead", `query: invalid URL escape "%zz"`},
+		{"/api/deliveries?status=dead;hookId=1", "query: invalid semicolon separator in query"},
+	} {
+		if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
+			t.Errorf("GET %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+		}
+	}
+	if status, w := c.do("GET", "/api/deliveries?status=dead&hookId=1", ""); status != 200 {
+		t.Errorf("a well-formed query: %d %s", status, w.Message)
+	}
+}
+
 // receiver is a real webhook receiver that answers every call with answer and counts them.
 type receiver struct {
 	*httptest.Server
