@@ -269,10 +269,7 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
 		return
 	}
-	switch f.Outcome {
-	case "", dispatcher.Allow, dispatcher.Deny, dispatcher.Modify, storage.OutcomeError:
-	default:
-		wire.Fail(c, http.StatusBadRequest, "outcome: must be allow, deny, modify or error")
+	if !knownOutcome(c, f.Outcome) {
 		return
 	}
 	if f.HookID, good = queryInt(c, "hookId"); !good {
@@ -302,6 +299,17 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		return
 	}
 	wire.OK(c, http.StatusOK, wire.PageOf(ds, limit, func(d storage.Decision) string { return wire.IDKey(d.ID) }))
+}
+
+// knownOutcome answers 400 unless outcome (a filter of the decision log) is empty or one the log
+// records: a filter no row can match would silently show nothing.
+func knownOutcome(c *gin.Context, outcome string) bool {
+	switch outcome {
+	case "", dispatcher.Allow, dispatcher.Deny, dispatcher.Modify, dispatcher.Ask, storage.OutcomeError:
+		return true
+	}
+	wire.Fail(c, http.StatusBadRequest, "outcome: must be allow, deny, modify, ask or error")
+	return false
 }
 
 // verifyDecisions checks the decision log's hash chain (hookd decisions verify).

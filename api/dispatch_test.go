@@ -88,7 +88,7 @@ func TestLogLists(t *testing.T) {
 			{"/api/deliveries?before=9", "before: unknown query parameter"},
 			{"/api/decisions?tool_name=x", `tool_name: unknown query parameter (did you mean "toolName"?)`},
 			{"/api/decisions?limit=0", "limit: must be an integer from 1 to 500"},
-			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify or error"},
+			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify, ask or error"},
 			{"/api/decisions?since=yesterday", "since: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z"},
 			{"/api/decisions/verify?fast=1", "fast: unknown query parameter"},
 		} {

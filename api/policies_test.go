@@ -104,6 +104,16 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 					t.Fatalf("decision log %+v %v", ds, err)
 				}
 			}
+			// The log is filtered by every outcome it records, ask included, the list and the
+			// live tail alike; an outcome it never records is a 400 on both.
+			if got := getPage[storage.Decision](t, c, "/api/decisions?outcome=ask"); len(got.Items) != 1 || got.Items[0].Outcome != "ask" {
+				t.Fatalf("decisions?outcome=ask: %+v", got)
+			}
+			for _, path := range []string{"/api/decisions?outcome=maybe", "/api/decisions/stream?outcome=maybe"} {
+				if code, w := c.do("GET", path, ""); code != 400 || w.Message != "outcome: must be allow, deny, modify, ask or error" {
+					t.Errorf("GET %s: %d %q", path, code, w.Message)
+				}
+			}
 		})
 
 		t.Run("a webhook may answer ask", func(t *testing.T) {
