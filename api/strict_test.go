@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -472,6 +473,39 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 	}
 	if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+long[:2048]+`"}}`); status != 201 {
 		t.Errorf("a 2048-byte URL: %d %s", status, w.Message)
+	}
+}
+
+// An auth header may not be one hookd sets on every call itself (the signature, its timestamp,
+// the body's type, the trace id) nor one HTTP frames the request with: it would overwrite the
+// signature so that every call fails verification, or be dropped unsent.
+func TestAuthHeadersHookdSetsRefused(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	hook := func(auth string) string {
+		return `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://r.example/h",
+			"signingSecret": "s", "auth": ` + auth + `}}`
+	}
+	for _, tc := range []struct{ auth, field, name string }{
+		{`{"type": "CUSTOM", "headers": {"X-Webhook-Signature": "sha256=00"}}`, "dispatchConfig.auth.headers.X-Webhook-Signature", "X-Webhook-Signature"},
+		{`{"type": "CUSTOM", "headers": {"x-webhook-timestamp": "1"}}`, "dispatchConfig.auth.headers.x-webhook-timestamp", "x-webhook-timestamp"},
+		{`{"type": "CUSTOM", "headers": {"webhook-signature": "v1,AA=="}}`, "dispatchConfig.auth.headers.webhook-signature", "webhook-signature"},
+		{`{"type": "CUSTOM", "headers": {"Content-Type": "text/plain"}}`, "dispatchConfig.auth.headers.Content-Type", "Content-Type"},
+		{`{"type": "CUSTOM", "headers": {"X-Request-Id": "forged"}}`, "dispatchConfig.auth.headers.X-Request-Id", "X-Request-Id"},
+		{`{"type": "CUSTOM", "headers": {"Host": "other.example"}}`, "dispatchConfig.auth.headers.Host", "Host"},
+		{`{"type": "CUSTOM", "headers": {"Content-Length": "5"}}`, "dispatchConfig.auth.headers.Content-Length", "Content-Length"},
+		{`{"type": "API_KEY", "header": "X-Webhook-Timestamp", "credential": "k"}`, "dispatchConfig.auth.header", "X-Webhook-Timestamp"},
+		{`{"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "tokenPath": "t", "header": "Webhook-Id"}}`,
+			"dispatchConfig.auth.tokenFetchConfig.header", "Webhook-Id"},
+	} {
+		want := tc.field + ": " + strconv.Quote(tc.name) + " is a header hookd sets itself on every call; name another"
+		if status, w := c.do("POST", "/api/hooks", hook(tc.auth)); status != 400 || w.Message != want {
+			t.Errorf("%s\n  got %d %q\n  want 400 %q", tc.auth, status, w.Message, want)
+		}
+	}
+	// The token endpoint's own request is the hook's to shape; Content-Type there is fine.
+	if status, w := c.do("POST", "/api/hooks", hook(`{"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t",
+		"tokenPath": "t", "headers": {"Content-Type": "application/x-www-form-urlencoded"}, "body": "a=1"}}`)); status != 201 {
+		t.Errorf("token endpoint Content-Type: %d %s", status, w.Message)
 	}
 }
 

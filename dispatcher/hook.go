@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -328,7 +329,7 @@ func (a *Auth) normalize() error {
 		if a.Header == "" {
 			a.Header = "X-API-Key"
 		}
-		if err := checkHeaderName("dispatchConfig.auth.header", a.Header); err != nil {
+		if err := checkSentHeaderName("dispatchConfig.auth.header", a.Header); err != nil {
 			return err
 		}
 		return credential("credential", a.Credential)
@@ -383,7 +384,7 @@ func (a *Auth) normalize() error {
 		if f.Prefix == "" && f.Header == "Authorization" {
 			f.Prefix = "Bearer"
 		}
-		if err := checkHeaderName("dispatchConfig.auth.tokenFetchConfig.header", f.Header); err != nil {
+		if err := checkSentHeaderName("dispatchConfig.auth.tokenFetchConfig.header", f.Header); err != nil {
 			return err
 		}
 		return checkHeaderValue("dispatchConfig.auth.tokenFetchConfig.prefix", f.Prefix)
@@ -458,16 +459,21 @@ func checkStandardSecret(secret string) error {
 	return nil
 }
 
-// checkHeaders checks the names and values of headers the hook sends; required: every value must
-// be set (CUSTOM's headers are its credentials).
+// checkHeaders checks the names and values of headers the hook sends; required: they are
+// CUSTOM's, sent on every call (each is a credential that must be set, and may not be a header
+// hookd sets itself); otherwise they go to the token endpoint, whose request is the hook's to shape.
 func checkHeaders(field string, h map[string]string, required bool) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	check := checkHeaderName
+	if required {
+		check = checkSentHeaderName
+	}
 	for _, k := range names {
-		if err := checkHeaderName(field+"."+k, k); err != nil {
+		if err := check(field+"."+k, k); err != nil {
 			return err
 		}
 		v := h[k]
@@ -493,6 +499,27 @@ func checkHeaderName(field, name string) error {
 		if !isTokenChar(name[i]) {
 			return invalid(field, "%q is not a header name: %q is not allowed in one", name, name[i])
 		}
+	}
+	return nil
+}
+
+// ownHeaders are the headers hookd sets on every call to a receiver (the body's type, the trace,
+// the signature of either scheme), and those HTTP frames the request with, in canonical form.
+// An auth header of one of these names would overwrite hookd's (every signature then fails) or
+// be dropped unsent.
+var ownHeaders = []string{"Content-Type", "X-Request-Id", "Traceparent", "Tracestate",
+	"X-Webhook-Timestamp", "X-Webhook-Signature", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
+	"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
+	"Proxy-Connection"}
+
+// checkSentHeaderName is checkHeaderName for a header the hook adds to its calls to the receiver:
+// it may not be one of hookd's own.
+func checkSentHeaderName(field, name string) error {
+	if err := checkHeaderName(field, name); err != nil {
+		return err
+	}
+	if slices.Contains(ownHeaders, textproto.CanonicalMIMEHeaderKey(name)) {
+		return invalid(field, "%q is a header hookd sets itself on every call; name another", name)
 	}
 	return nil
 }
