@@ -32,6 +32,7 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
+	var storedType dispatcher.HookType // the type of the stored hook hookId names
 	switch {
 	case (req.PolicyConfig == nil) == (req.HookID == 0):
 		wire.Fail(c, http.StatusBadRequest, "policyConfig: give either policyConfig or hookId")
@@ -50,6 +51,7 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 			wire.Fail(c, http.StatusBadRequest, "hookId: hook %d is a %s hook, not a policy", req.HookID, stored.DispatchType)
 			return
 		}
+		storedType = stored.HookType
 		h = dispatcher.Hook{HookName: stored.HookName, PolicyConfig: stored.PolicyConfig,
 			DispatchConfig: dispatcher.DispatchConfig{FailureMode: stored.DispatchConfig.FailureMode}}
 	default:
@@ -61,6 +63,13 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		return
 	}
 	e := req.Event
+	switch {
+	case storedType != "" && e.HookType == "":
+		e.HookType = storedType
+	case storedType != "" && e.HookType != storedType:
+		wire.Fail(c, http.StatusBadRequest, "event.hookType: %s, but hook %d is a %s hook", e.HookType, req.HookID, storedType)
+		return
+	}
 	if !e.HookType.Interceptive() {
 		wire.Fail(c, http.StatusBadRequest, "event.hookType: %q is not one of user_message, pre_tool_use, pre_scheduled_task", e.HookType)
 		return

@@ -145,6 +145,9 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5,"cardNo":"6222020012345678"}`) + `}`,
 					`"decision":"modify","rule":"mask-card","modifiedValue":"{\"amount\":5,\"cardNo\":\"****5678\"}"`},
 				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5}`) + `}`, `"decision":"allow","cost":`},
+				// With hookId, the event's hookType defaults to the hook's own.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"context":{"toolName":"transferFunds","arguments":{"amount":12000}}}}`,
+					`"decision":"deny","rule":"over-limit"`},
 				{`{"policyConfig":{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]},"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`,
 					`"decision":"deny","rule":"x","reason":"hook policy unavailable (failureMode DENY)"`},
 			}
@@ -165,6 +168,9 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 					"policyConfig.rules[0].when: undeclared reference to 'nope' (1:1)"},
 				{`{"policyConfig":{},"event":{"hookType":"post_tool_use","context":{}}}`, "event.hookType"},
 				{`{"policyConfig":{},"event":{"hookType":"pre_tool_use","context":{"toolNme":"x"}}}`, "event.context.toolNme"},
+				// A stored hook is tried on events of its own type, not compiled again for another.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"hookType":"user_message","context":{"userInput":"hi"}}}`,
+					"event.hookType: user_message, but hook " + itoa(hk.ID) + " is a pre_tool_use hook"},
 			} {
 				code, w := c.do("POST", "/api/policies/evaluate", bad.body)
 				if code != 400 || !strings.Contains(w.Message, bad.msg) {
