@@ -463,6 +463,15 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 		{hook(`, "signatureScheme": "standard", "signingSecret": "whsec_"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; the key is empty"},
 		{hook(`, "signatureScheme": "standard", "signingSecret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; this secret does not start with whsec_"},
 		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + long + `"}}`, "dispatchConfig.url: is 2066 bytes long; at most 2048 are accepted"},
+		// IPv4 in the legacy forms (one number, hex, octal, fewer than four parts): no resolver of
+		// the daemon's finds them, and a browser or curl reads them as an address (127.0.0.1 here).
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://2130706433/h"}}`, legacyIPv4("2130706433")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://0x7f.1/h"}}`, legacyIPv4("0x7f.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://127.1:8080/h"}}`, legacyIPv4("127.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://0177.0.0.1/h"}}`, legacyIPv4("0177.0.0.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://10.0.0.0x1./h"}}`, legacyIPv4("10.0.0.0x1.")},
+		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://3232235777/t", "tokenPath": "t"}}`),
+			"dispatchConfig.auth.tokenFetchConfig.url: " + strings.TrimPrefix(legacyIPv4("3232235777"), "dispatchConfig.url: ")},
 		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "` + long + `", "tokenPath": "t"}}`), "dispatchConfig.auth.tokenFetchConfig.url: is 2066 bytes long"},
 	}
 	for _, tc := range cases {
@@ -474,6 +483,16 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 	if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+long[:2048]+`"}}`); status != 201 {
 		t.Errorf("a 2048-byte URL: %d %s", status, w.Message)
 	}
+	for _, u := range []string{"https://93.184.216.34/h", "https://1e100.net/h", "https://api.0x7f.example/h", "https://[2001:db8::1]/h"} {
+		if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != 201 {
+			t.Errorf("%s: %d %s", u, status, w.Message)
+		}
+	}
+}
+
+func legacyIPv4(host string) string {
+	return "dispatchConfig.url: " + strconv.Quote(host) + " is neither a host name (the last label of one is never a number)" +
+		" nor an IP address as the daemon dials one; write the address in full (a.b.c.d in decimal)"
 }
 
 // An auth header may not be one hookd sets on every call itself (the signature, its timestamp,

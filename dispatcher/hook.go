@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/textproto"
 	"net/url"
 	"slices"
@@ -439,7 +440,36 @@ func checkURL(field, raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return invalid(field, "must be an http:// or https:// URL with a host")
 	}
+	if host := u.Hostname(); legacyIPv4(host) {
+		return invalid(field, "%q is neither a host name (the last label of one is never a number) nor an IP address as the daemon dials one; write the address in full (a.b.c.d in decimal)", host)
+	}
 	return nil
+}
+
+// legacyIPv4 reports whether host ends in a number but is no IP literal netip reads: IPv4 in one
+// of the legacy forms (2130706433, 0x7f.1, 127.1, 0177.0.0.1) that browsers and curl read as an
+// address (the WHATWG URL rule) while the daemon's resolver looks them up as names, which never
+// resolve. Such a receiver could never be reached as written, nor checked as the address it means.
+func legacyIPv4(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	last := strings.TrimSuffix(host, ".")
+	last = last[strings.LastIndexByte(last, '.')+1:]
+	digits, hex := last, false
+	if len(last) >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X') {
+		digits, hex = last[2:], true
+	}
+	if digits == "" {
+		return hex // "0x" alone is the number 0
+	}
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if !('0' <= c && c <= '9') && !(hex && ('a' <= c && c <= 'f' || 'A' <= c && c <= 'F')) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkStandardSecret refuses a Standard Webhooks secret every signature would fail with.
