@@ -210,7 +210,7 @@ func TestStrictQuery(t *testing.T) {
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", "/api/hooks?hook_type=pre_tool_use", `hook_type: unknown query parameter (did you mean "hookType"?)`},
 		{"GET", "/api/hooks/1?verbose=1", "verbose: unknown query parameter"},
-		{"PUT", "/api/hooks/1?dryRun=1", "dryRun: unknown query parameter"},
+		{"PUT", "/api/hooks/1?dry_run=1", `dry_run: unknown query parameter (did you mean "dryRun"?)`},
 		{"DELETE", "/api/hooks/1?force=1", "force: unknown query parameter"},
 		{"POST", "/api/hooks?x=1", "x: unknown query parameter"},
 		{"POST", "/api/hooks/dispatch?async=1", "async: unknown query parameter"},
@@ -433,6 +433,46 @@ func TestUnreachableReceiversRefused(t *testing.T) {
 		if status, w := cidr.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != want {
 			t.Errorf("allowCIDRs, %s: %d %s", u, status, w.Message)
 		}
+	}
+}
+
+// ?dryRun=true checks a create or a replace exactly as the write would, receivers and the stored
+// secrets included, and stores nothing.
+func TestHookDryRun(t *testing.T) {
+	c := newGuardedServer(t, netguard.Policy{})
+	body := func(u string) string {
+		return `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + u + `", "signingSecret": "s"}}`
+	}
+	if status, w := c.do("POST", "/api/hooks?dryRun=true", body("http://10.1.2.3/h")); status != 400 ||
+		!strings.HasPrefix(w.Message, "dispatchConfig.url: 10.1.2.3 is private (RFC1918)") {
+		t.Fatalf("dry run of a private receiver: %d %q", status, w.Message)
+	}
+	status, w := c.do("POST", "/api/hooks?dryRun=true", body("https://93.184.216.34/h"))
+	if status != 200 || !strings.Contains(string(w.Data), `"signingSecret":"***"`) || strings.Contains(string(w.Data), `"id"`) {
+		t.Fatalf("dry run of a create: %d %s %s", status, w.Message, w.Data)
+	}
+	if got := getPage[dispatcher.Hook](t, c, "/api/hooks"); len(got.Items) != 0 {
+		t.Fatalf("a dry run stored %d hooks", len(got.Items))
+	}
+	if status, w := c.do("POST", "/api/hooks", body("https://93.184.216.34/h")); status != 201 {
+		t.Fatal(w.Message)
+	}
+	if status, w := c.do("PUT", "/api/hooks/1?dryRun=true", body("http://[::1]/h")); status != 400 ||
+		!strings.HasPrefix(w.Message, "dispatchConfig.url: ::1 is loopback") {
+		t.Fatalf("dry run of a replace: %d %q", status, w.Message)
+	}
+	if status, w := c.do("PUT", "/api/hooks/1?dryRun=true", strings.Replace(body("https://93.184.216.34/other"), `"s"`, `"***"`, 1)); status != 200 ||
+		!strings.Contains(string(w.Data), `"id":1`) || !strings.Contains(string(w.Data), "/other") {
+		t.Fatalf("dry run of a replace: %d %s %s", status, w.Message, w.Data)
+	}
+	if got := getPage[dispatcher.Hook](t, c, "/api/hooks"); len(got.Items) != 1 || got.Items[0].DispatchConfig.URL != "https://93.184.216.34/h" {
+		t.Fatalf("a dry run replaced the hook: %+v", got.Items)
+	}
+	if status, _ := c.do("PUT", "/api/hooks/9?dryRun=true", body("https://93.184.216.34/h")); status != 404 {
+		t.Fatalf("dry run of a replace of no hook: %d", status)
+	}
+	if status, w := c.do("POST", "/api/hooks?dryRun=yes", body("https://93.184.216.34/h")); status != 400 || w.Message != "dryRun: must be true or false" {
+		t.Fatalf("dryRun=yes: %d %q", status, w.Message)
 	}
 }
 

@@ -200,14 +200,8 @@ func (r *Registry) Run(ctx context.Context) {
 
 // Create validates and stores a new hook.
 func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
-	if err := h.Normalize(); err != nil {
+	if err := r.prepareCreate(ctx, &h); err != nil {
 		return Hook{}, err
-	}
-	if err := r.checkReceivers(ctx, &h); err != nil {
-		return Hook{}, err
-	}
-	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
-		h.DispatchConfig.SigningSecret = nil
 	}
 	row, err := toRow(&h)
 	if err != nil {
@@ -221,6 +215,53 @@ func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
 
 // Replace validates and stores h as hook id, keeping secrets as the update rules say.
 func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) {
+	stored, err := r.prepareReplace(ctx, id, &h)
+	if err != nil {
+		return Hook{}, err
+	}
+	row, err := toRow(&h)
+	if err != nil {
+		return Hook{}, err
+	}
+	row.CreatedAt = *stored.CreatedAt
+	if err := r.db.UpdateHook(ctx, &row); err != nil {
+		return Hook{}, err
+	}
+	return r.afterWrite(ctx, row)
+}
+
+// Check validates h exactly as Create (id 0) or Replace of hook id would, receivers and stored
+// secrets included, and stores nothing; it returns the hook as the write would store it.
+func (r *Registry) Check(ctx context.Context, id int64, h Hook) (Hook, error) {
+	var err error
+	if id == 0 {
+		err = r.prepareCreate(ctx, &h)
+	} else {
+		_, err = r.prepareReplace(ctx, id, &h)
+	}
+	if err != nil {
+		return Hook{}, err
+	}
+	return h, nil
+}
+
+// prepareCreate validates a new hook and brings it to the form it is stored in.
+func (r *Registry) prepareCreate(ctx context.Context, h *Hook) error {
+	if err := h.Normalize(); err != nil {
+		return err
+	}
+	if err := r.checkReceivers(ctx, h); err != nil {
+		return err
+	}
+	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
+		h.DispatchConfig.SigningSecret = nil
+	}
+	return nil
+}
+
+// prepareReplace validates h as the replacement of hook id, with the stored secrets merged as the
+// update rules say, and returns the stored hook.
+func (r *Registry) prepareReplace(ctx context.Context, id int64, h *Hook) (Hook, error) {
 	stored, err := r.Get(ctx, id)
 	if err != nil {
 		return Hook{}, err
@@ -234,19 +275,11 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 	if err := h.Normalize(); err != nil {
 		return Hook{}, err
 	}
-	if err := r.checkReceivers(ctx, &h); err != nil {
+	if err := r.checkReceivers(ctx, h); err != nil {
 		return Hook{}, err
 	}
 	h.ID = id
-	row, err := toRow(&h)
-	if err != nil {
-		return Hook{}, err
-	}
-	row.CreatedAt = *stored.CreatedAt
-	if err := r.db.UpdateHook(ctx, &row); err != nil {
-		return Hook{}, err
-	}
-	return r.afterWrite(ctx, row)
+	return stored, nil
 }
 
 // checkReceivers refuses a hook whose receiver, or token endpoint, can never be reached: a
