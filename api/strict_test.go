@@ -699,3 +699,32 @@ func TestGetPutRoundTripsUnchanged(t *testing.T) {
 		}
 	}
 }
+
+// A body is read whole or refused: JSON text that is not UTF-8 would otherwise be decoded with
+// each bad byte silently replaced, so a hook, or the subject of a decision, would not be what
+// was sent.
+func TestBodiesNotUTF8Refused(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	recv := newReceiver(t, `{"decision": "allow"}`)
+	if status, w := c.do("POST", "/api/hooks", `{"hookName": "gate", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+recv.URL+`"}}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/hooks", "{\"hookName\": \"g\xffate\", \"hookType\": \"pre_tool_use\", \"dispatchConfig\": {\"url\": \"https://r.example/h\"}}",
+			"body: is not UTF-8 text: byte 15 (0xff) is not part of a UTF-8 character"},
+		{"/api/hooks/dispatch", "{\"hookType\": \"pre_tool_use\", \"context\": {\"toolName\": \"t\", \"arguments\": {\"memo\": \"\xc3(\"}}}",
+			"body: is not UTF-8 text: byte 81 (0xc3) is not part of a UTF-8 character"},
+		{"/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t", "toolName": "u"}}`, "context.toolName: appears twice; send each field once"},
+		{"/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t"}} {}`, "body: trailing data after the JSON value"},
+	} {
+		if status, w := c.do("POST", tc.path, tc.body); status != 400 || w.Message != tc.want {
+			t.Errorf("POST %s %q: %d %q, want 400 %q", tc.path, tc.body, status, w.Message, tc.want)
+		}
+	}
+	if n := recv.calls.Load(); n != 0 {
+		t.Fatalf("the receiver was called %d times", n)
+	}
+	if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t", "arguments": {"memo": "转账 ✓"}}}`); status != 200 {
+		t.Fatalf("UTF-8 arguments: %d %s", status, w.Message)
+	}
+}
