@@ -32,7 +32,7 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
-	var storedType dispatcher.HookType // the type of the stored hook hookId names
+	var stored dispatcher.Hook // the stored hook hookId names
 	switch {
 	case (req.PolicyConfig == nil) == (req.HookID == 0):
 		wire.Fail(c, http.StatusBadRequest, "policyConfig: give either policyConfig or hookId")
@@ -42,7 +42,8 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 			wire.Fail(c, http.StatusBadRequest, "failureMode: the hook's own applies with hookId")
 			return
 		}
-		stored, err := a.reg.Get(c.Request.Context(), req.HookID)
+		var err error
+		stored, err = a.reg.Get(c.Request.Context(), req.HookID)
 		if err != nil {
 			wire.FailErr(c, err)
 			return
@@ -51,7 +52,6 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 			wire.Fail(c, http.StatusBadRequest, "hookId: hook %d is a %s hook, not a policy", req.HookID, stored.DispatchType)
 			return
 		}
-		storedType = stored.HookType
 		h = dispatcher.Hook{HookName: stored.HookName, PolicyConfig: stored.PolicyConfig,
 			DispatchConfig: dispatcher.DispatchConfig{FailureMode: stored.DispatchConfig.FailureMode}}
 	default:
@@ -64,10 +64,10 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 	}
 	e := req.Event
 	switch {
-	case storedType != "" && e.HookType == "":
-		e.HookType = storedType
-	case storedType != "" && e.HookType != storedType:
-		wire.Fail(c, http.StatusBadRequest, "event.hookType: %s, but hook %d is a %s hook", e.HookType, req.HookID, storedType)
+	case stored.HookType != "" && e.HookType == "":
+		e.HookType = stored.HookType
+	case stored.HookType != "" && e.HookType != stored.HookType:
+		wire.Fail(c, http.StatusBadRequest, "event.hookType: %s, but hook %d is a %s hook", e.HookType, req.HookID, stored.HookType)
 		return
 	}
 	if !e.HookType.Interceptive() {
@@ -79,8 +79,16 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		wire.FailErr(c, prefixed("event.", err))
 		return
 	}
-	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
-		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
+	ev := dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID, SessionID: e.SessionID, PrincipalID: e.PrincipalID,
+		AgentID: e.AgentID, Context: ctxValue}
+	if req.HookID != 0 {
+		// A trial of an event no dispatch would ask the hook about shows a decision no dispatch makes.
+		if err := stored.WouldAsk(ev); err != nil {
+			wire.FailErr(c, err)
+			return
+		}
+	}
+	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, ev)
 	if err != nil {
 		wire.FailErr(c, err)
 		return

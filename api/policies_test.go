@@ -134,6 +134,17 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 		})
 
 		t.Run("evaluate records nothing", func(t *testing.T) {
+			code, w := c.do("POST", "/api/hooks", `{"hookName":"agent-only","hookType":"user_message","agentId":5001,"enabled":false,
+				"dispatchType":"policy","policyConfig":{"rules":[{"name":"pw","when":"input.contains('password')","decision":"deny"}]}}`)
+			var agentOnly dispatcher.Hook
+			if json.Unmarshal(w.Data, &agentOnly); code != 201 {
+				t.Fatalf("agent-only: %d %s", code, w.Message)
+			}
+			// A disabled hook may be tried before it is enabled.
+			if code, w := c.do("POST", "/api/policies/evaluate", `{"hookId":`+itoa(agentOnly.ID)+`,"event":{"agentId":5001,"context":{"userInput":"my password"}}}`); code != 200 ||
+				!strings.Contains(string(w.Data), `"decision":"deny","rule":"pw"`) {
+				t.Fatalf("agent-only: %d %s %s", code, w.Message, w.Data)
+			}
 			before, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{Limit: 500})
 			var cfg struct {
 				PolicyConfig json.RawMessage `json:"policyConfig"`
@@ -158,7 +169,7 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				}
 			}
 			var ev struct{ Cost int }
-			_, w := c.do("POST", "/api/policies/evaluate", cases[0].body)
+			_, w = c.do("POST", "/api/policies/evaluate", cases[0].body)
 			if json.Unmarshal(w.Data, &ev); ev.Cost <= 0 {
 				t.Fatalf("no cost in %s", w.Data)
 			}
@@ -168,6 +179,14 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 					"policyConfig.rules[0].when: undeclared reference to 'nope' (1:1)"},
 				{`{"policyConfig":{},"event":{"hookType":"post_tool_use","context":{}}}`, "event.hookType"},
 				{`{"policyConfig":{},"event":{"hookType":"pre_tool_use","context":{"toolNme":"x"}}}`, "event.context.toolNme"},
+				// A stored hook is tried only on events a dispatch would ask it about: a trial of a
+				// tool its toolNameMatch misses would show a decision no dispatch makes.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"hookType":"pre_tool_use","context":{"toolName":"transferFund","arguments":{"amount":12000}}}}`,
+					"event.context.toolName: hook " + itoa(hk.ID) + ` does not apply to tool "transferFund" (toolNameMatch "transferFunds|payOrder"): a dispatch would not ask it`},
+				{`{"hookId":` + itoa(agentOnly.ID) + `,"event":{"hookType":"user_message","agentId":7,"context":{"userInput":"hi"}}}`,
+					"event.agentId: hook " + itoa(agentOnly.ID) + " applies to agent 5001 only: a dispatch would not ask it"},
+				{`{"hookId":` + itoa(agentOnly.ID) + `,"event":{"hookType":"user_message","context":{"userInput":"hi"}}}`,
+					"event.agentId: hook " + itoa(agentOnly.ID) + " applies to agent 5001 only: a dispatch would not ask it"},
 				// A stored hook is tried on events of its own type, not compiled again for another.
 				{`{"hookId":` + itoa(hk.ID) + `,"event":{"hookType":"user_message","context":{"userInput":"hi"}}}`,
 					"event.hookType: user_message, but hook " + itoa(hk.ID) + " is a pre_tool_use hook"},

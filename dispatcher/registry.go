@@ -101,10 +101,7 @@ func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHo
 	hooks := r.snap.Load().byType[t]
 	toolScoped := t.ToolScoped()
 	applies := func(h *boundHook) bool {
-		if h.AgentID != nil && (agentID == nil || *h.AgentID != *agentID) {
-			return false
-		}
-		return !toolScoped || h.match.Match(toolName)
+		return forAgent(h.AgentID, agentID) && (!toolScoped || h.match.Match(toolName))
 	}
 	for i, h := range hooks {
 		if applies(h) {
@@ -121,6 +118,37 @@ func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHo
 		return out
 	}
 	return hooks[:len(hooks):len(hooks)] // every hook applies: no copy
+}
+
+// forAgent reports whether a hook registered for scope (nil: every agent) applies to an event of
+// agentID (nil: of no agent in particular).
+func forAgent(scope, agentID *int64) bool {
+	return scope == nil || (agentID != nil && *scope == *agentID)
+}
+
+// WouldAsk returns nil if a dispatch of ev would ask h (enabled or not: its agent and, on the
+// tool points, its toolNameMatch), and otherwise a validation error naming the field of ev that
+// rules it out.
+func (h *Hook) WouldAsk(ev Event) error {
+	who := fmt.Sprintf("hook %d", h.ID)
+	if h.ID == 0 { // not stored: a hook file's
+		who = fmt.Sprintf("hook %q", h.HookName)
+	}
+	if !forAgent(h.AgentID, ev.AgentID) {
+		return invalid("event.agentId", "%s applies to agent %d only: a dispatch would not ask it", who, *h.AgentID)
+	}
+	if !h.HookType.ToolScoped() {
+		return nil
+	}
+	m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
+	if err != nil {
+		return err
+	}
+	if tool := ev.toolName(); !m.Match(tool) {
+		return invalid("event.context.toolName", "%s does not apply to tool %q (toolNameMatch %q): a dispatch would not ask it",
+			who, tool, h.ToolNameMatch)
+	}
+	return nil
 }
 
 // Reload rebuilds the snapshot from the database.

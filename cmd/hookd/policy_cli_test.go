@@ -87,9 +87,13 @@ cases:
     event: {context: {toolName: payOrder, toolCallId: c3, arguments: {amount: 5, cardNo: "6222020012345678"}}}
     decision: modify
     modifiedValue: {amount: 5, cardNo: "6222020012345678"}
+  - name: a tool the hook does not match
+    event: {context: {toolName: transferFund, toolCallId: c4, arguments: {amount: 12000}}}
+    decision: deny
 `)
 	out, code = cli("policy", "test", fail, pass)
-	if code != 1 || !strings.Contains(out, "6 passed, 2 failed") ||
+	if code != 1 || !strings.Contains(out, "6 passed, 3 failed") ||
+		!strings.Contains(out, "FAIL "+fail+`: a tool the hook does not match: event.context.toolName: hook "转账限额" does not apply to tool "transferFund" (toolNameMatch "transferFunds|payOrder"): a dispatch would not ask it`) ||
 		!strings.Contains(out, "FAIL "+fail+": wrong decision: want allow, got ask by rule large") ||
 		!strings.Contains(out, "FAIL "+fail+": wrong value: want modifiedValue") {
 		t.Fatalf("failing cases: %d\n%s", code, out)
