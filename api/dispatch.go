@@ -58,6 +58,10 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 			return
 		}
 	}
+	if err := dispatcher.CheckTraceID(req.TraceID); err != nil {
+		wire.FailErr(c, err)
+		return
+	}
 	ctxValue, err := dispatcher.DecodeContext(req.HookType, req.Context)
 	if err != nil {
 		wire.FailErr(c, err)

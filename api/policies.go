@@ -74,6 +74,10 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "event.hookType: %q is not one of user_message, pre_tool_use, pre_scheduled_task", e.HookType)
 		return
 	}
+	if err := dispatcher.CheckTraceID(e.TraceID); err != nil {
+		wire.FailErr(c, prefixed("event.", err))
+		return
+	}
 	ctxValue, err := dispatcher.DecodeContext(e.HookType, e.Context)
 	if err != nil {
 		wire.FailErr(c, prefixed("event.", err))

@@ -728,3 +728,40 @@ func TestBodiesNotUTF8Refused(t *testing.T) {
 		t.Fatalf("UTF-8 arguments: %d %s", status, w.Message)
 	}
 }
+
+// The traceId of a dispatch is sent as the X-Request-Id header: one no request can carry would
+// make every call fail before any receiver is asked, and a fail-open chain answer allow.
+func TestDispatchTraceIDAHeaderCanCarry(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	recv := newReceiver(t, `{"decision": "deny", "reason": "no"}`)
+	if status, w := c.do("POST", "/api/hooks", `{"hookName": "gate", "hookType": "pre_tool_use", "toolNameMatch": "transferFunds",
+		"dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "ALLOW"}}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	dispatch := func(traceID string) (int, string) {
+		b, _ := json.Marshal(traceID)
+		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "traceId": `+string(b)+`,
+			"context": {"toolName": "transferFunds", "toolCallId": "c1", "arguments": {"amount": 5}}}`)
+		if status == 200 {
+			return status, string(w.Data)
+		}
+		return status, w.Message
+	}
+	for traceID, want := range map[string]string{
+		"t1\r\nX-Admin: 1":         `traceId: must not contain control characters (CR, LF, …); found '\r' at byte 2`,
+		"t1\x00":                   `traceId: must not contain control characters (CR, LF, …); found '\x00' at byte 2`,
+		strings.Repeat("a", 70000): "traceId: is 70000 bytes long; at most 256 are accepted",
+	} {
+		if status, got := dispatch(traceID); status != 400 || got != want {
+			t.Errorf("traceId %.20q: %d %q, want 400 %q", traceID, status, got, want)
+		}
+	}
+	if n := recv.calls.Load(); n != 0 {
+		t.Fatalf("the receiver was called %d times", n)
+	}
+	for _, traceID := range []string{"4bf92f3577b34da6a3ce929d0e0e4736", "追踪-1", strings.Repeat("a", 256)} {
+		if status, got := dispatch(traceID); status != 200 || !strings.Contains(got, `"decision":"deny"`) {
+			t.Errorf("traceId %.20q: %d %s, want the receiver's deny", traceID, status, got)
+		}
+	}
+}
