@@ -194,6 +194,8 @@ func deliveryFailed(c *gin.Context, id int64, err error) bool {
 		return false
 	case errors.Is(err, storage.ErrBusy):
 		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
+	case errors.As(err, new(*dispatcher.RedeliverError)):
+		wire.Fail(c, http.StatusConflict, "%s", err.Error())
 	default:
 		wire.FailErr(c, err)
 	}

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -125,6 +127,48 @@ func TestLogLists(t *testing.T) {
 		if status, w := c.do("DELETE", "/api/deliveries?status=failed,dead&hookId=3", ""); status != 200 ||
 			!strings.Contains(string(w.Data), `"deleted":0`) {
 			t.Fatalf("purge: %d %s", status, w.Data)
+		}
+	})
+}
+
+// Redelivering a delivery whose hook was deleted is refused: there is no receiver left to send
+// it to, and a 200 would say an attempt was made when none was.
+func TestRedeliverOfADeletedHooksDelivery(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{}`)
+		status, w := c.do("POST", "/api/hooks", `{"hookName": "audit", "hookType": "session_start", "dispatchConfig": {"url": "`+recv.URL+`"}}`)
+		if status != 201 {
+			t.Fatal(w.Message)
+		}
+		var hk dispatcher.Hook
+		json.Unmarshal(w.Data, &hk)
+		if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "session_start", "context": {"newSession": true}}`); status != 202 {
+			t.Fatal(w.Message)
+		}
+		var d storage.Delivery
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if got := getPage[storage.Delivery](t, c, "/api/deliveries"); len(got.Items) == 1 && got.Items[0].Status == storage.StatusDelivered {
+				d = got.Items[0]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the delivery was not delivered")
+			}
+		}
+		// While the hook exists, a redelivery is one more attempt.
+		if status, w := c.do("POST", fmt.Sprintf("/api/deliveries/%d/redeliver", d.ID), ""); status != 200 || recv.calls.Load() != 2 {
+			t.Fatalf("redeliver: %d %s, %d calls", status, w.Message, recv.calls.Load())
+		}
+		if status, w := c.do("DELETE", fmt.Sprintf("/api/hooks/%d", hk.ID), ""); status != 200 {
+			t.Fatal(w.Message)
+		}
+		status, w = c.do("POST", fmt.Sprintf("/api/deliveries/%d/redeliver", d.ID), "")
+		if want := fmt.Sprintf("delivery %d: its hook %d was deleted; there is no receiver to deliver it to", d.ID, hk.ID); status != 409 || w.Message != want {
+			t.Fatalf("redeliver after the hook was deleted: %d %q, want 409 %q", status, w.Message, want)
+		}
+		if n := recv.calls.Load(); n != 2 {
+			t.Fatalf("receiver calls = %d, want 2", n)
 		}
 	})
 }
