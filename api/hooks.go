@@ -123,7 +123,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 	}
 	var h dispatcher.Hook
 	dryRun, good := dryRunQuery(c)
-	if !good || !wire.BindStrict(c, &h) {
+	if !good || !wire.BindStrict(c, &h) || !sameID(c, h.ID, id) {
 		return
 	}
 	if dryRun {
@@ -151,6 +151,16 @@ func (a hooksAPI) delete(c *gin.Context) {
 }
 
 // pathID reads the :id parameter, answering 400 when it is not a positive integer.
+// sameID answers 400 unless a PUT body's id is absent or the one its path names, and reports
+// whether it is.
+func sameID(c *gin.Context, bodyID, pathID int64) bool {
+	if bodyID != 0 && bodyID != pathID {
+		wire.Fail(c, http.StatusBadRequest, "id: %d, but the path names %d; a PUT replaces what its path names", bodyID, pathID)
+		return false
+	}
+	return true
+}
+
 func pathID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {

@@ -198,8 +198,9 @@ func TestStrictDispatchBodies(t *testing.T) {
 	}
 }
 
-// Unknown query parameters are refused on every admin route of hooks, rules and tasks.
-func TestStrictQuery(t *testing.T) {
+// newServerWithHookAndTask serves the admin API with hook 1 (fullHooks[0]) and task 1 stored.
+func newServerWithHookAndTask(t *testing.T) client {
+	t.Helper()
 	c := newTaskServer(t, storagetest.SQLite(t))
 	if status, w := c.do("POST", "/api/hooks", fullHooks[0]); status != 201 {
 		t.Fatal(w.Message)
@@ -207,6 +208,12 @@ func TestStrictQuery(t *testing.T) {
 	if status, w := c.do("POST", "/api/tasks", `{"taskName": "daily", "cron": "@daily", "input": "x"}`); status != 201 {
 		t.Fatal(w.Message)
 	}
+	return c
+}
+
+// Unknown query parameters are refused on every admin route of hooks, rules and tasks.
+func TestStrictQuery(t *testing.T) {
+	c := newServerWithHookAndTask(t)
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", "/api/hooks?hook_type=pre_tool_use", `hook_type: unknown query parameter (did you mean "hookType"?)`},
 		{"GET", "/api/hooks/1?verbose=1", "verbose: unknown query parameter"},
@@ -762,6 +769,26 @@ func TestDispatchTraceIDAHeaderCanCarry(t *testing.T) {
 	for _, traceID := range []string{"4bf92f3577b34da6a3ce929d0e0e4736", "追踪-1", strings.Repeat("a", 256)} {
 		if status, got := dispatch(traceID); status != 200 || !strings.Contains(got, `"decision":"deny"`) {
 			t.Errorf("traceId %.20q: %d %s, want the receiver's deny", traceID, status, got)
+		}
+	}
+}
+
+// A PUT replaces what its path names; a body that names another id (a script sending hook 2's
+// definition to hook 1's path) is refused, not applied to the path's.
+func TestPutBodyIDMustMatchThePath(t *testing.T) {
+	c := newServerWithHookAndTask(t)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/hooks/1", strings.Replace(fullHooks[0], `"id": 1`, `"id": 2`, 1), "id: 2, but the path names 1; a PUT replaces what its path names"},
+		{"/api/tasks/1", `{"id": 7, "taskName": "daily", "cron": "@daily", "input": "x"}`, "id: 7, but the path names 1; a PUT replaces what its path names"},
+	} {
+		if status, w := c.do("PUT", tc.path, tc.body); status != 400 || w.Message != tc.want {
+			t.Errorf("PUT %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+		}
+	}
+	for path, body := range map[string]string{"/api/hooks/1": fullHooks[0],
+		"/api/tasks/1": `{"id": 1, "taskName": "daily", "cron": "@daily", "input": "y"}`} {
+		if status, w := c.do("PUT", path, body); status != 200 {
+			t.Errorf("PUT %s with its own id: %d %s", path, status, w.Message)
 		}
 	}
 }
