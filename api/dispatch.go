@@ -113,7 +113,7 @@ type dispatchAnswer struct {
 
 func (a dispatchAPI) probe(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	res, err := a.d.Probe(c.Request.Context(), id)
@@ -245,7 +245,7 @@ func (a dispatchAPI) purgeDeliveries(c *gin.Context) {
 
 func (a dispatchAPI) redeliver(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	d, err := a.d.Redeliver(c.Request.Context(), id)

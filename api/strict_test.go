@@ -232,6 +232,9 @@ func TestStrictQuery(t *testing.T) {
 		{"DELETE", "/api/tasks/1?x=1", "x: unknown query parameter"},
 		{"POST", "/api/tasks/1/run?x=1", "x: unknown query parameter"},
 		{"GET", "/api/tasks/1/runs?stauts=failed", `stauts: unknown query parameter (did you mean "status"?)`},
+		{"POST", "/api/hooks/1/test?sample=1", "sample: unknown query parameter"},
+		{"POST", "/api/deliveries/1/redeliver?now=1", "now: unknown query parameter"},
+		{"POST", "/api/approvals/ask_1?x=1", "x: unknown query parameter"},
 	} {
 		if status, w := c.do(tc.method, tc.path, fullHooks[0]); status != 400 || w.Message != tc.want {
 			t.Errorf("%s %s: %d %q, want 400 %q", tc.method, tc.path, status, w.Message, tc.want)
