@@ -82,6 +82,10 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 			if code != 400 || !strings.Contains(w.Message, "policyConfig.rules[1].decison") {
 				t.Fatalf("unknown field: %d %q", code, w.Message)
 			}
+			code, w = c.do("POST", "/api/hooks", strings.Replace(transferPolicy, `"default": "allow"`, `"default": "allow", "costLimit": -1`, 1))
+			if code != 400 || w.Message != "policyConfig.costLimit: must be a non-negative integer, not number -1" {
+				t.Fatalf("a negative cost limit: %d %q", code, w.Message)
+			}
 		})
 
 		t.Run("dispatch answers ask", func(t *testing.T) {

@@ -390,9 +390,10 @@ func jsonKind(t reflect.Type) string {
 		t = t.Elem()
 	}
 	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer" // "an integer, not number -1" would be no help
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.String:
