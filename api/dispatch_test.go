@@ -172,3 +172,42 @@ func TestRedeliverOfADeletedHooksDelivery(t *testing.T) {
 		}
 	})
 }
+
+// A receiver's modifiedValue that is not a string is taken as JSON arguments on pre_tool_use, but
+// user_message and pre_scheduled_task replace a text: an object there is an answer hookd cannot
+// use, which the hook's failureMode decides, not the object's JSON put in the user's place.
+func TestModifiedValueNotAStringForATextPoint(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{"decision": "modify", "modifiedValue": {"amount": 2}}`)
+		for _, h := range []string{
+			`{"hookName": "input", "hookType": "user_message", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+			`{"hookName": "task", "hookType": "pre_scheduled_task", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+			`{"hookName": "args", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+		} {
+			if status, w := c.do("POST", "/api/hooks", h); status != 201 {
+				t.Fatal(w.Message)
+			}
+		}
+		for _, tc := range []struct{ typ, ctx, decision, modified, logged string }{
+			{"user_message", `{"userInput": "hello"}`, "deny", "", "modifiedValue: must be a string, the new input of user_message, not an object"},
+			{"pre_scheduled_task", `{"taskId": 9001}`, "deny", "", "modifiedValue: must be a string, the new input of pre_scheduled_task, not an object"},
+			{"pre_tool_use", `{"toolName": "t", "arguments": {"amount": 5}}`, "modify", `{"amount": 2}`, ""},
+		} {
+			status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
+			var dec struct {
+				Decision      string
+				ModifiedValue *string
+				DecisionID    string
+			}
+			json.Unmarshal(w.Data, &dec)
+			if status != 200 || dec.Decision != tc.decision || deref(dec.ModifiedValue) != tc.modified {
+				t.Fatalf("%s: %d %s", tc.typ, status, w.Data)
+			}
+			rows := getPage[storage.Decision](t, c, "/api/decisions?decisionId="+dec.DecisionID)
+			if len(rows.Items) != 1 || !strings.Contains(rows.Items[0].Error, tc.logged) || rows.Items[0].FromFailureMode != (tc.logged != "") {
+				t.Fatalf("%s: logged %+v", tc.typ, rows.Items)
+			}
+		}
+	})
+}
