@@ -163,6 +163,9 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				// With hookId, the event's hookType defaults to the hook's own.
 				{`{"hookId":` + itoa(hk.ID) + `,"event":{"context":{"toolName":"transferFunds","arguments":{"amount":12000}}}}`,
 					`"decision":"deny","rule":"over-limit"`},
+				// A path with .. in it does not walk round a glob.
+				{`{"policyConfig":{"rules":[{"name":"etc","when":"args.path.glob('/etc/**')","decision":"deny"}]},"event":{"hookType":"pre_tool_use","context":{"toolName":"write_file","arguments":{"path":"/tmp/../etc/passwd"}}}}`,
+					`"decision":"deny","rule":"etc"`},
 				{`{"policyConfig":{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]},"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`,
 					`"decision":"deny","rule":"x","reason":"hook policy unavailable (failureMode DENY)"`},
 			}
