@@ -76,7 +76,7 @@ type approvalAnswer struct {
 
 func (a approvalsAPI) answer(c *gin.Context) {
 	var body approvalAnswer
-	if !wire.BindStrict(c, &body) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &body) {
 		return
 	}
 	if body.Approved == nil {

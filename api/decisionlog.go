@@ -33,6 +33,9 @@ func (a decisionLogAPI) stream(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
 		return
 	}
+	if !knownOutcome(c, outcome) {
+		return
+	}
 	ctx := c.Request.Context()
 	cursor := c.Query("after")
 	if h := c.GetHeader("Last-Event-ID"); h != "" {

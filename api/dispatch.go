@@ -58,6 +58,10 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 			return
 		}
 	}
+	if err := dispatcher.CheckTraceID(req.TraceID); err != nil {
+		wire.FailErr(c, err)
+		return
+	}
 	ctxValue, err := dispatcher.DecodeContext(req.HookType, req.Context)
 	if err != nil {
 		wire.FailErr(c, err)
@@ -109,7 +113,7 @@ type dispatchAnswer struct {
 
 func (a dispatchAPI) probe(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	res, err := a.d.Probe(c.Request.Context(), id)
@@ -190,6 +194,8 @@ func deliveryFailed(c *gin.Context, id int64, err error) bool {
 		return false
 	case errors.Is(err, storage.ErrBusy):
 		wire.Fail(c, http.StatusConflict, "delivery %d is being delivered right now", id)
+	case errors.As(err, new(*dispatcher.RedeliverError)):
+		wire.Fail(c, http.StatusConflict, "%s", err.Error())
 	default:
 		wire.FailErr(c, err)
 	}
@@ -239,7 +245,7 @@ func (a dispatchAPI) purgeDeliveries(c *gin.Context) {
 
 func (a dispatchAPI) redeliver(c *gin.Context) {
 	id, good := pathID(c)
-	if !good {
+	if !good || !wire.OnlyQuery(c) {
 		return
 	}
 	d, err := a.d.Redeliver(c.Request.Context(), id)
@@ -269,10 +275,7 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "hookType: must be an interceptive hook type")
 		return
 	}
-	switch f.Outcome {
-	case "", dispatcher.Allow, dispatcher.Deny, dispatcher.Modify, storage.OutcomeError:
-	default:
-		wire.Fail(c, http.StatusBadRequest, "outcome: must be allow, deny, modify or error")
+	if !knownOutcome(c, f.Outcome) {
 		return
 	}
 	if f.HookID, good = queryInt(c, "hookId"); !good {
@@ -302,6 +305,17 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 		return
 	}
 	wire.OK(c, http.StatusOK, wire.PageOf(ds, limit, func(d storage.Decision) string { return wire.IDKey(d.ID) }))
+}
+
+// knownOutcome answers 400 unless outcome (a filter of the decision log) is empty or one the log
+// records: a filter no row can match would silently show nothing.
+func knownOutcome(c *gin.Context, outcome string) bool {
+	switch outcome {
+	case "", dispatcher.Allow, dispatcher.Deny, dispatcher.Modify, dispatcher.Ask, storage.OutcomeError:
+		return true
+	}
+	wire.Fail(c, http.StatusBadRequest, "outcome: must be allow, deny, modify, ask or error")
+	return false
 }
 
 // verifyDecisions checks the decision log's hash chain (hookd decisions verify).

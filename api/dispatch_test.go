@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -88,7 +90,7 @@ func TestLogLists(t *testing.T) {
 			{"/api/deliveries?before=9", "before: unknown query parameter"},
 			{"/api/decisions?tool_name=x", `tool_name: unknown query parameter (did you mean "toolName"?)`},
 			{"/api/decisions?limit=0", "limit: must be an integer from 1 to 500"},
-			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify or error"},
+			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify, ask or error"},
 			{"/api/decisions?since=yesterday", "since: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z"},
 			{"/api/decisions/verify?fast=1", "fast: unknown query parameter"},
 		} {
@@ -125,6 +127,87 @@ func TestLogLists(t *testing.T) {
 		if status, w := c.do("DELETE", "/api/deliveries?status=failed,dead&hookId=3", ""); status != 200 ||
 			!strings.Contains(string(w.Data), `"deleted":0`) {
 			t.Fatalf("purge: %d %s", status, w.Data)
+		}
+	})
+}
+
+// Redelivering a delivery whose hook was deleted is refused: there is no receiver left to send
+// it to, and a 200 would say an attempt was made when none was.
+func TestRedeliverOfADeletedHooksDelivery(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{}`)
+		status, w := c.do("POST", "/api/hooks", `{"hookName": "audit", "hookType": "session_start", "dispatchConfig": {"url": "`+recv.URL+`"}}`)
+		if status != 201 {
+			t.Fatal(w.Message)
+		}
+		var hk dispatcher.Hook
+		json.Unmarshal(w.Data, &hk)
+		if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "session_start", "context": {"newSession": true}}`); status != 202 {
+			t.Fatal(w.Message)
+		}
+		var d storage.Delivery
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if got := getPage[storage.Delivery](t, c, "/api/deliveries"); len(got.Items) == 1 && got.Items[0].Status == storage.StatusDelivered {
+				d = got.Items[0]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the delivery was not delivered")
+			}
+		}
+		// While the hook exists, a redelivery is one more attempt.
+		if status, w := c.do("POST", fmt.Sprintf("/api/deliveries/%d/redeliver", d.ID), ""); status != 200 || recv.calls.Load() != 2 {
+			t.Fatalf("redeliver: %d %s, %d calls", status, w.Message, recv.calls.Load())
+		}
+		if status, w := c.do("DELETE", fmt.Sprintf("/api/hooks/%d", hk.ID), ""); status != 200 {
+			t.Fatal(w.Message)
+		}
+		status, w = c.do("POST", fmt.Sprintf("/api/deliveries/%d/redeliver", d.ID), "")
+		if want := fmt.Sprintf("delivery %d: its hook %d was deleted; there is no receiver to deliver it to", d.ID, hk.ID); status != 409 || w.Message != want {
+			t.Fatalf("redeliver after the hook was deleted: %d %q, want 409 %q", status, w.Message, want)
+		}
+		if n := recv.calls.Load(); n != 2 {
+			t.Fatalf("receiver calls = %d, want 2", n)
+		}
+	})
+}
+
+// A receiver's modifiedValue that is not a string is taken as JSON arguments on pre_tool_use, but
+// user_message and pre_scheduled_task replace a text: an object there is an answer hookd cannot
+// use, which the hook's failureMode decides, not the object's JSON put in the user's place.
+func TestModifiedValueNotAStringForATextPoint(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		recv := newReceiver(t, `{"decision": "modify", "modifiedValue": {"amount": 2}}`)
+		for _, h := range []string{
+			`{"hookName": "input", "hookType": "user_message", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+			`{"hookName": "task", "hookType": "pre_scheduled_task", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+			`{"hookName": "args", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "DENY"}}`,
+		} {
+			if status, w := c.do("POST", "/api/hooks", h); status != 201 {
+				t.Fatal(w.Message)
+			}
+		}
+		for _, tc := range []struct{ typ, ctx, decision, modified, logged string }{
+			{"user_message", `{"userInput": "hello"}`, "deny", "", "modifiedValue: must be a string, the new input of user_message, not an object"},
+			{"pre_scheduled_task", `{"taskId": 9001}`, "deny", "", "modifiedValue: must be a string, the new input of pre_scheduled_task, not an object"},
+			{"pre_tool_use", `{"toolName": "t", "arguments": {"amount": 5}}`, "modify", `{"amount": 2}`, ""},
+		} {
+			status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
+			var dec struct {
+				Decision      string
+				ModifiedValue *string
+				DecisionID    string
+			}
+			json.Unmarshal(w.Data, &dec)
+			if status != 200 || dec.Decision != tc.decision || deref(dec.ModifiedValue) != tc.modified {
+				t.Fatalf("%s: %d %s", tc.typ, status, w.Data)
+			}
+			rows := getPage[storage.Decision](t, c, "/api/decisions?decisionId="+dec.DecisionID)
+			if len(rows.Items) != 1 || !strings.Contains(rows.Items[0].Error, tc.logged) || rows.Items[0].FromFailureMode != (tc.logged != "") {
+				t.Fatalf("%s: logged %+v", tc.typ, rows.Items)
+			}
 		}
 	})
 }

@@ -15,16 +15,47 @@ type hooksAPI struct{ reg *dispatcher.Registry }
 
 func (a hooksAPI) create(c *gin.Context) {
 	var h dispatcher.Hook
-	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &h) {
+	dryRun, good := dryRunQuery(c)
+	if !good || !wire.BindStrict(c, &h) {
 		return
 	}
 	h.ID = 0
+	if dryRun {
+		a.check(c, 0, h)
+		return
+	}
 	out, err := a.reg.Create(c.Request.Context(), h)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
 	wire.OK(c, http.StatusCreated, out.Masked())
+}
+
+// dryRunQuery reads ?dryRun=true|false, the only query parameter of a hook write.
+func dryRunQuery(c *gin.Context) (dryRun, ok bool) {
+	if !wire.OnlyQuery(c, "dryRun") {
+		return false, false
+	}
+	switch c.Query("dryRun") {
+	case "", "false":
+		return false, true
+	case "true":
+		return true, true
+	}
+	wire.Fail(c, http.StatusBadRequest, "dryRun: must be true or false")
+	return false, false
+}
+
+// check answers a dry run of a write of hook id (0: a create): the hook as it would be stored,
+// with nothing stored.
+func (a hooksAPI) check(c *gin.Context, id int64, h dispatcher.Hook) {
+	out, err := a.reg.Check(c.Request.Context(), id, h)
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	wire.OK(c, http.StatusOK, out.Masked())
 }
 
 // list answers one page of hooks by id: ?hookType= and ?enabled= filter, ?agentId= keeps the
@@ -91,7 +122,12 @@ func (a hooksAPI) replace(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
-	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &h) {
+	dryRun, good := dryRunQuery(c)
+	if !good || !wire.BindStrict(c, &h) || !sameID(c, h.ID, id) {
+		return
+	}
+	if dryRun {
+		a.check(c, id, h)
 		return
 	}
 	out, err := a.reg.Replace(c.Request.Context(), id, h)
@@ -115,6 +151,16 @@ func (a hooksAPI) delete(c *gin.Context) {
 }
 
 // pathID reads the :id parameter, answering 400 when it is not a positive integer.
+// sameID answers 400 unless a PUT body's id is absent or the one its path names, and reports
+// whether it is.
+func sameID(c *gin.Context, bodyID, pathID int64) bool {
+	if bodyID != 0 && bodyID != pathID {
+		wire.Fail(c, http.StatusBadRequest, "id: %d, but the path names %d; a PUT replaces what its path names", bodyID, pathID)
+		return false
+	}
+	return true
+}
+
 func pathID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {

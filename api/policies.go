@@ -32,6 +32,7 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		return
 	}
 	var h dispatcher.Hook
+	var stored dispatcher.Hook // the stored hook hookId names
 	switch {
 	case (req.PolicyConfig == nil) == (req.HookID == 0):
 		wire.Fail(c, http.StatusBadRequest, "policyConfig: give either policyConfig or hookId")
@@ -41,7 +42,8 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 			wire.Fail(c, http.StatusBadRequest, "failureMode: the hook's own applies with hookId")
 			return
 		}
-		stored, err := a.reg.Get(c.Request.Context(), req.HookID)
+		var err error
+		stored, err = a.reg.Get(c.Request.Context(), req.HookID)
 		if err != nil {
 			wire.FailErr(c, err)
 			return
@@ -61,8 +63,19 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		return
 	}
 	e := req.Event
+	switch {
+	case stored.HookType != "" && e.HookType == "":
+		e.HookType = stored.HookType
+	case stored.HookType != "" && e.HookType != stored.HookType:
+		wire.Fail(c, http.StatusBadRequest, "event.hookType: %s, but hook %d is a %s hook", e.HookType, req.HookID, stored.HookType)
+		return
+	}
 	if !e.HookType.Interceptive() {
 		wire.Fail(c, http.StatusBadRequest, "event.hookType: %q is not one of user_message, pre_tool_use, pre_scheduled_task", e.HookType)
+		return
+	}
+	if err := dispatcher.CheckTraceID(e.TraceID); err != nil {
+		wire.FailErr(c, prefixed("event.", err))
 		return
 	}
 	ctxValue, err := dispatcher.DecodeContext(e.HookType, e.Context)
@@ -70,8 +83,16 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		wire.FailErr(c, prefixed("event.", err))
 		return
 	}
-	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
-		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
+	ev := dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID, SessionID: e.SessionID, PrincipalID: e.PrincipalID,
+		AgentID: e.AgentID, Context: ctxValue}
+	if req.HookID != 0 {
+		// A trial of an event no dispatch would ask the hook about shows a decision no dispatch makes.
+		if err := stored.WouldAsk(ev); err != nil {
+			wire.FailErr(c, err)
+			return
+		}
+	}
+	res, err := dispatcher.EvaluatePolicy(c.Request.Context(), h, ev)
 	if err != nil {
 		wire.FailErr(c, err)
 		return

@@ -82,6 +82,10 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 			if code != 400 || !strings.Contains(w.Message, "policyConfig.rules[1].decison") {
 				t.Fatalf("unknown field: %d %q", code, w.Message)
 			}
+			code, w = c.do("POST", "/api/hooks", strings.Replace(transferPolicy, `"default": "allow"`, `"default": "allow", "costLimit": -1`, 1))
+			if code != 400 || w.Message != "policyConfig.costLimit: must be a non-negative integer, not number -1" {
+				t.Fatalf("a negative cost limit: %d %q", code, w.Message)
+			}
 		})
 
 		t.Run("dispatch answers ask", func(t *testing.T) {
@@ -104,6 +108,16 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 					t.Fatalf("decision log %+v %v", ds, err)
 				}
 			}
+			// The log is filtered by every outcome it records, ask included, the list and the
+			// live tail alike; an outcome it never records is a 400 on both.
+			if got := getPage[storage.Decision](t, c, "/api/decisions?outcome=ask"); len(got.Items) != 1 || got.Items[0].Outcome != "ask" {
+				t.Fatalf("decisions?outcome=ask: %+v", got)
+			}
+			for _, path := range []string{"/api/decisions?outcome=maybe", "/api/decisions/stream?outcome=maybe"} {
+				if code, w := c.do("GET", path, ""); code != 400 || w.Message != "outcome: must be allow, deny, modify, ask or error" {
+					t.Errorf("GET %s: %d %q", path, code, w.Message)
+				}
+			}
 		})
 
 		t.Run("a webhook may answer ask", func(t *testing.T) {
@@ -124,6 +138,17 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 		})
 
 		t.Run("evaluate records nothing", func(t *testing.T) {
+			code, w := c.do("POST", "/api/hooks", `{"hookName":"agent-only","hookType":"user_message","agentId":5001,"enabled":false,
+				"dispatchType":"policy","policyConfig":{"rules":[{"name":"pw","when":"input.contains('password')","decision":"deny"}]}}`)
+			var agentOnly dispatcher.Hook
+			if json.Unmarshal(w.Data, &agentOnly); code != 201 {
+				t.Fatalf("agent-only: %d %s", code, w.Message)
+			}
+			// A disabled hook may be tried before it is enabled.
+			if code, w := c.do("POST", "/api/policies/evaluate", `{"hookId":`+itoa(agentOnly.ID)+`,"event":{"agentId":5001,"context":{"userInput":"my password"}}}`); code != 200 ||
+				!strings.Contains(string(w.Data), `"decision":"deny","rule":"pw"`) {
+				t.Fatalf("agent-only: %d %s %s", code, w.Message, w.Data)
+			}
 			before, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{Limit: 500})
 			var cfg struct {
 				PolicyConfig json.RawMessage `json:"policyConfig"`
@@ -135,6 +160,12 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5,"cardNo":"6222020012345678"}`) + `}`,
 					`"decision":"modify","rule":"mask-card","modifiedValue":"{\"amount\":5,\"cardNo\":\"****5678\"}"`},
 				{`{"hookId":` + itoa(hk.ID) + `,"event":` + transferEvent(`{"amount":5}`) + `}`, `"decision":"allow","cost":`},
+				// With hookId, the event's hookType defaults to the hook's own.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"context":{"toolName":"transferFunds","arguments":{"amount":12000}}}}`,
+					`"decision":"deny","rule":"over-limit"`},
+				// A path with .. in it does not walk round a glob.
+				{`{"policyConfig":{"rules":[{"name":"etc","when":"args.path.glob('/etc/**')","decision":"deny"}]},"event":{"hookType":"pre_tool_use","context":{"toolName":"write_file","arguments":{"path":"/tmp/../etc/passwd"}}}}`,
+					`"decision":"deny","rule":"etc"`},
 				{`{"policyConfig":{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]},"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`,
 					`"decision":"deny","rule":"x","reason":"hook policy unavailable (failureMode DENY)"`},
 			}
@@ -145,7 +176,7 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				}
 			}
 			var ev struct{ Cost int }
-			_, w := c.do("POST", "/api/policies/evaluate", cases[0].body)
+			_, w = c.do("POST", "/api/policies/evaluate", cases[0].body)
 			if json.Unmarshal(w.Data, &ev); ev.Cost <= 0 {
 				t.Fatalf("no cost in %s", w.Data)
 			}
@@ -155,6 +186,17 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 					"policyConfig.rules[0].when: undeclared reference to 'nope' (1:1)"},
 				{`{"policyConfig":{},"event":{"hookType":"post_tool_use","context":{}}}`, "event.hookType"},
 				{`{"policyConfig":{},"event":{"hookType":"pre_tool_use","context":{"toolNme":"x"}}}`, "event.context.toolNme"},
+				// A stored hook is tried only on events a dispatch would ask it about: a trial of a
+				// tool its toolNameMatch misses would show a decision no dispatch makes.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"hookType":"pre_tool_use","context":{"toolName":"transferFund","arguments":{"amount":12000}}}}`,
+					"event.context.toolName: hook " + itoa(hk.ID) + ` does not apply to tool "transferFund" (toolNameMatch "transferFunds|payOrder"): a dispatch would not ask it`},
+				{`{"hookId":` + itoa(agentOnly.ID) + `,"event":{"hookType":"user_message","agentId":7,"context":{"userInput":"hi"}}}`,
+					"event.agentId: hook " + itoa(agentOnly.ID) + " applies to agent 5001 only: a dispatch would not ask it"},
+				{`{"hookId":` + itoa(agentOnly.ID) + `,"event":{"hookType":"user_message","context":{"userInput":"hi"}}}`,
+					"event.agentId: hook " + itoa(agentOnly.ID) + " applies to agent 5001 only: a dispatch would not ask it"},
+				// A stored hook is tried on events of its own type, not compiled again for another.
+				{`{"hookId":` + itoa(hk.ID) + `,"event":{"hookType":"user_message","context":{"userInput":"hi"}}}`,
+					"event.hookType: user_message, but hook " + itoa(hk.ID) + " is a pre_tool_use hook"},
 			} {
 				code, w := c.do("POST", "/api/policies/evaluate", bad.body)
 				if code != 400 || !strings.Contains(w.Message, bad.msg) {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,8 +198,9 @@ func TestStrictDispatchBodies(t *testing.T) {
 	}
 }
 
-// Unknown query parameters are refused on every admin route of hooks, rules and tasks.
-func TestStrictQuery(t *testing.T) {
+// newServerWithHookAndTask serves the admin API with hook 1 (fullHooks[0]) and task 1 stored.
+func newServerWithHookAndTask(t *testing.T) client {
+	t.Helper()
 	c := newTaskServer(t, storagetest.SQLite(t))
 	if status, w := c.do("POST", "/api/hooks", fullHooks[0]); status != 201 {
 		t.Fatal(w.Message)
@@ -206,10 +208,16 @@ func TestStrictQuery(t *testing.T) {
 	if status, w := c.do("POST", "/api/tasks", `{"taskName": "daily", "cron": "@daily", "input": "x"}`); status != 201 {
 		t.Fatal(w.Message)
 	}
+	return c
+}
+
+// Unknown query parameters are refused on every admin route of hooks, rules and tasks.
+func TestStrictQuery(t *testing.T) {
+	c := newServerWithHookAndTask(t)
 	for _, tc := range []struct{ method, path, want string }{
 		{"GET", "/api/hooks?hook_type=pre_tool_use", `hook_type: unknown query parameter (did you mean "hookType"?)`},
 		{"GET", "/api/hooks/1?verbose=1", "verbose: unknown query parameter"},
-		{"PUT", "/api/hooks/1?dryRun=1", "dryRun: unknown query parameter"},
+		{"PUT", "/api/hooks/1?dry_run=1", `dry_run: unknown query parameter (did you mean "dryRun"?)`},
 		{"DELETE", "/api/hooks/1?force=1", "force: unknown query parameter"},
 		{"POST", "/api/hooks?x=1", "x: unknown query parameter"},
 		{"POST", "/api/hooks/dispatch?async=1", "async: unknown query parameter"},
@@ -224,10 +232,34 @@ func TestStrictQuery(t *testing.T) {
 		{"DELETE", "/api/tasks/1?x=1", "x: unknown query parameter"},
 		{"POST", "/api/tasks/1/run?x=1", "x: unknown query parameter"},
 		{"GET", "/api/tasks/1/runs?stauts=failed", `stauts: unknown query parameter (did you mean "status"?)`},
+		{"POST", "/api/hooks/1/test?sample=1", "sample: unknown query parameter"},
+		{"POST", "/api/deliveries/1/redeliver?now=1", "now: unknown query parameter"},
+		{"POST", "/api/approvals/ask_1?x=1", "x: unknown query parameter"},
 	} {
 		if status, w := c.do(tc.method, tc.path, fullHooks[0]); status != 400 || w.Message != tc.want {
 			t.Errorf("%s %s: %d %q, want 400 %q", tc.method, tc.path, status, w.Message, tc.want)
 		}
+	}
+}
+
+// A query that cannot be read as the client meant it is refused, not read in part: a filter
+// given twice, or a parameter the URL encoding spoils, must not silently widen a list.
+func TestQueryReadWholeOrRefused(t *testing.T) {
+	c := newTaskServer(t, storagetest.SQLite(t))
+	for _, tc := range []struct{ path, want string }{
+		{"/api/hooks?hookType=user_message&hookType=pre_tool_use", "hookType: appears twice; send each query parameter once"},
+		{"/api/deliveries?status=dead&status=failed", "status: appears twice; send each query parameter once"},
+		{"/api/decisions?limit=1&limit=500", "limit: appears twice; send each query parameter once"},
+		{"/api/deliveries?status=%zz", `query: invalid URL escape "%zz"`},
+		{"/api/deliveries?stauts%zz=dead", `query: invalid URL escape "%zz"`},
+		{"/api/deliveries?status=dead;hookId=1", "query: invalid semicolon separator in query"},
+	} {
+		if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
+			t.Errorf("GET %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+		}
+	}
+	if status, w := c.do("GET", "/api/deliveries?status=dead&hookId=1", ""); status != 200 {
+		t.Errorf("a well-formed query: %d %s", status, w.Message)
 	}
 }
 
@@ -414,6 +446,46 @@ func TestUnreachableReceiversRefused(t *testing.T) {
 	}
 }
 
+// ?dryRun=true checks a create or a replace exactly as the write would, receivers and the stored
+// secrets included, and stores nothing.
+func TestHookDryRun(t *testing.T) {
+	c := newGuardedServer(t, netguard.Policy{})
+	body := func(u string) string {
+		return `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + u + `", "signingSecret": "s"}}`
+	}
+	if status, w := c.do("POST", "/api/hooks?dryRun=true", body("http://10.1.2.3/h")); status != 400 ||
+		!strings.HasPrefix(w.Message, "dispatchConfig.url: 10.1.2.3 is private (RFC1918)") {
+		t.Fatalf("dry run of a private receiver: %d %q", status, w.Message)
+	}
+	status, w := c.do("POST", "/api/hooks?dryRun=true", body("https://93.184.216.34/h"))
+	if status != 200 || !strings.Contains(string(w.Data), `"signingSecret":"***"`) || strings.Contains(string(w.Data), `"id"`) {
+		t.Fatalf("dry run of a create: %d %s %s", status, w.Message, w.Data)
+	}
+	if got := getPage[dispatcher.Hook](t, c, "/api/hooks"); len(got.Items) != 0 {
+		t.Fatalf("a dry run stored %d hooks", len(got.Items))
+	}
+	if status, w := c.do("POST", "/api/hooks", body("https://93.184.216.34/h")); status != 201 {
+		t.Fatal(w.Message)
+	}
+	if status, w := c.do("PUT", "/api/hooks/1?dryRun=true", body("http://[::1]/h")); status != 400 ||
+		!strings.HasPrefix(w.Message, "dispatchConfig.url: ::1 is loopback") {
+		t.Fatalf("dry run of a replace: %d %q", status, w.Message)
+	}
+	if status, w := c.do("PUT", "/api/hooks/1?dryRun=true", strings.Replace(body("https://93.184.216.34/other"), `"s"`, `"***"`, 1)); status != 200 ||
+		!strings.Contains(string(w.Data), `"id":1`) || !strings.Contains(string(w.Data), "/other") {
+		t.Fatalf("dry run of a replace: %d %s %s", status, w.Message, w.Data)
+	}
+	if got := getPage[dispatcher.Hook](t, c, "/api/hooks"); len(got.Items) != 1 || got.Items[0].DispatchConfig.URL != "https://93.184.216.34/h" {
+		t.Fatalf("a dry run replaced the hook: %+v", got.Items)
+	}
+	if status, _ := c.do("PUT", "/api/hooks/9?dryRun=true", body("https://93.184.216.34/h")); status != 404 {
+		t.Fatalf("dry run of a replace of no hook: %d", status)
+	}
+	if status, w := c.do("POST", "/api/hooks?dryRun=yes", body("https://93.184.216.34/h")); status != 400 || w.Message != "dryRun: must be true or false" {
+		t.Fatalf("dryRun=yes: %d %q", status, w.Message)
+	}
+}
+
 // Header names and values, standard secrets and URL lengths are refused at registration when no
 // request could ever carry them.
 func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
@@ -441,6 +513,15 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 		{hook(`, "signatureScheme": "standard", "signingSecret": "whsec_"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; the key is empty"},
 		{hook(`, "signatureScheme": "standard", "signingSecret": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`), "dispatchConfig.signingSecret: the standard scheme needs whsec_ followed by the key in base64; this secret does not start with whsec_"},
 		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + long + `"}}`, "dispatchConfig.url: is 2066 bytes long; at most 2048 are accepted"},
+		// IPv4 in the legacy forms (one number, hex, octal, fewer than four parts): no resolver of
+		// the daemon's finds them, and a browser or curl reads them as an address (127.0.0.1 here).
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://2130706433/h"}}`, legacyIPv4("2130706433")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://0x7f.1/h"}}`, legacyIPv4("0x7f.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://127.1:8080/h"}}`, legacyIPv4("127.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://0177.0.0.1/h"}}`, legacyIPv4("0177.0.0.1")},
+		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "http://10.0.0.0x1./h"}}`, legacyIPv4("10.0.0.0x1.")},
+		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://3232235777/t", "tokenPath": "t"}}`),
+			"dispatchConfig.auth.tokenFetchConfig.url: " + strings.TrimPrefix(legacyIPv4("3232235777"), "dispatchConfig.url: ")},
 		{hook(`, "auth": {"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "` + long + `", "tokenPath": "t"}}`), "dispatchConfig.auth.tokenFetchConfig.url: is 2066 bytes long"},
 	}
 	for _, tc := range cases {
@@ -451,6 +532,49 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 	}
 	if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+long[:2048]+`"}}`); status != 201 {
 		t.Errorf("a 2048-byte URL: %d %s", status, w.Message)
+	}
+	for _, u := range []string{"https://93.184.216.34/h", "https://1e100.net/h", "https://api.0x7f.example/h", "https://[2001:db8::1]/h"} {
+		if status, w := c.do("POST", "/api/hooks", `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != 201 {
+			t.Errorf("%s: %d %s", u, status, w.Message)
+		}
+	}
+}
+
+func legacyIPv4(host string) string {
+	return "dispatchConfig.url: " + strconv.Quote(host) + " is neither a host name (the last label of one is never a number)" +
+		" nor an IP address as the daemon dials one; write the address in full (a.b.c.d in decimal)"
+}
+
+// An auth header may not be one hookd sets on every call itself (the signature, its timestamp,
+// the body's type, the trace id) nor one HTTP frames the request with: it would overwrite the
+// signature so that every call fails verification, or be dropped unsent.
+func TestAuthHeadersHookdSetsRefused(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	hook := func(auth string) string {
+		return `{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://r.example/h",
+			"signingSecret": "s", "auth": ` + auth + `}}`
+	}
+	for _, tc := range []struct{ auth, field, name string }{
+		{`{"type": "CUSTOM", "headers": {"X-Webhook-Signature": "sha256=00"}}`, "dispatchConfig.auth.headers.X-Webhook-Signature", "X-Webhook-Signature"},
+		{`{"type": "CUSTOM", "headers": {"x-webhook-timestamp": "1"}}`, "dispatchConfig.auth.headers.x-webhook-timestamp", "x-webhook-timestamp"},
+		{`{"type": "CUSTOM", "headers": {"webhook-signature": "v1,AA=="}}`, "dispatchConfig.auth.headers.webhook-signature", "webhook-signature"},
+		{`{"type": "CUSTOM", "headers": {"Content-Type": "text/plain"}}`, "dispatchConfig.auth.headers.Content-Type", "Content-Type"},
+		{`{"type": "CUSTOM", "headers": {"X-Request-Id": "forged"}}`, "dispatchConfig.auth.headers.X-Request-Id", "X-Request-Id"},
+		{`{"type": "CUSTOM", "headers": {"Host": "other.example"}}`, "dispatchConfig.auth.headers.Host", "Host"},
+		{`{"type": "CUSTOM", "headers": {"Content-Length": "5"}}`, "dispatchConfig.auth.headers.Content-Length", "Content-Length"},
+		{`{"type": "API_KEY", "header": "X-Webhook-Timestamp", "credential": "k"}`, "dispatchConfig.auth.header", "X-Webhook-Timestamp"},
+		{`{"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "tokenPath": "t", "header": "Webhook-Id"}}`,
+			"dispatchConfig.auth.tokenFetchConfig.header", "Webhook-Id"},
+	} {
+		want := tc.field + ": " + strconv.Quote(tc.name) + " is a header hookd sets itself on every call; name another"
+		if status, w := c.do("POST", "/api/hooks", hook(tc.auth)); status != 400 || w.Message != want {
+			t.Errorf("%s\n  got %d %q\n  want 400 %q", tc.auth, status, w.Message, want)
+		}
+	}
+	// The token endpoint's own request is the hook's to shape; Content-Type there is fine.
+	if status, w := c.do("POST", "/api/hooks", hook(`{"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t",
+		"tokenPath": "t", "headers": {"Content-Type": "application/x-www-form-urlencoded"}, "body": "a=1"}}`)); status != 201 {
+		t.Errorf("token endpoint Content-Type: %d %s", status, w.Message)
 	}
 }
 
@@ -582,6 +706,92 @@ func TestGetPutRoundTripsUnchanged(t *testing.T) {
 		}
 		if strip(got.Data) != strip(again.Data) {
 			t.Errorf("GET → PUT changed the hook:\n  before %s\n  after  %s", got.Data, again.Data)
+		}
+	}
+}
+
+// A body is read whole or refused: JSON text that is not UTF-8 would otherwise be decoded with
+// each bad byte silently replaced, so a hook, or the subject of a decision, would not be what
+// was sent.
+func TestBodiesNotUTF8Refused(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	recv := newReceiver(t, `{"decision": "allow"}`)
+	if status, w := c.do("POST", "/api/hooks", `{"hookName": "gate", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+recv.URL+`"}}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/hooks", "{\"hookName\": \"g\xffate\", \"hookType\": \"pre_tool_use\", \"dispatchConfig\": {\"url\": \"https://r.example/h\"}}",
+			"body: is not UTF-8 text: byte 15 (0xff) is not part of a UTF-8 character"},
+		{"/api/hooks/dispatch", "{\"hookType\": \"pre_tool_use\", \"context\": {\"toolName\": \"t\", \"arguments\": {\"memo\": \"\xc3(\"}}}",
+			"body: is not UTF-8 text: byte 81 (0xc3) is not part of a UTF-8 character"},
+		{"/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t", "toolName": "u"}}`, "context.toolName: appears twice; send each field once"},
+		{"/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t"}} {}`, "body: trailing data after the JSON value"},
+	} {
+		if status, w := c.do("POST", tc.path, tc.body); status != 400 || w.Message != tc.want {
+			t.Errorf("POST %s %q: %d %q, want 400 %q", tc.path, tc.body, status, w.Message, tc.want)
+		}
+	}
+	if n := recv.calls.Load(); n != 0 {
+		t.Fatalf("the receiver was called %d times", n)
+	}
+	if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t", "arguments": {"memo": "转账 ✓"}}}`); status != 200 {
+		t.Fatalf("UTF-8 arguments: %d %s", status, w.Message)
+	}
+}
+
+// The traceId of a dispatch is sent as the X-Request-Id header: one no request can carry would
+// make every call fail before any receiver is asked, and a fail-open chain answer allow.
+func TestDispatchTraceIDAHeaderCanCarry(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	recv := newReceiver(t, `{"decision": "deny", "reason": "no"}`)
+	if status, w := c.do("POST", "/api/hooks", `{"hookName": "gate", "hookType": "pre_tool_use", "toolNameMatch": "transferFunds",
+		"dispatchConfig": {"url": "`+recv.URL+`", "failureMode": "ALLOW"}}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	dispatch := func(traceID string) (int, string) {
+		b, _ := json.Marshal(traceID)
+		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "traceId": `+string(b)+`,
+			"context": {"toolName": "transferFunds", "toolCallId": "c1", "arguments": {"amount": 5}}}`)
+		if status == 200 {
+			return status, string(w.Data)
+		}
+		return status, w.Message
+	}
+	for traceID, want := range map[string]string{
+		"t1\r\nX-Admin: 1":         `traceId: must not contain control characters (CR, LF, …); found '\r' at byte 2`,
+		"t1\x00":                   `traceId: must not contain control characters (CR, LF, …); found '\x00' at byte 2`,
+		strings.Repeat("a", 70000): "traceId: is 70000 bytes long; at most 256 are accepted",
+	} {
+		if status, got := dispatch(traceID); status != 400 || got != want {
+			t.Errorf("traceId %.20q: %d %q, want 400 %q", traceID, status, got, want)
+		}
+	}
+	if n := recv.calls.Load(); n != 0 {
+		t.Fatalf("the receiver was called %d times", n)
+	}
+	for _, traceID := range []string{"4bf92f3577b34da6a3ce929d0e0e4736", "追踪-1", strings.Repeat("a", 256)} {
+		if status, got := dispatch(traceID); status != 200 || !strings.Contains(got, `"decision":"deny"`) {
+			t.Errorf("traceId %.20q: %d %s, want the receiver's deny", traceID, status, got)
+		}
+	}
+}
+
+// A PUT replaces what its path names; a body that names another id (a script sending hook 2's
+// definition to hook 1's path) is refused, not applied to the path's.
+func TestPutBodyIDMustMatchThePath(t *testing.T) {
+	c := newServerWithHookAndTask(t)
+	for _, tc := range []struct{ path, body, want string }{
+		{"/api/hooks/1", strings.Replace(fullHooks[0], `"id": 1`, `"id": 2`, 1), "id: 2, but the path names 1; a PUT replaces what its path names"},
+		{"/api/tasks/1", `{"id": 7, "taskName": "daily", "cron": "@daily", "input": "x"}`, "id: 7, but the path names 1; a PUT replaces what its path names"},
+	} {
+		if status, w := c.do("PUT", tc.path, tc.body); status != 400 || w.Message != tc.want {
+			t.Errorf("PUT %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
+		}
+	}
+	for path, body := range map[string]string{"/api/hooks/1": fullHooks[0],
+		"/api/tasks/1": `{"id": 1, "taskName": "daily", "cron": "@daily", "input": "y"}`} {
+		if status, w := c.do("PUT", path, body); status != 200 {
+			t.Errorf("PUT %s with its own id: %d %s", path, status, w.Message)
 		}
 	}
 }

@@ -78,7 +78,7 @@ func (a tasksAPI) replace(c *gin.Context) {
 		return
 	}
 	var t scheduler.Task
-	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &t) {
+	if !wire.OnlyQuery(c) || !wire.BindStrict(c, &t) || !sameID(c, t.ID, id) {
 		return
 	}
 	out, err := a.s.Replace(c.Request.Context(), id, t)

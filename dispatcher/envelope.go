@@ -284,6 +284,19 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 	return c, nil
 }
 
+// MaxTraceIDBytes bounds a caller's traceId, which every call to a receiver carries as a header.
+const MaxTraceIDBytes = 256
+
+// CheckTraceID refuses a traceId that a request to a receiver could not carry as its
+// X-Request-Id header: every call would fail before reaching its receiver, and the chain fall to
+// its failureModes without anyone asked.
+func CheckTraceID(traceID string) error {
+	if len(traceID) > MaxTraceIDBytes {
+		return invalid("traceId", "is %d bytes long; at most %d are accepted", len(traceID), MaxTraceIDBytes)
+	}
+	return checkHeaderValue("traceId", traceID)
+}
+
 // checkSubject refuses a context without the fields that identify its subject: the tool of the
 // tool points, the input of user_message, the task of the scheduled points. A decision about
 // nothing in particular would match no tool-scoped hook and be an allow nobody was asked for.

@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/netip"
+	"net/textproto"
 	"net/url"
 	"slices"
 	"strings"
@@ -328,7 +330,7 @@ func (a *Auth) normalize() error {
 		if a.Header == "" {
 			a.Header = "X-API-Key"
 		}
-		if err := checkHeaderName("dispatchConfig.auth.header", a.Header); err != nil {
+		if err := checkSentHeaderName("dispatchConfig.auth.header", a.Header); err != nil {
 			return err
 		}
 		return credential("credential", a.Credential)
@@ -383,7 +385,7 @@ func (a *Auth) normalize() error {
 		if f.Prefix == "" && f.Header == "Authorization" {
 			f.Prefix = "Bearer"
 		}
-		if err := checkHeaderName("dispatchConfig.auth.tokenFetchConfig.header", f.Header); err != nil {
+		if err := checkSentHeaderName("dispatchConfig.auth.tokenFetchConfig.header", f.Header); err != nil {
 			return err
 		}
 		return checkHeaderValue("dispatchConfig.auth.tokenFetchConfig.prefix", f.Prefix)
@@ -438,7 +440,36 @@ func checkURL(field, raw string) error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return invalid(field, "must be an http:// or https:// URL with a host")
 	}
+	if host := u.Hostname(); legacyIPv4(host) {
+		return invalid(field, "%q is neither a host name (the last label of one is never a number) nor an IP address as the daemon dials one; write the address in full (a.b.c.d in decimal)", host)
+	}
 	return nil
+}
+
+// legacyIPv4 reports whether host ends in a number but is no IP literal netip reads: IPv4 in one
+// of the legacy forms (2130706433, 0x7f.1, 127.1, 0177.0.0.1) that browsers and curl read as an
+// address (the WHATWG URL rule) while the daemon's resolver looks them up as names, which never
+// resolve. Such a receiver could never be reached as written, nor checked as the address it means.
+func legacyIPv4(host string) bool {
+	if _, err := netip.ParseAddr(host); err == nil {
+		return false
+	}
+	last := strings.TrimSuffix(host, ".")
+	last = last[strings.LastIndexByte(last, '.')+1:]
+	digits, hex := last, false
+	if len(last) >= 2 && last[0] == '0' && (last[1] == 'x' || last[1] == 'X') {
+		digits, hex = last[2:], true
+	}
+	if digits == "" {
+		return hex // "0x" alone is the number 0
+	}
+	for i := 0; i < len(digits); i++ {
+		c := digits[i]
+		if !('0' <= c && c <= '9') && !(hex && ('a' <= c && c <= 'f' || 'A' <= c && c <= 'F')) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkStandardSecret refuses a Standard Webhooks secret every signature would fail with.
@@ -458,16 +489,21 @@ func checkStandardSecret(secret string) error {
 	return nil
 }
 
-// checkHeaders checks the names and values of headers the hook sends; required: every value must
-// be set (CUSTOM's headers are its credentials).
+// checkHeaders checks the names and values of headers the hook sends; required: they are
+// CUSTOM's, sent on every call (each is a credential that must be set, and may not be a header
+// hookd sets itself); otherwise they go to the token endpoint, whose request is the hook's to shape.
 func checkHeaders(field string, h map[string]string, required bool) error {
 	names := make([]string, 0, len(h))
 	for k := range h {
 		names = append(names, k)
 	}
 	slices.Sort(names)
+	check := checkHeaderName
+	if required {
+		check = checkSentHeaderName
+	}
 	for _, k := range names {
-		if err := checkHeaderName(field+"."+k, k); err != nil {
+		if err := check(field+"."+k, k); err != nil {
 			return err
 		}
 		v := h[k]
@@ -493,6 +529,27 @@ func checkHeaderName(field, name string) error {
 		if !isTokenChar(name[i]) {
 			return invalid(field, "%q is not a header name: %q is not allowed in one", name, name[i])
 		}
+	}
+	return nil
+}
+
+// ownHeaders are the headers hookd sets on every call to a receiver (the body's type, the trace,
+// the signature of either scheme), and those HTTP frames the request with, in canonical form.
+// An auth header of one of these names would overwrite hookd's (every signature then fails) or
+// be dropped unsent.
+var ownHeaders = []string{"Content-Type", "X-Request-Id", "Traceparent", "Tracestate",
+	"X-Webhook-Timestamp", "X-Webhook-Signature", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
+	"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
+	"Proxy-Connection"}
+
+// checkSentHeaderName is checkHeaderName for a header the hook adds to its calls to the receiver:
+// it may not be one of hookd's own.
+func checkSentHeaderName(field, name string) error {
+	if err := checkHeaderName(field, name); err != nil {
+		return err
+	}
+	if slices.Contains(ownHeaders, textproto.CanonicalMIMEHeaderKey(name)) {
+		return invalid(field, "%q is a header hookd sets itself on every call; name another", name)
 	}
 	return nil
 }

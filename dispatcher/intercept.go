@@ -370,7 +370,12 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 		if len(ans.ModifiedValue) > 0 && string(ans.ModifiedValue) != "null" {
 			var s string
 			if json.Unmarshal(ans.ModifiedValue, &s) != nil {
-				s = string(ans.ModifiedValue) // an object instead of its JSON text: take the text
+				if t != PreToolUse {
+					// The new input is a text; an object's JSON in the user's place is no answer.
+					return Decision{}, hookdtype.Invalid("modifiedValue", "must be a string, the new input of %s, not %s",
+						t, jsonKindOf(ans.ModifiedValue))
+				}
+				s = string(ans.ModifiedValue) // arguments as an object instead of its JSON text: take the text
 			}
 			dec.ModifiedValue = &s
 		}
@@ -381,6 +386,19 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 		dec.Extras = []Extra{*extra}
 	}
 	return dec, nil
+}
+
+// jsonKindOf names the kind of a JSON value that is not a string.
+func jsonKindOf(v json.RawMessage) string {
+	switch bytes.TrimSpace(v)[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // parseExtras decodes an answer's hint, events and toolEvent strictly; nil when it has none.

@@ -321,7 +321,8 @@ func truncateUTF8(b []byte, n int) string {
 }
 
 // Redeliver makes one more attempt of a delivery now, whatever its state (unless a worker holds
-// it), with the same eventId and the next attempt number, and returns the delivery afterwards.
+// it), with the same eventId and the next attempt number, and returns the delivery afterwards. A
+// delivery whose hook was deleted is a *RedeliverError: it ends dead, with no attempt made.
 func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery, error) {
 	row, err := d.db.ClaimDelivery(ctx, id, time.Now(), d.set.Lease)
 	if err != nil {
@@ -336,5 +337,14 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		d.mayBeDue.Store(true)
 		d.poke()
 	}
+	if d.reg.byID(row.HookID) == nil {
+		return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf(
+			"delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, row.HookID)}
+	}
 	return d.db.GetDelivery(ctx, id)
 }
+
+// RedeliverError is a redelivery that cannot be made: no attempt was.
+type RedeliverError struct{ Msg string }
+
+func (e *RedeliverError) Error() string { return e.Msg }

@@ -101,10 +101,7 @@ func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHo
 	hooks := r.snap.Load().byType[t]
 	toolScoped := t.ToolScoped()
 	applies := func(h *boundHook) bool {
-		if h.AgentID != nil && (agentID == nil || *h.AgentID != *agentID) {
-			return false
-		}
-		return !toolScoped || h.match.Match(toolName)
+		return forAgent(h.AgentID, agentID) && (!toolScoped || h.match.Match(toolName))
 	}
 	for i, h := range hooks {
 		if applies(h) {
@@ -121,6 +118,37 @@ func (r *Registry) Match(t HookType, agentID *int64, toolName string) []*boundHo
 		return out
 	}
 	return hooks[:len(hooks):len(hooks)] // every hook applies: no copy
+}
+
+// forAgent reports whether a hook registered for scope (nil: every agent) applies to an event of
+// agentID (nil: of no agent in particular).
+func forAgent(scope, agentID *int64) bool {
+	return scope == nil || (agentID != nil && *scope == *agentID)
+}
+
+// WouldAsk returns nil if a dispatch of ev would ask h (enabled or not: its agent and, on the
+// tool points, its toolNameMatch), and otherwise a validation error naming the field of ev that
+// rules it out.
+func (h *Hook) WouldAsk(ev Event) error {
+	who := fmt.Sprintf("hook %d", h.ID)
+	if h.ID == 0 { // not stored: a hook file's
+		who = fmt.Sprintf("hook %q", h.HookName)
+	}
+	if !forAgent(h.AgentID, ev.AgentID) {
+		return invalid("event.agentId", "%s applies to agent %d only: a dispatch would not ask it", who, *h.AgentID)
+	}
+	if !h.HookType.ToolScoped() {
+		return nil
+	}
+	m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
+	if err != nil {
+		return err
+	}
+	if tool := ev.toolName(); !m.Match(tool) {
+		return invalid("event.context.toolName", "%s does not apply to tool %q (toolNameMatch %q): a dispatch would not ask it",
+			who, tool, h.ToolNameMatch)
+	}
+	return nil
 }
 
 // Reload rebuilds the snapshot from the database.
@@ -200,14 +228,8 @@ func (r *Registry) Run(ctx context.Context) {
 
 // Create validates and stores a new hook.
 func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
-	if err := h.Normalize(); err != nil {
+	if err := r.prepareCreate(ctx, &h); err != nil {
 		return Hook{}, err
-	}
-	if err := r.checkReceivers(ctx, &h); err != nil {
-		return Hook{}, err
-	}
-	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
-		h.DispatchConfig.SigningSecret = nil
 	}
 	row, err := toRow(&h)
 	if err != nil {
@@ -221,6 +243,53 @@ func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
 
 // Replace validates and stores h as hook id, keeping secrets as the update rules say.
 func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) {
+	stored, err := r.prepareReplace(ctx, id, &h)
+	if err != nil {
+		return Hook{}, err
+	}
+	row, err := toRow(&h)
+	if err != nil {
+		return Hook{}, err
+	}
+	row.CreatedAt = *stored.CreatedAt
+	if err := r.db.UpdateHook(ctx, &row); err != nil {
+		return Hook{}, err
+	}
+	return r.afterWrite(ctx, row)
+}
+
+// Check validates h exactly as Create (id 0) or Replace of hook id would, receivers and stored
+// secrets included, and stores nothing; it returns the hook as the write would store it.
+func (r *Registry) Check(ctx context.Context, id int64, h Hook) (Hook, error) {
+	var err error
+	if id == 0 {
+		err = r.prepareCreate(ctx, &h)
+	} else {
+		_, err = r.prepareReplace(ctx, id, &h)
+	}
+	if err != nil {
+		return Hook{}, err
+	}
+	return h, nil
+}
+
+// prepareCreate validates a new hook and brings it to the form it is stored in.
+func (r *Registry) prepareCreate(ctx context.Context, h *Hook) error {
+	if err := h.Normalize(); err != nil {
+		return err
+	}
+	if err := r.checkReceivers(ctx, h); err != nil {
+		return err
+	}
+	if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
+		h.DispatchConfig.SigningSecret = nil
+	}
+	return nil
+}
+
+// prepareReplace validates h as the replacement of hook id, with the stored secrets merged as the
+// update rules say, and returns the stored hook.
+func (r *Registry) prepareReplace(ctx context.Context, id int64, h *Hook) (Hook, error) {
 	stored, err := r.Get(ctx, id)
 	if err != nil {
 		return Hook{}, err
@@ -234,19 +303,11 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 	if err := h.Normalize(); err != nil {
 		return Hook{}, err
 	}
-	if err := r.checkReceivers(ctx, &h); err != nil {
+	if err := r.checkReceivers(ctx, h); err != nil {
 		return Hook{}, err
 	}
 	h.ID = id
-	row, err := toRow(&h)
-	if err != nil {
-		return Hook{}, err
-	}
-	row.CreatedAt = *stored.CreatedAt
-	if err := r.db.UpdateHook(ctx, &row); err != nil {
-		return Hook{}, err
-	}
-	return r.afterWrite(ctx, row)
+	return stored, nil
 }
 
 // checkReceivers refuses a hook whose receiver, or token endpoint, can never be reached: a

@@ -11,10 +11,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 )
 
 // DecodeStrict decodes the JSON value data into v and refuses what encoding/json would let pass
-// silently: a field v does not have (at any depth, with a "did you mean" when a known field is
+// silently: text that is not UTF-8, a field v does not have (at any depth, with a "did you mean" when a known field is
 // close), a field whose name differs from the known one only in case, and trailing data. Errors
 // are ValidationErrors naming the JSON path below at ("" names the whole value "body"):
 // `dispatchConfig.failure_mode`, `context.toolName`. A value of the wrong type is named the same way.
@@ -31,6 +32,15 @@ func DecodeStrict(data []byte, v any, at string) error {
 	}
 	if !json.Valid(data) {
 		return malformed(data, at, root)
+	}
+	if !utf8.Valid(data) {
+		// encoding/json would replace each bad byte with U+FFFD and carry on: what is decoded
+		// would not be what was sent.
+		i := 0
+		for r, n := utf8.DecodeRune(data); r != utf8.RuneError || n != 1; r, n = utf8.DecodeRune(data[i:]) {
+			i += n
+		}
+		return Invalid(root, "is not UTF-8 text: byte %d (%#x) is not part of a UTF-8 character", i, data[i])
 	}
 	if err := walkStrict(data, reflect.TypeOf(v), at); err != nil {
 		return err
@@ -380,9 +390,10 @@ func jsonKind(t reflect.Type) string {
 		t = t.Elem()
 	}
 	switch t.Kind() {
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return "an integer"
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a non-negative integer" // "an integer, not number -1" would be no help
 	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.String:

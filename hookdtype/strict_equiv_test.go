@@ -9,8 +9,10 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // TestDecodeStrictMatchesTreeWalk compares DecodeStrict with the reference it replaced — the
@@ -158,6 +160,13 @@ func referenceStrict(data []byte, v any, at string) error {
 	}
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(root, "is empty; a JSON object is required")
+	}
+	if json.Valid(data) && !utf8.Valid(data) { // a syntax error is named first
+		for i, r := range string(data) {
+			if r == utf8.RuneError && !strings.HasPrefix(string(data[i:]), "\uFFFD") {
+				return Invalid(root, "is not UTF-8 text: byte %d (%#x) is not part of a UTF-8 character", i, data[i])
+			}
+		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()

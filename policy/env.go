@@ -382,8 +382,10 @@ var (
 	globCache = map[string]*regexp.Regexp{}
 )
 
-// glob is s.glob(pattern): * matches within one path segment, ** across segments, ? one
-// character; everything else literally.
+// glob is s.glob(pattern): * matches within one path segment, ** across segments (**/ any
+// number of directories, none included), ? one character; everything else literally. s is
+// matched with . and .. resolved, as pathWithin does: '/tmp/../etc/passwd' is /etc/passwd to a
+// deny on '/etc/**', and '/srv/app/../../etc/passwd' is not under '/srv/**'.
 func glob(a, b ref.Val) ref.Val {
 	s, ok1 := a.(types.String)
 	pat, ok2 := b.(types.String)
@@ -399,7 +401,11 @@ func glob(a, b ref.Val) ref.Val {
 		}
 	}
 	globMu.Unlock()
-	return types.Bool(re.MatchString(string(s)))
+	p := string(s)
+	if p != "" {
+		p = path.Clean(p)
+	}
+	return types.Bool(re.MatchString(p))
 }
 
 func globRegexp(pat string) string {
@@ -408,6 +414,12 @@ func globRegexp(pat string) string {
 	rs := []rune(pat)
 	for i := 0; i < len(rs); i++ {
 		switch c := rs[i]; {
+		case c == '/' && i+3 == len(rs) && rs[i+1] == '*' && rs[i+2] == '*':
+			sb.WriteString(`(?:/.*)?`) // a trailing /**: the directory itself and all below it
+			i += 2
+		case c == '*' && i+2 < len(rs) && rs[i+1] == '*' && rs[i+2] == '/' && (i == 0 || rs[i-1] == '/'):
+			sb.WriteString(`(?:.*/)?`) // **/: any number of directories, none included
+			i += 2
 		case c == '*' && i+1 < len(rs) && rs[i+1] == '*':
 			sb.WriteString(`.*`)
 			i++

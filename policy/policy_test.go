@@ -46,6 +46,18 @@ func TestFunctionsAndShortcuts(t *testing.T) {
 		{"glob one segment", "'/etc/passwd'.glob('/etc/*')", toolEvent("x", `{}`), true},
 		{"glob does not cross segments", "'/etc/ssh/key'.glob('/etc/*')", toolEvent("x", `{}`), false},
 		{"glob double star", "'/etc/ssh/key'.glob('/etc/**')", toolEvent("x", `{}`), true},
+		// . and .. are resolved first, as pathWithin does: a deny on /etc/** is not walked round.
+		{"glob resolves ..", "'/tmp/../etc/passwd'.glob('/etc/**')", toolEvent("x", `{}`), true},
+		{"glob resolves .. out of a dir", "'/srv/app/../../etc/passwd'.glob('/srv/**')", toolEvent("x", `{}`), false},
+		{"glob resolves .", "'/etc/./passwd'.glob('/etc/*')", toolEvent("x", `{}`), true},
+		// **/ is any number of directories, none included.
+		{"glob **/ with no directory", "'key.pem'.glob('**/*.pem')", toolEvent("x", `{}`), true},
+		{"glob **/ of ./", "'./key.pem'.glob('**/*.pem')", toolEvent("x", `{}`), true},
+		{"glob **/ in the middle", "'/a/b/c/key.pem'.glob('/a/**/key.pem')", toolEvent("x", `{}`), true},
+		{"glob **/ in the middle, none", "'/a/key.pem'.glob('/a/**/key.pem')", toolEvent("x", `{}`), true},
+		{"glob **/ keeps segments", "'/ab/key.pem'.glob('/a/**/key.pem')", toolEvent("x", `{}`), false},
+		{"glob /** takes the directory itself", "'/etc/'.glob('/etc/**') && '/etc'.glob('/etc/**')", toolEvent("x", `{}`), true},
+		{"glob /** keeps segments", "'/etcetera'.glob('/etc/**')", toolEvent("x", `{}`), false},
 		{"cidr", "cidr('10.0.0.0/8').containsIP(ip(args.host))", toolEvent("http", `{"host":"10.2.3.4"}`), true},
 		{"regex matches", "args.command.matches('(^|\\\\s)/etc(/|\\\\s|$)')", toolEvent("shell", `{"command":"cat /etc/hosts"}`), true},
 		{"strings ext", "args.command.lowerAscii().startsWith('rm ')", toolEvent("shell", `{"command":"RM -rf /"}`), true},

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 
@@ -26,13 +27,23 @@ type Page[T any] struct {
 
 // OnlyQuery answers 400 naming the first query parameter that is not in allowed (with a "did you
 // mean" when one is close), and reports whether every parameter is known. A typo in a filter must
-// not silently widen a list.
+// not silently widen a list, nor may a pair the URL encoding spoils or a parameter given twice.
 func OnlyQuery(c *gin.Context, allowed ...string) bool {
 	if c.Request.URL.RawQuery == "" {
 		return true
 	}
-	for name := range c.Request.URL.Query() {
+	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+	if err != nil {
+		// What Query() would silently drop: a pair it cannot decode, a filter lost with it.
+		Fail(c, http.StatusBadRequest, "query: %v", err)
+		return false
+	}
+	for name, values := range q {
 		if slices.Contains(allowed, name) {
+			if len(values) > 1 {
+				Fail(c, http.StatusBadRequest, "%s: appears twice; send each query parameter once", name)
+				return false
+			}
 			continue
 		}
 		msg := "unknown query parameter"

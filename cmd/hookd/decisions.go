@@ -47,7 +47,7 @@ func newDecisionsListCmd(c *adminClient) *cobra.Command {
 		{"session", "sessionId", "only this session's"},
 		{"principal", "principalId", "only this principal's"},
 		{"tool", "toolName", "only calls of this tool"},
-		{"outcome", "outcome", "only this outcome (allow, deny, modify, error)"},
+		{"outcome", "outcome", "only this outcome (allow, deny, modify, ask, error)"},
 		{"since", "since", "created at or after (RFC 3339)"},
 		{"until", "until", "created before (RFC 3339)"},
 		{"cursor", "cursor", "the page after this cursor (a list prints it when there is more)"},

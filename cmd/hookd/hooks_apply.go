@@ -55,6 +55,9 @@ a changed secret alone is not seen: --resend-secrets sends the secrets of every 
 			}
 			out := cmd.OutOrStdout()
 			plan.print(out)
+			if err := plan.check(c); err != nil {
+				return err
+			}
 			if dryRun {
 				fmt.Fprintln(out, "dry run: nothing changed")
 				return nil
@@ -249,6 +252,31 @@ func dispatchType(h dispatcher.Hook) string {
 	return h.DispatchType
 }
 
+// write is the request of a create or update step.
+func (s applyStep) write() (method, path string, body []byte) {
+	body, _ = json.Marshal(s.hook)
+	if s.op == "update" {
+		return "PUT", fmt.Sprintf("/api/hooks/%d", s.id), body
+	}
+	return "POST", "/api/hooks", body
+}
+
+// check has the daemon check every create and update as it would make it (?dryRun=true:
+// receivers against its SSRF guard, the stored secrets merged), so that a dry run shows what
+// the run would refuse, and a run refused on one hook changes none.
+func (p applyPlan) check(c *adminClient) error {
+	for _, s := range p {
+		if s.op != "create" && s.op != "update" {
+			continue
+		}
+		method, path, body := s.write()
+		if _, err := c.call(method, path+"?dryRun=true", bytes.NewReader(body)); err != nil {
+			return fmt.Errorf("%s %s: %w (nothing changed)", s.op, s.hook.HookName, err)
+		}
+	}
+	return nil
+}
+
 // run carries the plan out, stopping at the first error (the steps before it stay done: run
 // apply again to finish).
 func (p applyPlan) run(c *adminClient, w io.Writer) error {
@@ -256,11 +284,7 @@ func (p applyPlan) run(c *adminClient, w io.Writer) error {
 		var err error
 		switch s.op {
 		case "create", "update":
-			body, _ := json.Marshal(s.hook)
-			method, path := "POST", "/api/hooks"
-			if s.op == "update" {
-				method, path = "PUT", fmt.Sprintf("/api/hooks/%d", s.id)
-			}
+			method, path, body := s.write()
 			_, err = c.call(method, path, bytes.NewReader(body))
 		case "delete":
 			_, err = c.call("DELETE", fmt.Sprintf("/api/hooks/%d", s.id), nil)

@@ -147,8 +147,12 @@ func runCase(ctx context.Context, h dispatcher.Hook, c policyCase) string {
 	if err != nil {
 		return "event." + err.Error()
 	}
-	got, err := dispatcher.EvaluatePolicy(ctx, h, dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID,
-		SessionID: e.SessionID, PrincipalID: e.PrincipalID, AgentID: e.AgentID, Context: ctxValue})
+	ev := dispatcher.Event{HookType: e.HookType, TraceID: e.TraceID, SessionID: e.SessionID, PrincipalID: e.PrincipalID,
+		AgentID: e.AgentID, Context: ctxValue}
+	if err := h.WouldAsk(ev); err != nil {
+		return err.Error() // the daemon would not ask the hook: its decision here would be no one's
+	}
+	got, err := dispatcher.EvaluatePolicy(ctx, h, ev)
 	if err != nil {
 		return err.Error()
 	}

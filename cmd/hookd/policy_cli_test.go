@@ -87,9 +87,13 @@ cases:
     event: {context: {toolName: payOrder, toolCallId: c3, arguments: {amount: 5, cardNo: "6222020012345678"}}}
     decision: modify
     modifiedValue: {amount: 5, cardNo: "6222020012345678"}
+  - name: a tool the hook does not match
+    event: {context: {toolName: transferFund, toolCallId: c4, arguments: {amount: 12000}}}
+    decision: deny
 `)
 	out, code = cli("policy", "test", fail, pass)
-	if code != 1 || !strings.Contains(out, "6 passed, 2 failed") ||
+	if code != 1 || !strings.Contains(out, "6 passed, 3 failed") ||
+		!strings.Contains(out, "FAIL "+fail+`: a tool the hook does not match: event.context.toolName: hook "转账限额" does not apply to tool "transferFund" (toolNameMatch "transferFunds|payOrder"): a dispatch would not ask it`) ||
 		!strings.Contains(out, "FAIL "+fail+": wrong decision: want allow, got ask by rule large") ||
 		!strings.Contains(out, "FAIL "+fail+": wrong value: want modifiedValue") {
 		t.Fatalf("failing cases: %d\n%s", code, out)
@@ -207,3 +211,42 @@ policyConfig: {rules: []}
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
+
+// apply checks every hook as the daemon would write it, receivers included, before it changes
+// anything: a dry run shows what the real run would refuse, and a refused hook leaves the
+// daemon as it was instead of half applied.
+func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n")
+	d := startDaemon(t, cfg)
+	cli := func(args ...string) (string, int) {
+		cmd := exec.Command(binary, args...)
+		cmd.Env = append(os.Environ(), "HOOKD_CLI_ADDR=http://"+d.addr, "HOOKD_CLI_TOKEN=adm-test")
+		out, _ := cmd.CombinedOutput()
+		return string(out), cmd.ProcessState.ExitCode()
+	}
+	files := t.TempDir()
+	writeFile(t, files, "a.yaml", "hookName: a-good\nhookType: post_tool_use\ndispatchConfig: {url: 'https://audit.example.com/hook'}\n")
+	writeFile(t, files, "z.yaml", "hookName: z-private\nhookType: post_tool_use\ndispatchConfig: {url: 'http://10.0.0.7/hook'}\n")
+	const want = "dispatchConfig.url: 10.0.0.7 is private (RFC1918), which the SSRF guard refuses at every call"
+	for _, args := range [][]string{{"--dry-run"}, {}} {
+		out, code := cli(append([]string{"hooks", "apply", "-f", files}, args...)...)
+		if code != 1 || !strings.Contains(out, "create z-private: ") || !strings.Contains(out, want) || !strings.Contains(out, "(nothing changed)") {
+			t.Fatalf("apply %v: %d\n%s", args, code, out)
+		}
+	}
+	var hooks struct{ Items []json.RawMessage }
+	if st := d.call("GET", "/api/hooks", "", &hooks); st != 200 || len(hooks.Items) != 0 {
+		t.Fatalf("after a refused apply: %d %d hooks, want none", st, len(hooks.Items))
+	}
+	// With the private receiver gone, the same files apply.
+	os.Remove(filepath.Join(files, "z.yaml"))
+	if out, code := cli("hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, "applied") {
+		t.Fatalf("apply: %d\n%s", code, out)
+	}
+	// An update is checked against the stored hook too.
+	writeFile(t, files, "a.yaml", "hookName: a-good\nhookType: post_tool_use\ndispatchConfig: {url: 'http://127.0.0.1:9/hook'}\n")
+	if out, code := cli("hooks", "apply", "-f", files, "--dry-run"); code != 1 || !strings.Contains(out, "update a-good: ") || !strings.Contains(out, "dispatchConfig.url: 127.0.0.1 is loopback") {
+		t.Fatalf("update dry run: %d\n%s", code, out)
+	}
+}
