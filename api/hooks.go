@@ -150,7 +150,6 @@ func (a hooksAPI) delete(c *gin.Context) {
 	wire.OK(c, http.StatusOK, gin.H{"id": id, "deleted": true})
 }
 
-// pathID reads the :id parameter, answering 400 when it is not a positive integer.
 // sameID answers 400 unless a PUT body's id is absent or the one its path names, and reports
 // whether it is.
 func sameID(c *gin.Context, bodyID, pathID int64) bool {
@@ -161,6 +160,7 @@ func sameID(c *gin.Context, bodyID, pathID int64) bool {
 	return true
 }
 
+// pathID reads the :id parameter, answering 400 when it is not a positive integer.
 func pathID(c *gin.Context) (int64, bool) {
 	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
 	if err != nil || id <= 0 {
