@@ -25,8 +25,8 @@ import (
 )
 
 // newDoctorCmd checks, without changing anything, what serve would stand on: the config, the
-// database and its schema version, the master key against the sealed secrets, and each hook's
-// receiver against the SSRF guard. It exits 1 when any check fails.
+// database and its schema version, the master key against the sealed secrets, each hook against
+// today's registration rules, and each hook's receiver against the SSRF guard. It exits 1 when any check fails.
 func newDoctorCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -130,7 +130,17 @@ func (d *doctor) run(ctx context.Context, path string) {
 	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
 		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
 	for _, h := range hooks {
+		d.stored(ctx, reg, h)
 		d.receiver(ctx, guard, h)
+	}
+}
+
+// stored checks h against the registration rules of this binary, as a PUT of it unchanged (GET
+// then PUT) would be: a hook stored before a rule it breaks was made still runs as stored, and
+// may fail on every call (an auth header named like one hookd sets, say).
+func (d *doctor) stored(ctx context.Context, reg *dispatcher.Registry, h dispatcher.Hook) {
+	if _, err := reg.Check(ctx, h.ID, h.Masked()); err != nil {
+		d.fail(fmt.Sprintf("hook %d", h.ID), "%s: stored before a rule it breaks: %v; a PUT that mends it brings it in line", h.HookName, err)
 	}
 }
 

@@ -38,6 +38,25 @@ func doctorSetup(t *testing.T, dir string, key []byte) string {
 	return dbURL
 }
 
+// doctorSetupEdited is doctorSetup in a directory of its own, the database then changed behind
+// hookd's back by one statement that must change one row; it returns the config's path.
+func doctorSetupEdited(t *testing.T, key []byte, extra, statement string) string {
+	t.Helper()
+	d := t.TempDir()
+	u := doctorSetup(t, d, key)
+	db, err := sql.Open("sqlite3", "file:"+strings.TrimPrefix(u, "sqlite:"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if res, err := db.Exec(statement); err != nil {
+		t.Fatal(err)
+	} else if n, _ := res.RowsAffected(); n != 1 {
+		t.Fatalf("%s: %d rows changed", statement, n)
+	}
+	return doctorConfig(t, d, u, key, extra)
+}
+
 func doctorConfig(t *testing.T, dir, dbURL string, key []byte, extra string) string {
 	t.Helper()
 	return writeConfig(t, dir, fmt.Sprintf("database: %s\nmasterKey: %s\n%s", dbURL, base64.StdEncoding.EncodeToString(key), extra))
@@ -77,18 +96,13 @@ func TestDoctor(t *testing.T) {
 		{"config", func(t *testing.T) string {
 			return doctorConfig(t, t.TempDir(), dbURL, key, "webhooks: {retry: {jitter: 2}}\n")
 		}, "FAIL  config     "},
+		{"hook stored before a rule", func(t *testing.T) string {
+			// A receiver written as 127.1, which registration refuses now (the daemon would look it
+			// up as a name); stored as it was before.
+			return doctorSetupEdited(t, key, private, `UPDATE hooks SET doc = REPLACE(doc, '127.0.0.1:9', '127.1:9') WHERE id = 1`)
+		}, `FAIL  hook 1     gate: stored before a rule it breaks: dispatchConfig.url: "127.1" is neither a host name`},
 		{"newer schema", func(t *testing.T) string {
-			d := t.TempDir()
-			u := doctorSetup(t, d, key)
-			db, err := sql.Open("sqlite3", "file:"+strings.TrimPrefix(u, "sqlite:"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from a newer hookd', 0)`); err != nil {
-				t.Fatal(err)
-			}
-			return doctorConfig(t, d, u, key, private)
+			return doctorSetupEdited(t, key, private, `INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'from a newer hookd', 0)`)
 		}, fmt.Sprintf("FAIL  schema     version 9999 is newer than this binary's %d", storage.KnownSchemaVersion())},
 	}
 	for _, b := range broken {
