@@ -236,7 +236,12 @@ func TestStrictQuery(t *testing.T) {
 		{"POST", "/api/deliveries/1/redeliver?now=1", "now: unknown query parameter"},
 		{"POST", "/api/approvals/ask_1?x=1", "x: unknown query parameter"},
 	} {
-		if status, w := c.do(tc.method, tc.path, fullHooks[0]); status != 400 || w.Message != tc.want {
+		body := fullHooks[0]
+		if tc.method == "DELETE" || strings.Contains(tc.path, "/test?") || strings.Contains(tc.path, "/redeliver?") ||
+			strings.Contains(tc.path, "/run?") {
+			body = "{}" // the routes that take no body
+		}
+		if status, w := c.do(tc.method, tc.path, body); status != 400 || w.Message != tc.want {
 			t.Errorf("%s %s: %d %q, want 400 %q", tc.method, tc.path, status, w.Message, tc.want)
 		}
 	}
@@ -710,15 +715,22 @@ func TestGetPutRoundTripsUnchanged(t *testing.T) {
 	}
 }
 
-// A body is read whole or refused: JSON text that is not UTF-8 would otherwise be decoded with
-// each bad byte silently replaced, so a hook, or the subject of a decision, would not be what
-// was sent.
-func TestBodiesNotUTF8Refused(t *testing.T) {
+// gateServer is newDispatchServer on SQLite with one pre_tool_use hook, 1, whose receiver allows.
+func gateServer(t *testing.T) (client, *receiver) {
+	t.Helper()
 	c, _ := newDispatchServer(t, storagetest.SQLite(t))
 	recv := newReceiver(t, `{"decision": "allow"}`)
 	if status, w := c.do("POST", "/api/hooks", `{"hookName": "gate", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+recv.URL+`"}}`); status != 201 {
 		t.Fatal(w.Message)
 	}
+	return c, recv
+}
+
+// A body is read whole or refused: JSON text that is not UTF-8 would otherwise be decoded with
+// each bad byte silently replaced, so a hook, or the subject of a decision, would not be what
+// was sent.
+func TestBodiesNotUTF8Refused(t *testing.T) {
+	c, recv := gateServer(t)
 	for _, tc := range []struct{ path, body, want string }{
 		{"/api/hooks", "{\"hookName\": \"g\xffate\", \"hookType\": \"pre_tool_use\", \"dispatchConfig\": {\"url\": \"https://r.example/h\"}}",
 			"body: is not UTF-8 text: byte 15 (0xff) is not part of a UTF-8 character"},
@@ -793,5 +805,32 @@ func TestPutBodyIDMustMatchThePath(t *testing.T) {
 		if status, w := c.do("PUT", path, body); status != 200 {
 			t.Errorf("PUT %s with its own id: %d %s", path, status, w.Message)
 		}
+	}
+}
+
+// A route that takes no body refuses one, rather than ignore what it said; an empty object, which
+// some clients send with every POST, is not refused.
+func TestRoutesWithoutBodyRefuseOne(t *testing.T) {
+	c, _ := gateServer(t)
+	for _, r := range []struct{ method, path, route string }{
+		{"POST", "/api/hooks/1/test", "/api/hooks/:id/test"},
+		{"POST", "/api/deliveries/1/redeliver", "/api/deliveries/:id/redeliver"},
+		{"DELETE", "/api/deliveries/1", "/api/deliveries/:id"},
+		{"DELETE", "/api/deliveries?status=dead", "/api/deliveries"},
+		{"DELETE", "/api/rules/1", "/api/rules/:id"},
+		{"DELETE", "/api/tasks/1", "/api/tasks/:id"},
+		{"POST", "/api/tasks/1/run", "/api/tasks/:id/run"},
+		{"DELETE", "/api/hooks/1", "/api/hooks/:id"},
+	} {
+		want := "body: " + r.method + " " + r.route + " takes no body"
+		if status, w := c.do(r.method, r.path, `{"hookId": 2}`); status != 400 || w.Message != want {
+			t.Errorf("%s %s with a body: %d %q, want 400 %q", r.method, r.path, status, w.Message, want)
+		}
+	}
+	if status, w := c.do("POST", "/api/hooks/1/test", ` { } `); status != 200 {
+		t.Errorf("POST /api/hooks/1/test {}: %d %s", status, w.Message)
+	}
+	if status, w := c.do("DELETE", "/api/hooks/1", ""); status != 200 {
+		t.Errorf("DELETE /api/hooks/1: %d %s", status, w.Message)
 	}
 }

@@ -132,6 +132,24 @@ func jsonKind(goKind string) string {
 	}
 }
 
+// NoBody refuses a body on a route that takes none (an empty object aside, which some clients
+// send with every POST): what it said would be ignored.
+func NoBody(c *gin.Context) {
+	body, err := ReadBody(c.Request.Body)
+	if err != nil {
+		Fail(c, http.StatusBadRequest, "body: %v", err)
+		return
+	}
+	if b := bytes.TrimSpace(body); len(b) > 0 && !isEmptyObject(b) {
+		Fail(c, http.StatusBadRequest, "body: %s %s takes no body", c.Request.Method, c.FullPath())
+	}
+}
+
+// isEmptyObject reports whether b is {} (with any space inside).
+func isEmptyObject(b []byte) bool {
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}' && len(bytes.TrimSpace(b[1:len(b)-1])) == 0
+}
+
 // Oversized is a request body over the server's limit on a route that answers such a body itself:
 // the coding agents' hook route, whose harnesses take an error status for "no objection". Prefix
 // is the body up to the limit; the rest was never read.
