@@ -834,3 +834,38 @@ func TestRoutesWithoutBodyRefuseOne(t *testing.T) {
 		t.Errorf("DELETE /api/hooks/1: %d %s", status, w.Message)
 	}
 }
+
+// A setting whose absence takes a default is refused when sent empty: an empty failureMode would
+// be stored as ALLOW (fail-open), an empty policy default as allow, a timeoutMs or costLimit of 0
+// as the default, all silently. Left out, each takes its default.
+func TestEmptySettingsRefused(t *testing.T) {
+	c, _ := gateServer(t)
+	const msg = "is empty; leave it out for the default, or give a value"
+	webhook := func(cfg string) string {
+		return `{"hookName": "h", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://r.example/h"` + cfg + `}}`
+	}
+	policy := func(cfg string) string {
+		return `{"hookName": "p", "hookType": "pre_tool_use", "dispatchType": "policy", "dispatchConfig": {"failureMode": "DENY"},
+			"policyConfig": {"rules": [{"name": "r", "when": "true", "decision": "deny"}]` + cfg + `}}`
+	}
+	for _, tc := range []struct{ body, field string }{
+		{webhook(`, "failureMode": ""`), "dispatchConfig.failureMode"},
+		{webhook(`, "failureMode": null`), "dispatchConfig.failureMode"},
+		{webhook(`, "timeoutMs": 0`), "dispatchConfig.timeoutMs"},
+		{policy(`, "default": ""`), "policyConfig.default"},
+		{policy(`, "costLimit": 0`), "policyConfig.costLimit"},
+	} {
+		for _, method := range []string{"POST /api/hooks", "PUT /api/hooks/1"} {
+			m, path, _ := strings.Cut(method, " ")
+			if status, w := c.do(m, path, tc.body); status != 400 || w.Message != tc.field+": "+msg {
+				t.Errorf("%s %s: %d %q, want 400 %s: %s", method, tc.body, status, w.Message, tc.field, msg)
+			}
+		}
+	}
+	status, w := c.do("POST", "/api/hooks", webhook(""))
+	var h dispatcher.Hook
+	json.Unmarshal(w.Data, &h)
+	if status != 201 || h.DispatchConfig.FailureMode != dispatcher.FailOpen || h.DispatchConfig.TimeoutMs == 0 {
+		t.Fatalf("defaults: %d %s %+v", status, w.Message, h.DispatchConfig)
+	}
+}

@@ -97,11 +97,11 @@ type Hook struct {
 // DispatchConfig says where and how a hook's events are sent.
 type DispatchConfig struct {
 	URL        string `json:"url,omitempty"` // webhooks only
-	TimeoutMs  int    `json:"timeoutMs,omitempty"`
+	TimeoutMs  int    `json:"timeoutMs,omitempty" strict:"nonempty"`
 	MaxRetries *int   `json:"maxRetries,omitempty"`
 	// SigningSecret is tri-state on update: nil or "***" keeps, "" clears, a value replaces.
 	SigningSecret   *string `json:"signingSecret,omitempty"`
-	FailureMode     string  `json:"failureMode,omitempty"`
+	FailureMode     string  `json:"failureMode,omitempty" strict:"nonempty"`
 	SignatureScheme string  `json:"signatureScheme,omitempty"`
 	Auth            *Auth   `json:"auth,omitempty"`
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // DecodeStrict decodes the JSON value data into v and refuses what encoding/json would let pass
-// silently: text that is not UTF-8, a field v does not have (at any depth, with a "did you mean" when a known field is
-// close), a field whose name differs from the known one only in case, and trailing data. Errors
+// silently: text that is not UTF-8, a field v does not have (at any depth, with a "did you mean"
+// when a known field is close), a field whose name differs from the known one only in case, an
+// empty value ("", 0, null) of a field tagged strict:"nonempty", and trailing data. Errors
 // are ValidationErrors naming the JSON path below at ("" names the whole value "body"):
 // `dispatchConfig.failure_mode`, `context.toolName`. A value of the wrong type is named the same way.
 //
@@ -266,18 +267,22 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 		if fields != nil {
 			ft, known = fields.types[string(k)]
 		}
+		start := SkipSpace(w.b, i)
 		end, err := w.value(i, ft)
 		if w.dup != nil {
 			w.dup.under(string(k), true)
 			return 0, nil
 		}
-		if !known {
+		switch {
+		case !known:
 			msg := "unknown field"
 			if s := Suggest(string(k), fields.names); s != "" {
 				msg += " (did you mean " + strconv.Quote(s) + "?)"
 			}
 			err = leaf(k, msg)
-		} else if err != nil {
+		case err == nil && fields != nil && fields.nonEmpty[string(k)] && emptyLiteral(w.b[start:end]):
+			err = leaf(k, "is empty; leave it out for the default, or give a value")
+		case err != nil:
 			err.under(string(k), true)
 		}
 		if err != nil && (first == nil || bytes.Compare(k, firstKey) < 0) {
@@ -318,6 +323,10 @@ func (w *strictWalk) array(i int, t reflect.Type) (int, *walkError) {
 type structFields struct {
 	types map[string]reflect.Type
 	names []string
+	// nonEmpty are the fields tagged strict:"nonempty": absent they take a default, and sent empty
+	// ("", 0 or null) they are refused, since an empty value would take the default too, silently
+	// (an empty failureMode is fail-open).
+	nonEmpty map[string]bool
 	// index is where each name's field is, for decodeValue; nil when encoding/json's own rules
 	// are needed to find a field (see fieldsOf) and decodeValue leaves the struct to it.
 	index map[string][]int
@@ -363,6 +372,12 @@ func fieldsOf(t reflect.Type) *structFields {
 				simple = false
 			}
 			f.types[name] = sf.Type
+			if sf.Tag.Get("strict") == "nonempty" {
+				if f.nonEmpty == nil {
+					f.nonEmpty = map[string]bool{}
+				}
+				f.nonEmpty[name] = true
+			}
 			if strings.Contains(opts, "string") || strings.ContainsFunc(name, unusualInName) {
 				simple = false
 			}
@@ -385,6 +400,15 @@ func unusualInName(r rune) bool {
 }
 
 // jsonKind names the JSON kind a Go type decodes from.
+// emptyLiteral reports whether the JSON value lit is "", 0 or null.
+func emptyLiteral(lit []byte) bool {
+	switch string(lit) {
+	case `""`, "0", "null":
+		return true
+	}
+	return false
+}
+
 func jsonKind(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()

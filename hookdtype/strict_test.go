@@ -71,3 +71,38 @@ func TestDecodeStrict(t *testing.T) {
 		t.Fatalf("valid body: %v %+v", err, v)
 	}
 }
+
+// A field tagged strict:"nonempty" takes its default when absent; sent empty it is refused, since
+// the empty value would take the default too, silently.
+func TestDecodeStrictNonEmpty(t *testing.T) {
+	type config struct {
+		FailureMode string `json:"failureMode,omitempty" strict:"nonempty"`
+		TimeoutMs   int    `json:"timeoutMs,omitempty" strict:"nonempty"`
+		Name        string `json:"name"`
+	}
+	type outer struct {
+		Config *config `json:"dispatchConfig"`
+	}
+	const msg = "is empty; leave it out for the default, or give a value"
+	for body, field := range map[string]string{
+		`{"dispatchConfig":{"failureMode":""}}`:        "dispatchConfig.failureMode",
+		`{"dispatchConfig":{"failureMode": null}}`:     "dispatchConfig.failureMode",
+		`{"dispatchConfig":{"timeoutMs": 0 }}`:         "dispatchConfig.timeoutMs",
+		`{"dispatchConfig":{"name":"","timeoutMs":0}}`: "dispatchConfig.timeoutMs",
+	} {
+		var v outer
+		err := DecodeStrict([]byte(body), &v, "")
+		var ve *ValidationError
+		if !errors.As(err, &ve) || ve.Field != field || ve.Msg != msg {
+			t.Errorf("%s: %v, want %s: %s", body, err, field, msg)
+		}
+	}
+	var v outer
+	if err := DecodeStrict([]byte(`{"dispatchConfig":{"name":"","failureMode":"DENY","timeoutMs":10}}`), &v, ""); err != nil ||
+		v.Config.FailureMode != "DENY" || v.Config.TimeoutMs != 10 {
+		t.Fatalf("set fields: %v %+v", err, v.Config)
+	}
+	if err := DecodeStrict([]byte(`{"dispatchConfig":{}}`), &v, ""); err != nil {
+		t.Fatalf("absent fields: %v", err)
+	}
+}

@@ -39,10 +39,10 @@ const (
 // Config is a hook's policyConfig.
 type Config struct {
 	Rules   []Rule `json:"rules"`
-	Default string `json:"default,omitempty"`
+	Default string `json:"default,omitempty" strict:"nonempty"`
 	// CostLimit bounds one decision (every expression evaluated for it, together); 0 means
 	// DefaultCostLimit.
-	CostLimit uint64 `json:"costLimit,omitempty"`
+	CostLimit uint64 `json:"costLimit,omitempty" strict:"nonempty"`
 }
 
 // Rule is one rule of a policy. When, Reason and ModifiedValue are CEL expressions.
