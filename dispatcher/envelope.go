@@ -76,14 +76,21 @@ type Envelope struct {
 	canonical bool
 }
 
-// Value is a tool's arguments or output: the JSON itself when the text is valid JSON, else the
-// text as a JSON string.
+// Value is a tool's arguments or output: the JSON itself when the text is a JSON object or array,
+// else the text as a JSON string — a bare number, true or "quoted" too, since a tool's arguments
+// and output are an object, an array or the raw text (平台 SSE 与 Webhook, 各 hookType 的 context).
 type Value string
+
+// container reports whether v is a JSON object or array.
+func (v Value) container() bool {
+	b := bytes.TrimLeft([]byte(v), " \t\r\n")
+	return len(b) > 0 && (b[0] == '{' || b[0] == '[') && json.Valid(b)
+}
 
 // MarshalJSON implements the rule above.
 func (v Value) MarshalJSON() ([]byte, error) {
 	b := []byte(v)
-	if len(bytes.TrimSpace(b)) > 0 && json.Valid(b) {
+	if v.container() {
 		var buf bytes.Buffer
 		if err := json.Compact(&buf, b); err == nil {
 			return buf.Bytes(), nil

@@ -175,17 +175,20 @@ func compareGolden(t *testing.T, path string, got []byte) {
 	}
 }
 
-// TestValueRule: arguments / output that are valid JSON go out as JSON; anything else goes out
-// as a JSON string holding the text.
+// TestValueRule: arguments / output that are a JSON object or array go out as JSON; anything else
+// goes out as a JSON string holding the text, a bare number or string literal too (the document's
+// arguments and output are an object, an array or the raw string).
 func TestValueRule(t *testing.T) {
 	cases := []struct {
 		name, in, want string
 	}{
 		{"object", `{"amount": 50000, "target": "ACC-002"}`, `{"amount":50000,"target":"ACC-002"}`},
 		{"array", `[1, "two", {"three": 3}]`, `[1,"two",{"three":3}]`},
-		{"number", `42.5`, `42.5`},
+		{"number", `42.5`, `"42.5"`},
+		{"true", `true`, `"true"`},
+		{"null", `null`, `"null"`},
 		{"padded object", "\n {\"a\" : true}\t", `{"a":true}`},
-		{"string literal", `"quoted"`, `"quoted"`},
+		{"string literal", `"quoted"`, `"\"quoted\""`},
 		{"not json", `not json`, `"not json"`},
 		{"truncated object", `{"amount": 5`, `"{\"amount\": 5"`},
 		{"empty", ``, `""`},
