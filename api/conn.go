@@ -11,7 +11,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/hookd/hookd/api/agents"
 	"github.com/hookd/hookd/api/wire"
 )
 
@@ -85,7 +84,7 @@ func readBody(timeout time.Duration) gin.HandlerFunc {
 		case err == nil:
 			_ = rc.SetReadDeadline(time.Time{}) // on failure it stays: the server must not wait for the rest
 			c.Request.Body = wire.NewBuffered(body)
-		case errors.As(err, &tooBig) && c.FullPath() == agents.HookRoute:
+		case errors.As(err, &tooBig) && answersOversized(c):
 			// The rest of the body stays unread: the server closes the connection after the answer.
 			wire.MarkOversized(c, wire.Oversized{Limit: tooBig.Limit, Prefix: body})
 			c.Request.Body = wire.NewBuffered(nil)

@@ -286,15 +286,19 @@ func tokenIn(got []byte, tokens [][]byte) bool {
 }
 
 // limitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else when the
-// decoder reads past the limit. The coding agents' hook route answers such a body itself
-// (readBody hands it the bytes up to the limit).
+// decoder reads past the limit. A route that answers such a body itself (answersOversized) gets
+// the bytes up to the limit from readBody instead.
 func limitBody(c *gin.Context) {
-	if c.Request.ContentLength > MaxBodyBytes && c.FullPath() != agents.HookRoute {
+	if c.Request.ContentLength > MaxBodyBytes && !answersOversized(c) {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
 		return
 	}
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 }
+
+// answersOversized reports whether c's route answers a body over the limit itself: the coding
+// agents' hooks, whose harnesses take an error status for "no objection" (agents' handler).
+func answersOversized(c *gin.Context) bool { return c.FullPath() == agents.HookRoute }
 
 func recoverer(log *slog.Logger) gin.HandlerFunc {
 	return func(c *gin.Context) {

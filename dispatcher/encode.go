@@ -179,12 +179,12 @@ func codingAgentLen(a *CodingAgent) int {
 // compacted and HTML-escaped. JSON that is already compact and has nothing to escape is copied as
 // it is; anything else takes json.Marshal itself.
 func appendValue(b []byte, v Value) ([]byte, error) {
-	if !v.container() {
+	if v.opensContainer() && isCanonicalJSON(string(v)) {
+		return append(b, v...), nil
+	}
+	if !v.opensContainer() || !json.Valid([]byte(v)) {
 		// Text: a JSON string (Value.MarshalJSON's json.Marshal(string(v))).
 		return hookdtype.AppendJSONString(b, string(v)), nil
-	}
-	if isCanonicalJSON(string(v)) {
-		return append(b, v...), nil
 	}
 	out, err := json.Marshal(v)
 	if err != nil {

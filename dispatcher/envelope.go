@@ -81,18 +81,18 @@ type Envelope struct {
 // and output are an object, an array or the raw text (平台 SSE 与 Webhook, 各 hookType 的 context).
 type Value string
 
-// container reports whether v is a JSON object or array.
-func (v Value) container() bool {
-	b := bytes.TrimLeft([]byte(v), " \t\r\n")
-	return len(b) > 0 && (b[0] == '{' || b[0] == '[') && json.Valid(b)
+// opensContainer reports whether v's text begins (after space) as an object or an array does;
+// whether it is one is for a JSON parser to say.
+func (v Value) opensContainer() bool {
+	i := hookdtype.SkipSpace([]byte(v), 0)
+	return i < len(v) && (v[i] == '{' || v[i] == '[')
 }
 
 // MarshalJSON implements the rule above.
 func (v Value) MarshalJSON() ([]byte, error) {
-	b := []byte(v)
-	if v.container() {
+	if v.opensContainer() {
 		var buf bytes.Buffer
-		if err := json.Compact(&buf, b); err == nil {
+		if err := json.Compact(&buf, []byte(v)); err == nil { // Compact refuses what is not JSON
 			return buf.Bytes(), nil
 		}
 	}

@@ -267,7 +267,6 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 		if fields != nil {
 			ft, known = fields.types[string(k)]
 		}
-		start := SkipSpace(w.b, i)
 		end, err := w.value(i, ft)
 		if w.dup != nil {
 			w.dup.under(string(k), true)
@@ -280,7 +279,7 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 				msg += " (did you mean " + strconv.Quote(s) + "?)"
 			}
 			err = leaf(k, msg)
-		case err == nil && fields != nil && fields.nonEmpty[string(k)] && emptyLiteral(w.b[start:end]):
+		case err == nil && fields != nil && fields.nonEmpty[string(k)] && emptyLiteral(w.b[SkipSpace(w.b, i):end]):
 			err = leaf(k, "is empty; leave it out for the default, or give a value")
 		case err != nil:
 			err.under(string(k), true)

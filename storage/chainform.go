@@ -47,7 +47,8 @@ func appendChainForm(b []byte, d *Decision) []byte {
 	b = hookdtype.AppendJSONString(append(b, `,"error":`...), d.Error)
 	b = strconv.AppendInt(append(b, `,"latencyMs":`...), d.LatencyMs, 10)
 	b = strconv.AppendInt(append(b, `,"createdAt":`...), ms(d.CreatedAt), 10) // epoch ms, as stored
-	if d.AgentKind != "" {                                                    // left out when empty: rows from before it existed keep their hashes
+	// agentKind is left out when empty: rows from before it existed keep their hashes.
+	if d.AgentKind != "" {
 		b = hookdtype.AppendJSONString(append(b, `,"agentKind":`...), d.AgentKind)
 	}
 	b = hookdtype.AppendJSONString(append(b, `,"prevHash":`...), d.PrevHash)
