@@ -114,27 +114,53 @@ var (
 )
 
 // chainEvent is the event as the chain's next stage sees it: the value of the last modify, its
-// context rendered once for the webhooks and decoded once for the policies.
+// context rendered once for the webhooks and read by the policies as far as their rules need
+// (policy.Source), each part at most once per value of the chain.
 type chainEvent struct {
 	ev        *Event
-	body      json.RawMessage
+	body      json.RawMessage // nil until rendered
 	canonical bool
-	decoded   any // the policies' view of body; nil until a policy needs it
+	decoded   any            // the whole context as a policy sees it; nil until one reads it
+	args      map[string]any // its arguments; nil until a policy reads them
+	argsRead  bool
 }
 
-func newChainEvent(ev *Event) (*chainEvent, error) {
+// newChainEvent is ev at the head of the chain; its context is rendered now when a webhook will
+// send it (an error then is the call's, before any hook is asked), else when a policy first reads
+// it whole.
+func newChainEvent(ev *Event, render bool) (*chainEvent, error) {
 	c := &chainEvent{ev: ev}
+	if !render {
+		return c, nil
+	}
+	return c, c.render()
+}
+
+func (c *chainEvent) render() error {
 	var err error
-	c.body, c.canonical, err = encodeContext(ev.Context)
-	return c, err
+	c.body, c.canonical, err = encodeContext(c.ev.Context)
+	return err
+}
+
+// rendered is the context's JSON, rendered now if it was not yet.
+func (c *chainEvent) rendered() (json.RawMessage, bool, error) {
+	if c.body == nil {
+		if err := c.render(); err != nil {
+			return nil, false, err
+		}
+	}
+	return c.body, c.canonical, nil
 }
 
 // handOn makes a modify's context the one the next stage sees.
 func (c *chainEvent) handOn(next any) error {
-	c.ev.Context, c.decoded = next, nil
-	var err error
-	c.body, c.canonical, err = encodeContext(next)
-	return err
+	render := c.body != nil
+	*c = chainEvent{ev: c.ev}
+	c.ev.Context = next
+	if !render {
+		return nil
+	}
+	return c.render()
 }
 
 // Intercept runs the matching hooks of an interceptive event in chain order (priority, then id)
@@ -164,7 +190,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		ev.OccurredAt = now
 	}
 	// The context is rendered once, and again only after a modify changed it.
-	c, err := newChainEvent(&ev)
+	c, err := newChainEvent(&ev, anyWebhook(hooks))
 	if err != nil {
 		return Decision{}, err
 	}
@@ -258,8 +284,22 @@ type webhookDecider struct{}
 
 func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
 	var a answer
-	a.dec, a.status, a.breaker, a.failure = d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), c.body, c.canonical, eventID, now)
+	body, canonical, err := c.rendered()
+	if err != nil {
+		return answer{failure: err}
+	}
+	a.dec, a.status, a.breaker, a.failure = d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), body, canonical, eventID, now)
 	return a
+}
+
+// anyWebhook tells whether a chain of hooks sends its event to some receiver.
+func anyWebhook(hooks []*boundHook) bool {
+	for _, h := range hooks {
+		if _, ok := h.decider.(webhookDecider); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // decisionRow is the decision log row of one hook's result: what was enforced, which for an

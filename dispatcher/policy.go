@@ -2,11 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hookd/hookd/policy"
 	"github.com/hookd/hookd/storage"
@@ -18,11 +20,7 @@ type policyDecider struct {
 }
 
 func (pd *policyDecider) decide(_ context.Context, _ *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
-	in, err := c.policyInput(h, eventID, now)
-	if err != nil {
-		return answer{failure: err}
-	}
-	res, err := pd.p.Eval(in)
+	res, err := pd.p.Eval(c.policyInput(h, eventID, now))
 	if err != nil {
 		a := answer{cost: res.Cost, failure: err}
 		var ee *policy.EvalError
@@ -74,23 +72,80 @@ func reuseDecider(old *boundHook, h *Hook) decider {
 }
 
 // policyInput is the event as a policy sees it: the envelope a webhook of h would receive, as
-// values. The context is decoded once per value of the chain.
-func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) (*policy.Input, error) {
-	if c.decoded == nil {
-		if c.canonical { // json.Marshal's own output
-			c.decoded = policy.DecodeValid(c.body)
-		} else {
-			v, err := policy.DecodeJSON(c.body)
-			if err != nil {
-				return nil, fmt.Errorf("context for the policy: %w", err)
-			}
-			c.decoded = v
-		}
-	}
+// values, its context read through c.
+func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) *policy.Input {
 	ev := c.ev
 	return policy.InputOf(&policy.Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: string(h.HookType),
 		HookName: h.HookName, OccurredAt: ev.OccurredAt.UnixMilli(), DispatchedAt: now.UnixMilli(), DeliveryAttempt: 1,
-		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}, c.decoded), nil
+		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}, c)
+}
+
+var _ policy.Source = (*chainEvent)(nil)
+
+// Context implements policy.Source: the context a webhook would receive, decoded.
+func (c *chainEvent) Context() (any, error) {
+	if c.decoded == nil {
+		body, canonical, err := c.rendered()
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("context for the policy: %w", err)
+		case canonical: // json.Marshal's own output
+			c.decoded = policy.DecodeValid(body)
+		default:
+			if c.decoded, err = policy.DecodeJSON(body); err != nil {
+				return nil, fmt.Errorf("context for the policy: %w", err)
+			}
+		}
+	}
+	return c.decoded, nil
+}
+
+// Arguments implements policy.Source: pre_tool_use's arguments when they are an object, decoded
+// from their own text, which is what the rendered context holds of them (FuzzPolicySource).
+func (c *chainEvent) Arguments() map[string]any {
+	if !c.argsRead {
+		c.argsRead = true
+		pc, ok := c.ev.Context.(*PreToolUseContext)
+		switch {
+		case !ok || !pc.Arguments.opensContainer():
+		case !utf8.ValidString(string(pc.Arguments)):
+			c.args = c.whole().Arguments() // rendering replaces what is not UTF-8
+		case json.Valid([]byte(pc.Arguments)):
+			c.args, _ = policy.DecodeValid([]byte(pc.Arguments)).(map[string]any)
+		}
+	}
+	return c.args
+}
+
+// ToolName implements policy.Source.
+func (c *chainEvent) ToolName() string {
+	if pc, ok := c.ev.Context.(*PreToolUseContext); ok {
+		return c.text(pc.ToolName, policy.Source.ToolName)
+	}
+	return ""
+}
+
+// UserInput implements policy.Source.
+func (c *chainEvent) UserInput() string {
+	if uc, ok := c.ev.Context.(*UserMessageContext); ok {
+		return c.text(uc.UserInput, policy.Source.UserInput)
+	}
+	return ""
+}
+
+// text is a field's text as the rendered context has it: itself when it is UTF-8, else what
+// field reads of the whole context (rendering replaces each bad byte with U+FFFD).
+func (c *chainEvent) text(s string, field func(policy.Source) string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return field(c.whole())
+}
+
+// whole is the whole context as a Source: null when it cannot be rendered.
+func (c *chainEvent) whole() policy.Source {
+	v, _ := c.Context()
+	return policy.Decoded(v)
 }
 
 // Evaluation is what a trial evaluation of a policy decided, recording nothing.
@@ -127,7 +182,7 @@ func EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
 	if ev.OccurredAt.IsZero() {
 		ev.OccurredAt = now
 	}
-	c, err := newChainEvent(&ev)
+	c, err := newChainEvent(&ev, false)
 	if err != nil {
 		return Evaluation{}, err
 	}

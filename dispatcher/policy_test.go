@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -391,5 +392,37 @@ func TestMixedChain(t *testing.T) {
 				t.Fatalf("decision log %+v", logged)
 			}
 		})
+	})
+}
+
+// FuzzPolicySource: what a policy reads of a context through the chain event — its arguments,
+// tool and input, each taken from the context's own fields — is what it would read of the whole
+// context as a webhook receives it, rendered and decoded.
+func FuzzPolicySource(f *testing.F) {
+	for _, args := range []string{`{"amount":5000,"currency":"CNY"}`, ` { "a" : [1, 2.5, {"b": null}], "a": "last" } `,
+		`{"html":"<b>&</b>","u":"\u2028\ud83d\ude00","n":-0.1e3}`, `[1,2]`, `"text"`, `12`, `{"open":`, `not json`, ``,
+		`{}`, `{"deep":{"er":{"still":[{"x":true}]}}}`, "{\"bad\":\"\xff\"}"} {
+		f.Add("transferFunds", args, "hello")
+	}
+	f.Fuzz(func(t *testing.T, tool, args, input string) {
+		for _, ctx := range []any{&PreToolUseContext{ToolName: tool, ToolCallID: "call_1", Arguments: Value(args)},
+			&UserMessageContext{UserInput: input}} {
+			c, err := newChainEvent(&Event{HookType: PreToolUse, Context: ctx}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			whole, err := c.Context()
+			if err != nil {
+				t.Skip("context not rendered:", err) // as json.Marshal would refuse it
+			}
+			want := policy.Decoded(whole)
+			fresh, _ := newChainEvent(&Event{HookType: PreToolUse, Context: ctx}, false) // parts read first, the whole never
+			if got, w := fresh.Arguments(), want.Arguments(); !reflect.DeepEqual(got, w) {
+				t.Fatalf("arguments %q: %#v, the context has %#v", args, got, w)
+			}
+			if fresh.ToolName() != want.ToolName() || fresh.UserInput() != want.UserInput() {
+				t.Fatalf("tool %q / input %q, the context has %q / %q", fresh.ToolName(), fresh.UserInput(), want.ToolName(), want.UserInput())
+			}
+		}
 	})
 }

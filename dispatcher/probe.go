@@ -114,7 +114,7 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	now := time.Now()
 	ev := Event{HookType: h.HookType, SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID,
 		Context: SampleContext(h.HookType), OccurredAt: now}
-	c, err := newChainEvent(&ev)
+	c, err := newChainEvent(&ev, true)
 	if err != nil {
 		return ProbeResult{}, err
 	}

@@ -98,8 +98,10 @@ func TestInputOfMatchesNewInput(t *testing.T) {
 		{SchemaVersion: "1.0", EventID: "e2", HookType: "pre_scheduled_task", HookName: "h", DeliveryAttempt: 1},
 	} {
 		ctx := DecodeValid([]byte(`{"toolName":"x","arguments":{"a":1},"userInput":"u","taskId":3}`))
-		got := InputOf(env, ctx)
+		got := InputOf(env, Decoded(ctx))
 		event, _ := got.ResolveName("event")
+		got.ResolveName("args")
+		got.ResolveName("task")
 		want := NewInput(event.(map[string]any))
 		var trace any
 		if env.TraceID != "" {
@@ -115,7 +117,7 @@ func TestInputOfMatchesNewInput(t *testing.T) {
 			"hookName": env.HookName, "occurredAt": env.OccurredAt, "dispatchedAt": env.DispatchedAt,
 			"deliveryAttempt": env.DeliveryAttempt, "traceId": trace, "sessionId": id(env.SessionID),
 			"principalId": id(env.PrincipalID), "agentId": id(env.AgentID), "context": ctx}
-		got.env, got.context = nil, nil
+		got.env, got.src, got.task = nil, nil, false
 		if !reflect.DeepEqual(event, wantEvent) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v:\n got %#v\nwant %#v", env, got, want)
 		}

@@ -28,14 +28,47 @@ type Input struct {
 	// Event is the envelope; with InputOf it is built when a rule first reads it.
 	Event map[string]any
 	Tool  string         // pre_tool_use: context.toolName
-	Args  map[string]any // pre_tool_use: context.arguments when they are a JSON object, else {}
+	Args  map[string]any // pre_tool_use: context.arguments when they are a JSON object, else {}; with InputOf, read when a rule first does
 	Input string         // user_message: context.userInput
-	Task  map[string]any // pre_scheduled_task: {taskId, taskName}, else {}
+	Task  map[string]any // pre_scheduled_task: {taskId, taskName}, else {}; with InputOf, read when a rule first does
 
 	PrincipalID, AgentID, SessionID *int64
 
-	env     *Envelope
-	context any
+	env  *Envelope
+	src  Source
+	task bool
+}
+
+// Source is an event's context as a policy reads it, each part taken when a rule first needs it:
+// most rules read args or tool and never the whole context, which then is never decoded.
+type Source interface {
+	// Context is the whole context as DecodeJSON returns it; an error fails the rule that reads it.
+	Context() (any, error)
+	// Arguments is context.arguments when they are a JSON object, as DecodeJSON returns it; nil
+	// otherwise.
+	Arguments() map[string]any
+	ToolName() string  // context.toolName
+	UserInput() string // context.userInput
+}
+
+// Decoded is the Source of a context DecodeJSON returned.
+func Decoded(context any) Source { return decoded{context} }
+
+type decoded struct{ c any }
+
+func (d decoded) Context() (any, error) { return d.c, nil }
+
+func (d decoded) Arguments() map[string]any {
+	a, _ := d.field("arguments").(map[string]any)
+	return a
+}
+
+func (d decoded) ToolName() string  { s, _ := d.field("toolName").(string); return s }
+func (d decoded) UserInput() string { s, _ := d.field("userInput").(string); return s }
+
+func (d decoded) field(k string) any {
+	m, _ := d.c.(map[string]any)
+	return m[k]
 }
 
 // NewInput derives the shortcuts from an envelope as DecodeJSON returns it.
@@ -47,7 +80,14 @@ func NewInput(event map[string]any) *Input {
 		return nil
 	}
 	in := &Input{Event: event, PrincipalID: id("principalId"), AgentID: id("agentId"), SessionID: id("sessionId")}
-	in.shortcuts(event["hookType"] == "pre_scheduled_task", event["context"])
+	src := Decoded(event["context"])
+	in.Tool, in.Input, in.Args, in.Task = src.ToolName(), src.UserInput(), src.Arguments(), map[string]any{}
+	if in.Args == nil {
+		in.Args = map[string]any{}
+	}
+	if c, ok := event["context"].(map[string]any); ok && event["hookType"] == "pre_scheduled_task" {
+		in.Task = c
+	}
 	return in
 }
 
@@ -60,31 +100,51 @@ type Envelope struct {
 	SessionID, PrincipalID, AgentID            *int64
 }
 
-// InputOf is the Input of the envelope env with its context as DecodeJSON returns it. The event
-// variable's map is only built if a rule reads it.
-func InputOf(env *Envelope, context any) *Input {
-	in := &Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, context: context}
-	in.shortcuts(env.HookType == "pre_scheduled_task", context)
-	return in
+// InputOf is the Input of the envelope env with its context read from src. The event variable's
+// map, args and task are only built if a rule reads them.
+func InputOf(env *Envelope, src Source) *Input {
+	return &Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, src: src,
+		Tool: src.ToolName(), Input: src.UserInput(), task: env.HookType == "pre_scheduled_task"}
 }
 
-func (in *Input) shortcuts(task bool, context any) {
-	in.Args, in.Task = map[string]any{}, map[string]any{}
-	c, _ := context.(map[string]any)
-	in.Tool, _ = c["toolName"].(string)
-	if a, ok := c["arguments"].(map[string]any); ok {
-		in.Args = a
+// args is the args variable.
+func (in *Input) args() map[string]any {
+	if in.Args == nil {
+		if in.src != nil {
+			in.Args = in.src.Arguments()
+		}
+		if in.Args == nil {
+			in.Args = map[string]any{}
+		}
 	}
-	in.Input, _ = c["userInput"].(string)
-	if task && c != nil {
-		in.Task = c
+	return in.Args
+}
+
+// taskVar is the task variable.
+func (in *Input) taskVar() any {
+	if in.Task == nil {
+		if in.task && in.src != nil {
+			c, err := in.src.Context()
+			if err != nil {
+				return types.WrapErr(err)
+			}
+			in.Task, _ = c.(map[string]any)
+		}
+		if in.Task == nil {
+			in.Task = map[string]any{}
+		}
 	}
+	return in.Task
 }
 
 // event is the event variable: the envelope as DecodeJSON would return it.
-func (in *Input) event() map[string]any {
+func (in *Input) event() any {
 	if in.Event != nil || in.env == nil {
 		return in.Event
+	}
+	context, err := in.src.Context()
+	if err != nil {
+		return types.WrapErr(err)
 	}
 	e := in.env
 	id := func(v *int64) any {
@@ -100,7 +160,7 @@ func (in *Input) event() map[string]any {
 	in.Event = map[string]any{"schemaVersion": e.SchemaVersion, "eventId": e.EventID, "hookType": e.HookType,
 		"hookName": e.HookName, "occurredAt": e.OccurredAt, "dispatchedAt": e.DispatchedAt,
 		"deliveryAttempt": e.DeliveryAttempt, "traceId": trace, "sessionId": id(e.SessionID),
-		"principalId": id(e.PrincipalID), "agentId": id(e.AgentID), "context": in.context}
+		"principalId": id(e.PrincipalID), "agentId": id(e.AgentID), "context": context}
 	return in.Event
 }
 
@@ -112,11 +172,11 @@ func (in *Input) ResolveName(name string) (any, bool) {
 	case "tool":
 		return in.Tool, true
 	case "args":
-		return in.Args, true
+		return in.args(), true
 	case "input":
 		return in.Input, true
 	case "task":
-		return in.Task, true
+		return in.taskVar(), true
 	case "principalId":
 		return optionalID(in.PrincipalID), true
 	case "agentId":
