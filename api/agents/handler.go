@@ -112,6 +112,12 @@ func (h *handler) hook(c *gin.Context) {
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
+	if err == nil && m.DecidedBy != "" {
+		// The harness fires another event for this same action, which hookd decides or records.
+		h.events.WithLabelValues(kind, "none").Inc()
+		h.answer(c, ad, m, Verdict{})
+		return
+	}
 	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	if err != nil {
 		// An input hookd cannot read at a point it decides is blocked, never let through: the
