@@ -156,3 +156,40 @@ func TestCursorToolFailureObserved(t *testing.T) {
 		t.Errorf("envelope %s %+v", env.HookType, c)
 	}
 }
+
+// A hooks.json written by hand with preToolUse alone (no tool-specific hooks, no
+// --cursor-tool-events) has every call decided there, shell commands included: leaving them to a
+// hook that is not installed would let them through undecided. The adapter takes the header only
+// from a Cursor hook, and only as "installed".
+func TestCursorPreToolUseAloneDecidesShell(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	recv.answer(scenarios[1].answer) // deny
+	registerTeamHook(t, d, recv, dispatcher.PreToolUse)
+	shell := map[string]any{"tool_name": "Shell", "tool_use_id": "t-1",
+		"tool_input": map[string]any{"command": "rm -rf /srv/ledger", "cwd": "/home/dev/pay"}}
+	out, errs, code := runHook(t, d.url(""), agentKey, cursorInput("conv-alone", "preToolUse", shell), "--agent", agents.Cursor, "preToolUse")
+	if code != 0 || !strings.Contains(out, `"permission":"deny"`) {
+		t.Fatalf("preToolUse alone: exit %d %s %s, want the team's deny", code, out, errs)
+	}
+	if env := recv.next(t); env.HookType != dispatcher.PreToolUse {
+		t.Errorf("the team's hook got %s", env.HookType)
+	}
+	if _, errs, code := runHook(t, d.url(""), agentKey, []byte(`{"hook_event_name":"PreToolUse"}`), "--agent", agents.ClaudeCode,
+		"--cursor-tool-events", "PreToolUse"); code == 0 || !strings.Contains(errs, "--cursor-tool-events") {
+		t.Errorf("--cursor-tool-events with claude-code: exit %d %s", code, errs)
+	}
+	for _, c := range []struct{ kind, value string }{{agents.ClaudeCode, "installed"}, {agents.Cursor, "yes"}} {
+		req, _ := http.NewRequest("POST", d.url("/v1/agents/"+c.kind+"/hooks"), bytes.NewReader(cursorInput("conv-h", "preToolUse", shell)))
+		req.Header.Set("Authorization", "Bearer "+agentKey)
+		req.Header.Set(agents.ToolEventsHeader, c.value)
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("%s with %s %q: %d, want 400", c.kind, agents.ToolEventsHeader, c.value, resp.StatusCode)
+		}
+	}
+}
