@@ -112,9 +112,9 @@ func (cursor) Map(in Input) (Mapped, error) {
 	post := &dispatcher.PostToolUseContext{ToolName: name, ToolCallID: pre.ToolCallID, Arguments: pre.Arguments,
 		Output: dispatcher.Value(output), Succeeded: true}
 	if in.Event == "postToolUseFailure" {
-		// error_message says what failed; failure_type (error, timeout, permission_denied) stands
-		// in for it when it is empty.
-		msg := cmp.Or(in.str("error_message"), in.str("failure_type"))
+		// error_message says what failed (error, as the other harnesses name it, when it is not
+		// there); failure_type (error, timeout, permission_denied) stands in when neither is.
+		msg := cmp.Or(in.str("error_message"), in.str("error"), in.str("failure_type"))
 		post.Succeeded, post.ErrorMessage = false, &msg
 	}
 	var ms float64
