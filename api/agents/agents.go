@@ -200,6 +200,10 @@ type Mapped struct {
 	Context any
 	// ToolInput is the tool's arguments as the harness sent them (tool points).
 	ToolInput json.RawMessage
+	// DecidedBy is the harness's other event that decides or records this same action, when the
+	// harness fires two for it: this one is answered with nothing to say and not dispatched, so
+	// the action is decided once. Only Event, Point, Session and Cwd are set beside it.
+	DecidedBy string
 }
 
 // Verdict is hookd's answer to a mapped event.

@@ -1,7 +1,9 @@
 package agents
 
 import (
+	"cmp"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/hookd/hookd/dispatcher"
@@ -17,6 +19,7 @@ var cursorPoints = map[string]dispatcher.HookType{
 	"beforeMCPExecution":   dispatcher.PreToolUse,
 	"beforeReadFile":       dispatcher.PreToolUse,
 	"postToolUse":          dispatcher.PostToolUse,
+	"postToolUseFailure":   dispatcher.PostToolUse,
 	"afterShellExecution":  dispatcher.PostToolUse,
 	"afterMCPExecution":    dispatcher.PostToolUse,
 	"beforeSubmitPrompt":   dispatcher.UserMessage,
@@ -25,11 +28,30 @@ var cursorPoints = map[string]dispatcher.HookType{
 	"sessionEnd":           dispatcher.AgentCompletion,
 }
 
-// The tool names hookd gives Cursor's tool-specific events (Cursor's own preToolUse matcher names).
+// The tool names hookd gives Cursor's tool-specific events (Cursor's own preToolUse matcher names),
+// and the name, or the "MCP:" prefix of the name, of an MCP tool at preToolUse and postToolUse.
 const (
 	cursorShell = "Shell"
 	cursorRead  = "Read"
+	cursorMCP   = "MCP"
 )
+
+// cursorDecidedBy names, for the generic tool events, the tool-specific event that Cursor also fires
+// for the same call: that one decides or records the call, and the generic one says nothing, so that
+// one action is decided once (docs/agents.md, "One action, one decision"). A failed call has no
+// tool-specific event, so postToolUseFailure is always recorded.
+var cursorDecidedBy = map[string]map[string]string{
+	"preToolUse":  {cursorShell: "beforeShellExecution", cursorRead: "beforeReadFile", cursorMCP: "beforeMCPExecution"},
+	"postToolUse": {cursorShell: "afterShellExecution", cursorMCP: "afterMCPExecution"},
+}
+
+// cursorTool is the tool name as cursorDecidedBy knows it: every MCP tool is MCP.
+func cursorTool(name string) string {
+	if strings.HasPrefix(name, cursorMCP+":") {
+		return cursorMCP
+	}
+	return name
+}
 
 func (cursor) Kind() string { return Cursor }
 
@@ -67,9 +89,12 @@ func (cursor) Map(in Input) (Mapped, error) {
 			return m, err
 		}
 		name, m.ToolInput = cursorRead, encode(map[string]string{"file_path": path})
-	case "preToolUse", "postToolUse", "beforeMCPExecution", "afterMCPExecution":
+	case "preToolUse", "postToolUse", "postToolUseFailure", "beforeMCPExecution", "afterMCPExecution":
 		if name, err = in.need("tool_name"); err != nil {
 			return m, err
+		}
+		if m.DecidedBy = cursorDecidedBy[in.Event][cursorTool(name)]; m.DecidedBy != "" {
+			return m, nil
 		}
 		m.ToolInput = jsonText(in.raw("tool_input"))
 		output = in.raw("tool_output")
@@ -86,6 +111,12 @@ func (cursor) Map(in Input) (Mapped, error) {
 	}
 	post := &dispatcher.PostToolUseContext{ToolName: name, ToolCallID: pre.ToolCallID, Arguments: pre.Arguments,
 		Output: dispatcher.Value(output), Succeeded: true}
+	if in.Event == "postToolUseFailure" {
+		// error_message says what failed (error, as the other harnesses name it, when it is not
+		// there); failure_type (error, timeout, permission_denied) stands in when neither is.
+		msg := cmp.Or(in.str("error_message"), in.str("error"), in.str("failure_type"))
+		post.Succeeded, post.ErrorMessage = false, &msg
+	}
 	var ms float64
 	if json.Unmarshal(in.raw("duration"), &ms) == nil {
 		post.DurationMs = (time.Duration(ms) * time.Millisecond).Milliseconds()

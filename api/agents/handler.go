@@ -35,6 +35,13 @@ type Deps struct {
 // agentId wins, and a header that differs from it is refused).
 const AgentIDHeader = "X-Hookd-Agent-Id"
 
+// ToolEventsHeader, sent as "installed" with a Cursor preToolUse or postToolUse, says that
+// Cursor's tool-specific hooks (beforeShellExecution, beforeMCPExecution, beforeReadFile and their
+// after events) are installed too and decide or record those calls, so this event leaves them to
+// them (docs/agents.md, "One action, one decision"). Without it every call is decided here: a
+// hooks.json that has only preToolUse must not let a shell command through undecided.
+const ToolEventsHeader = "X-Hookd-Cursor-Tool-Events"
+
 // DecisionIDHeader carries the decision log id of an interceptive answer.
 const DecisionIDHeader = "X-Hookd-Decision-Id"
 
@@ -91,6 +98,11 @@ func (h *handler) hook(c *gin.Context) {
 		}
 		agentID = caller.AgentID
 	}
+	toolEvents, err := toolEventsOf(c, kind)
+	if err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		return
+	}
 	if o, over := wire.OversizedBody(c); over {
 		h.oversized(c, ad, o)
 		return
@@ -109,6 +121,12 @@ func (h *handler) hook(c *gin.Context) {
 	if m.Point == "" {
 		h.events.WithLabelValues(kind, "none").Inc()
 		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
+		h.answer(c, ad, m, Verdict{})
+		return
+	}
+	if err == nil && m.DecidedBy != "" && toolEvents {
+		// The harness fires another event for this same action, which hookd decides or records.
+		h.events.WithLabelValues(kind, "none").Inc()
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
@@ -219,6 +237,19 @@ func agentOf(c *gin.Context) (*int64, error) {
 		return nil, errors.New(AgentIDHeader + ": must be a positive integer")
 	}
 	return &id, nil
+}
+
+// toolEventsOf reads ToolEventsHeader, which only a Cursor call may send.
+func toolEventsOf(c *gin.Context, kind string) (bool, error) {
+	switch v := c.GetHeader(ToolEventsHeader); {
+	case v == "":
+		return false, nil
+	case kind != Cursor:
+		return false, fmt.Errorf("%s: only a Cursor hook may send it, not %s", ToolEventsHeader, kind)
+	case v != "installed":
+		return false, fmt.Errorf("%s: %q is not \"installed\"", ToolEventsHeader, v)
+	}
+	return true, nil
 }
 
 // knownEvents are the harnesses' documented events that have no hookd point; any other name is

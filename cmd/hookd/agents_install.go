@@ -85,7 +85,13 @@ var settingsOf = map[string]harnessSettings{
 		return map[string]any{"type": "command", "name": "hookd", "command": hookCommand(f, kind, event), "timeout": 15000}
 	}},
 	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
-		e := map[string]any{"command": hookCommand(f, kind, event)}
+		var flags []string
+		if event == "preToolUse" || event == "postToolUse" {
+			// The tool-specific events are installed beside them (every event hookd has a point
+			// for is), and decide their calls once.
+			flags = append(flags, "--cursor-tool-events")
+		}
+		e := map[string]any{"command": hookCommand(f, kind, event, flags...)}
 		if agents.Interceptive(kind, event) {
 			e["failClosed"] = true // a forwarder that crashes or is killed blocks, as Claude Code's onFailure
 		}
@@ -97,12 +103,15 @@ func hookURL(addr, kind string) string {
 	return strings.TrimRight(addr, "/") + "/v1/agents/" + kind + "/hooks"
 }
 
-// hookCommand is the forwarder's command line; the address is on it only when it is not the
-// default, so that HOOKD_CLI_ADDR keeps working.
-func hookCommand(f installFlags, kind, event string) string {
+// hookCommand is the forwarder's command line with flags; the address is on it only when it is
+// not the default, so that HOOKD_CLI_ADDR keeps working.
+func hookCommand(f installFlags, kind, event string, flags ...string) string {
 	c := shellQuote(f.hookd) + " hook --agent " + kind
 	if f.addr != "http://127.0.0.1:8080" {
 		c += " --addr " + shellQuote(f.addr)
+	}
+	for _, fl := range flags {
+		c += " " + fl
 	}
 	return c + " " + event
 }

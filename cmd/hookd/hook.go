@@ -43,6 +43,7 @@ others) says nothing and exits 0, naming the failure on stderr.`,
 	fl.StringVar(&f.onError, "on-error", "", "when the daemon cannot be asked: deny or allow (default: deny for tool and prompt events, allow for the others)")
 	fl.DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to wait for the daemon")
 	fl.Int64Var(&f.agentID, "agent-id", 0, "select the hooks of this agentId")
+	fl.BoolVar(&f.cursorToolEvents, "cursor-tool-events", false, "Cursor: the tool-specific hooks are installed too and decide shell, MCP and file-read calls, which preToolUse and postToolUse then leave to them")
 	_ = cmd.MarkFlagRequired("agent")
 	return cmd
 }
@@ -51,6 +52,7 @@ type hookFlags struct {
 	kind, addr, token, onError string
 	timeout                    time.Duration
 	agentID                    int64
+	cursorToolEvents           bool
 }
 
 // hookExitBlock is the exit code with which the harnesses take a command hook's stderr as the
@@ -61,6 +63,9 @@ func forward(cmd *cobra.Command, f hookFlags, event string) error {
 	ad := agents.For(f.kind)
 	if ad == nil {
 		return usageErrorf("--agent: %q is not one of %s", f.kind, strings.Join(agents.Kinds, ", "))
+	}
+	if f.cursorToolEvents && f.kind != agents.Cursor {
+		return usageErrorf("--cursor-tool-events: only with --agent %s", agents.Cursor)
 	}
 	deny := agents.Interceptive(f.kind, event)
 	switch f.onError {
@@ -121,6 +126,9 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 	}
 	if f.agentID > 0 {
 		req.Header.Set(agents.AgentIDHeader, fmt.Sprint(f.agentID))
+	}
+	if f.cursorToolEvents {
+		req.Header.Set(agents.ToolEventsHeader, "installed")
 	}
 	resp, err := forwardClient.Do(req)
 	if err != nil {
