@@ -79,6 +79,9 @@ func (h *handler) hook(c *gin.Context) {
 		wire.Fail(c, http.StatusNotFound, "kind: %q is not a supported coding agent (one of %s)", kind, strings.Join(Kinds, ", "))
 		return
 	}
+	if !wire.OnlyQuery(c) { // a setting put in the URL (agentId=…) would be ignored
+		return
+	}
 	caller, err := h.Keys.Identify(c.Request, "")
 	if err != nil {
 		c.Header("WWW-Authenticate", `Bearer realm="hookd"`)

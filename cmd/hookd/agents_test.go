@@ -360,6 +360,18 @@ func TestAgentRouteRefusals(t *testing.T) {
 			t.Errorf("%s key %q %s: %d %s, want %d", c.kind, c.key, c.body, status, body, c.status)
 		}
 	}
+	// A setting put in the URL is refused, not ignored: agentId there would select nothing.
+	req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks?agentId=5001"), bytes.NewReader(pre))
+	req.Header.Set("Authorization", "Bearer "+agentKey)
+	if resp, err := d.http.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "agentId: unknown query parameter") {
+			t.Errorf("?agentId=5001: %d %s, want 400 naming it", resp.StatusCode, raw)
+		}
+	}
 
 	// A hook of agent 5001 applies to the key of that agent, and to a key without an agent that
 	// names it in the header; a header cannot change a key's agent.
