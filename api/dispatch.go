@@ -309,6 +309,11 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	if f.Until, good = queryTime(c, "until"); !good {
 		return
 	}
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		// Most likely the two swapped: an empty page would read as "no decisions then".
+		wire.Fail(c, http.StatusBadRequest, "until: must be after since (the range is [since, until))")
+		return
+	}
 	ds, err := a.db.ListDecisions(c.Request.Context(), f)
 	if err != nil {
 		wire.FailErr(c, err)

@@ -92,6 +92,8 @@ func TestLogLists(t *testing.T) {
 			{"/api/decisions?limit=0", "limit: must be an integer from 1 to 500"},
 			{"/api/decisions?outcome=maybe", "outcome: must be allow, deny, modify, ask or error"},
 			{"/api/decisions?since=yesterday", "since: must be an RFC 3339 time, e.g. 2026-01-02T15:04:05Z"},
+			{"/api/decisions?since=2026-12-02T00:00:00Z&until=2026-12-01T00:00:00Z", "until: must be after since (the range is [since, until))"},
+			{"/api/decisions?since=2026-12-01T00:00:00Z&until=2026-12-01T00:00:00Z", "until: must be after since (the range is [since, until))"},
 			{"/api/decisions/verify?fast=1", "fast: unknown query parameter"},
 		} {
 			if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
