@@ -29,7 +29,7 @@ func (a hooksAPI) create(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusCreated, out.Masked())
+	wire.OKNoted(c, http.StatusCreated, out.Masked(), out.Notes())
 }
 
 // dryRunQuery reads ?dryRun=true|false, the only query parameter of a hook write.
@@ -55,7 +55,7 @@ func (a hooksAPI) check(c *gin.Context, id int64, h dispatcher.Hook) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, out.Masked())
+	wire.OKNoted(c, http.StatusOK, out.Masked(), out.Notes())
 }
 
 // list answers one page of hooks by id: ?hookType= and ?enabled= filter, ?agentId= keeps the
@@ -135,7 +135,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, out.Masked())
+	wire.OKNoted(c, http.StatusOK, out.Masked(), out.Notes())
 }
 
 func (a hooksAPI) delete(c *gin.Context) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -181,6 +182,37 @@ func TestHookDefaults(t *testing.T) {
 	json.Unmarshal(w.Data, &h)
 	if h.DispatchConfig.TimeoutMs != 5000 {
 		t.Fatalf("observational timeout default: %s", w.Data)
+	}
+}
+
+// A toolNameMatch name that looks like a glob is matched exactly, as the document says: the hook
+// is stored, and every answer that shows it (create, a dry run, a replace) says so in its message,
+// naming the /regex/ that would do what the glob seems to say. A plain one is a plain success.
+func TestGlobLikeToolNameNoted(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, true)
+	hook := func(match string) string {
+		return `{"hookName":"g","hookType":"pre_tool_use","toolNameMatch":"` + match + `","dispatchConfig":{"url":"https://r.example/h"}}`
+	}
+	note := `success; note: toolNameMatch: "transfer*" is matched as that exact tool name, not as a glob (toolNameMatch has none); a pattern is a /regex/, such as "/^transfer/"`
+	code, w := c.do("POST", "/api/hooks", hook("transfer*"))
+	if code != 201 || w.Message != note {
+		t.Fatalf("create: %d %q", code, w.Message)
+	}
+	var h dispatcher.Hook
+	json.Unmarshal(w.Data, &h)
+	if h.ToolNameMatch != "transfer*" {
+		t.Fatalf("stored %q", h.ToolNameMatch)
+	}
+	if code, w := c.do("POST", "/api/hooks?dryRun=true", hook("payOrder|transfer*")); code != 200 || w.Message != note {
+		t.Errorf("dry run: %d %q", code, w.Message)
+	}
+	if code, w := c.do("PUT", fmt.Sprintf("/api/hooks/%d", h.ID), hook("transfer*")); code != 200 || w.Message != note {
+		t.Errorf("replace: %d %q", code, w.Message)
+	}
+	for _, plain := range []string{"transferFunds|payOrder", "*", "/^transfer/"} {
+		if code, w := c.do("POST", "/api/hooks", hook(plain)); code != 201 || w.Message != "success" {
+			t.Errorf("%s: %d %q", plain, code, w.Message)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"net/textproto"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -630,6 +631,23 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 		keep(&f.Body, of.Body)
 		keepHeaders(f.Headers, of.Headers)
 	}
+}
+
+// Notes are what in h is valid but likely not what was meant, for the registration's answer
+// and for hookd doctor: a toolNameMatch name that looks like a glob (the document matches it
+// exactly).
+func (h Hook) Notes() []string {
+	m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
+	if err != nil || !h.HookType.ToolScoped() {
+		return nil
+	}
+	var notes []string
+	for _, g := range m.GlobLike() {
+		prefix := g[:strings.IndexAny(g, "*?[")]
+		notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name, not as a glob (toolNameMatch has none); "+
+			"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
+	}
+	return notes
 }
 
 // Masked returns a copy of h fit for output: the signing secret and every credential as "***".

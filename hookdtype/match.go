@@ -54,3 +54,16 @@ func (m NameMatch) Match(name string) bool {
 	}
 	return false
 }
+
+// GlobLike are the names m matches exactly that look like globs (a *, ? or [ in them): the
+// document has no globs, so "transfer*" selects only a tool of that very name, which is rarely
+// what its writer meant.
+func (m NameMatch) GlobLike() []string {
+	var out []string
+	for _, n := range m.names {
+		if strings.ContainsAny(n, "*?[") {
+			out = append(out, n)
+		}
+	}
+	return out
+}

@@ -31,6 +31,16 @@ func OK(c *gin.Context, status int, data any) {
 	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: "success"})
 }
 
+// OKNoted writes a success wrapper whose message carries notes, when there are any: what the
+// request did that is valid but likely not what was meant ("success; note: …").
+func OKNoted(c *gin.Context, status int, data any, notes []string) {
+	msg := "success"
+	if len(notes) > 0 {
+		msg += "; note: " + strings.Join(notes, "; note: ")
+	}
+	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: msg})
+}
+
 // A JSONAppender appends its JSON encoding, exactly as json.Marshal has it, to b.
 type JSONAppender interface {
 	AppendJSON(b []byte) ([]byte, error)

@@ -38,9 +38,16 @@ func addAdminFlags(group *cobra.Command) *adminClient {
 // call sends a request to the admin API and returns the wrapper's data, or an error carrying the
 // wrapper's message.
 func (c *adminClient) call(method, path string, body io.Reader) (json.RawMessage, error) {
+	data, _, err := c.callNoted(method, path, body)
+	return data, err
+}
+
+// callNoted is call that also returns the notes of a success ("success; note: …", see
+// wire.OKNoted).
+func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMessage, []string, error) {
 	req, err := http.NewRequest(method, strings.TrimRight(c.addr, "/")+path, body)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	if token := cmp.Or(c.token, os.Getenv("HOOKD_CLI_TOKEN")); token != "" {
@@ -48,12 +55,12 @@ func (c *adminClient) call(method, path string, body io.Reader) (json.RawMessage
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach hookd at %s: %w", c.addr, err)
+		return nil, nil, fmt.Errorf("cannot reach hookd at %s: %w", c.addr, err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var w struct {
 		Success bool            `json:"success"`
@@ -61,12 +68,13 @@ func (c *adminClient) call(method, path string, body io.Reader) (json.RawMessage
 		Message string          `json:"message"`
 	}
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return nil, fmt.Errorf("%s %s: HTTP %d: not a hookd answer", method, path, resp.StatusCode)
+		return nil, nil, fmt.Errorf("%s %s: HTTP %d: not a hookd answer", method, path, resp.StatusCode)
 	}
 	if !w.Success {
-		return nil, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, w.Message)
+		return nil, nil, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, w.Message)
 	}
-	return w.Data, nil
+	notes := strings.Split(w.Message, "; note: ")
+	return w.Data, notes[1:], nil
 }
 
 // print calls the API and prints the data as indented JSON.

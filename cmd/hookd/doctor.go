@@ -142,6 +142,9 @@ func (d *doctor) stored(ctx context.Context, reg *dispatcher.Registry, h dispatc
 	if _, err := reg.Check(ctx, h.ID, h.Masked()); err != nil {
 		d.fail(fmt.Sprintf("hook %d", h.ID), "%s: stored before a rule it breaks: %v; a PUT that mends it brings it in line", h.HookName, err)
 	}
+	for _, n := range h.Notes() {
+		d.note(fmt.Sprintf("hook %d", h.ID), "%s: %s", h.HookName, n)
+	}
 }
 
 // receiver checks that h's receiver (and token endpoint) resolve to addresses the guard allows.

@@ -114,6 +114,13 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 
+	// A toolNameMatch that looks like a glob is valid (matched exactly) and noted, not failed.
+	globbed := doctorSetupEdited(t, key, private, `UPDATE hooks SET doc = json_set(doc, '$.toolNameMatch', 'transfer*') WHERE id = 1`)
+	out, _, code = hookd(t, nil, "doctor", "--config", globbed)
+	if want := `note  hook 1     gate: toolNameMatch: "transfer*" is matched as that exact tool name, not as a glob`; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("glob-like toolNameMatch: exit %d, want 0 and %q in\n%s", code, want, out)
+	}
+
 	// A database not created yet is not a problem: serve creates it. Doctor creates nothing.
 	fresh := t.TempDir()
 	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, fresh, "sqlite:"+filepath.Join(fresh, "new.db"), key, ""))

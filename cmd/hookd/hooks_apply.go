@@ -55,7 +55,7 @@ a changed secret alone is not seen: --resend-secrets sends the secrets of every 
 			}
 			out := cmd.OutOrStdout()
 			plan.print(out)
-			if err := plan.check(c); err != nil {
+			if err := plan.check(c, out); err != nil {
 				return err
 			}
 			if dryRun {
@@ -263,15 +263,20 @@ func (s applyStep) write() (method, path string, body []byte) {
 
 // check has the daemon check every create and update as it would make it (?dryRun=true:
 // receivers against its SSRF guard, the stored secrets merged), so that a dry run shows what
-// the run would refuse, and a run refused on one hook changes none.
-func (p applyPlan) check(c *adminClient) error {
+// the run would refuse, and a run refused on one hook changes none. What the daemon notes of a
+// hook (valid, but likely not what was meant) is printed to w.
+func (p applyPlan) check(c *adminClient, w io.Writer) error {
 	for _, s := range p {
 		if s.op != "create" && s.op != "update" {
 			continue
 		}
 		method, path, body := s.write()
-		if _, err := c.call(method, path+"?dryRun=true", bytes.NewReader(body)); err != nil {
+		_, notes, err := c.callNoted(method, path+"?dryRun=true", bytes.NewReader(body))
+		if err != nil {
 			return fmt.Errorf("%s %s: %w (nothing changed)", s.op, s.hook.HookName, err)
+		}
+		for _, n := range notes {
+			fmt.Fprintf(w, "note: %s: %s\n", s.hook.HookName, n)
 		}
 	}
 	return nil

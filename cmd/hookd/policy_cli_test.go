@@ -249,4 +249,9 @@ func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
 	if out, code := cli("hooks", "apply", "-f", files, "--dry-run"); code != 1 || !strings.Contains(out, "update a-good: ") || !strings.Contains(out, "dispatchConfig.url: 127.0.0.1 is loopback") {
 		t.Fatalf("update dry run: %d\n%s", code, out)
 	}
+	// What the daemon notes of a hook it takes (a toolNameMatch that looks like a glob) is printed.
+	writeFile(t, files, "a.yaml", "hookName: a-good\nhookType: post_tool_use\ntoolNameMatch: 'transfer*'\ndispatchConfig: {url: 'https://audit.example.com/hook'}\n")
+	if out, code := cli("hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, `note: a-good: toolNameMatch: "transfer*" is matched as that exact tool name`) || !strings.Contains(out, "applied") {
+		t.Fatalf("apply with a note: %d\n%s", code, out)
+	}
 }
