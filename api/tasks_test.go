@@ -113,6 +113,10 @@ func TestTaskValidation(t *testing.T) {
 		{"reuseSession", `"yes"`},
 		{"enabled", `1`},
 		{"catchUp", `"true"`},
+		// Output only, and read like settings: a new task that sets them is refused.
+		{"sessionId", `999`},
+		{"nextRunAt", `"2026-12-02T09:00:00Z"`},
+		{"lastRunAt", `"2026-11-30T09:00:00Z"`},
 	}
 	for _, tc := range cases {
 		status, w := c.do("POST", "/api/tasks", with(tc.field, tc.value))
@@ -126,6 +130,11 @@ func TestTaskValidation(t *testing.T) {
 	json.Unmarshal(w.Data, &task)
 	if status, w := c.do("PUT", "/api/tasks/"+itoa(task.ID), with("cron", `"bad"`)); status != 400 || !strings.HasPrefix(w.Message, "cron:") {
 		t.Fatalf("replace with a bad cron: %d %s", status, w.Message)
+	}
+	// A task read with GET goes back with PUT unchanged, its output-only fields included.
+	_, w = c.do("GET", "/api/tasks/"+itoa(task.ID), "")
+	if status, w := c.do("PUT", "/api/tasks/"+itoa(task.ID), string(w.Data)); status != 200 {
+		t.Fatalf("GET then PUT: %d %s", status, w.Message)
 	}
 	for _, path := range []string{"/api/tasks/x", "/api/tasks/0/run", "/api/tasks/-1/runs"} {
 		if status, w := c.do("GET", path, ""); status != 400 && status != 405 || status == 400 && !strings.HasPrefix(w.Message, "id:") {
@@ -179,10 +188,14 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 		if status, w := c.do("GET", path, ""); status != 200 || !strings.Contains(string(w.Data), `"cron":"0 9 * * 1-5"`) {
 			t.Fatalf("get: %d %s", status, w.Data)
 		}
-		// Output-only fields in a request are ignored.
-		if status, w := c.do("POST", "/api/tasks", `{"taskName":"x","cron":"@daily","input":"i","id":77,"nextRunAt":"2000-01-01T00:00:00Z","sessionId":5}`); status != 201 ||
-			strings.Contains(string(w.Data), `"id":77`) || strings.Contains(string(w.Data), "2000-01-01") || strings.Contains(string(w.Data), `"sessionId":5`) {
-			t.Fatalf("read-only fields: %d %s", status, w.Data)
+		// The id of a new task is hookd's; the output-only fields that read like settings are
+		// refused (TestTaskValidation).
+		if status, w := c.do("POST", "/api/tasks", `{"taskName":"x","cron":"@daily","input":"i","id":77}`); status != 201 ||
+			strings.Contains(string(w.Data), `"id":77`) {
+			t.Fatalf("id of a new task: %d %s", status, w.Data)
+		}
+		if status, w := c.do("POST", "/api/tasks", `{"taskName":"x","cron":"@daily","input":"i","nextRunAt":"2000-01-01T00:00:00Z"}`); status != 400 {
+			t.Fatalf("nextRunAt of a new task: %d %s", status, w.Message)
 		}
 		_, w = c.do("GET", "/api/tasks", "")
 		var page struct{ Items []scheduler.Task }

@@ -14,7 +14,9 @@ import (
 )
 
 // Task is a scheduled agent task in the shape of the admin API. SessionID, NextRunAt, LastRunAt
-// and the times are output only: whatever a request sends for them is ignored.
+// and the times are output only: a new task that sets the first three is refused (they read like
+// settings: run in that session, first at that time), and a replace ignores them all, so that a
+// task read with GET goes back with PUT unchanged however far it ran meanwhile.
 type Task struct {
 	ID       int64  `json:"id,omitempty"`
 	TaskName string `json:"taskName"`
@@ -118,6 +120,14 @@ func timePtr(t time.Time) *time.Time {
 
 // Create validates and stores a new task; its schedule takes effect at once.
 func (s *Scheduler) Create(ctx context.Context, t Task) (Task, error) {
+	switch {
+	case t.SessionID != nil:
+		return Task{}, invalid("sessionId", "is set by hookd: the session a task with reuseSession made at its first run; leave it out")
+	case t.NextRunAt != nil:
+		return Task{}, invalid("nextRunAt", "is set by hookd from cron; leave it out (a task runs at once with POST /api/tasks/{id}/run)")
+	case t.LastRunAt != nil:
+		return Task{}, invalid("lastRunAt", "is set by hookd when the task runs; leave it out")
+	}
 	now := s.now()
 	sched, err := t.normalize(now)
 	if err != nil {
