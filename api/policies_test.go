@@ -167,7 +167,7 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				{`{"policyConfig":{"rules":[{"name":"etc","when":"args.path.glob('/etc/**')","decision":"deny"}]},"event":{"hookType":"pre_tool_use","context":{"toolName":"write_file","arguments":{"path":"/tmp/../etc/passwd"}}}}`,
 					`"decision":"deny","rule":"etc"`},
 				{`{"policyConfig":{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]},"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`,
-					`"decision":"deny","rule":"x","reason":"hook policy unavailable (failureMode DENY)"`},
+					`"decision":"deny","rule":"x","reason":"hook policy could not decide: its policy failed (failureMode DENY)"`},
 			}
 			for _, tc := range cases {
 				code, w := c.do("POST", "/api/policies/evaluate", tc.body)

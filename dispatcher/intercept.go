@@ -262,7 +262,12 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 	if res.failure != nil {
 		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
 		if res.dec.Decision == Deny {
-			res.dec.Reason = "hook " + h.HookName + " unavailable (failureMode DENY)"
+			// A receiver that did not answer is unavailable; a policy is there, and failed.
+			what := " unavailable"
+			if h.DispatchType == DispatchPolicy {
+				what = " could not decide: its policy failed"
+			}
+			res.dec.Reason = "hook " + h.HookName + what + " (failureMode DENY)"
 		}
 		d.log.WarnContext(ctx, "interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
 			"traceId", c.ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)

@@ -42,7 +42,7 @@ func toolCtx(args string) *PreToolUseContext {
 }
 
 func TestPolicyDecisions(t *testing.T) {
-	deny := "hook p unavailable (failureMode DENY)"
+	deny := "hook p could not decide: its policy failed (failureMode DENY)"
 	cases := []policyCase{
 		// pre_tool_use: each rule kind and the default.
 		{name: "deny", rules: []policy.Rule{{Name: "limit", When: "args.amount > 10000", Decision: "deny", Reason: "'单笔金额 ' + string(args.amount) + ' 超过限额 10000'"}},
