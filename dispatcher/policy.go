@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"reflect"
 	"time"
 	"unicode/utf8"
@@ -16,11 +17,16 @@ import (
 
 // policyDecider evaluates a policy hook's compiled rules in-process.
 type policyDecider struct {
-	p *policy.Policy
+	p       *policy.Policy
+	counted bool // count the cost of every evaluation (a trial reports it)
 }
 
 func (pd *policyDecider) decide(_ context.Context, _ *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
-	res, err := pd.p.Eval(c.policyInput(h, eventID, now))
+	eval := pd.p.Eval
+	if pd.counted {
+		eval = pd.p.EvalCounted
+	}
+	res, err := eval(c.policyInput(h, eventID, now))
 	if err != nil {
 		a := answer{cost: res.Cost, failure: err}
 		var ee *policy.EvalError
@@ -142,6 +148,23 @@ func (c *chainEvent) text(s string, field func(policy.Source) string) string {
 	return field(c.whole())
 }
 
+// MaxSize implements policy.Source: a bound of what a rule reads of the context from the sizes
+// of its fields (each decoded string or container is at most the text it came from, with what is
+// not UTF-8 replaced), or from the rendered context of a kind without such a bound here.
+func (c *chainEvent) MaxSize() int {
+	switch pc := c.ev.Context.(type) {
+	case *PreToolUseContext:
+		// Every field of it (TestPolicySourceSize); 32 is more than its keys' lengths and count,
+		// and 3× what rendering makes of a byte that is not UTF-8 (U+FFFD).
+		return 32 + 3*(max(len(pc.ToolName), len(pc.ToolCallID), len(pc.Arguments))+codingAgentLen(pc.CodingAgent))
+	}
+	body, _, err := c.rendered()
+	if err != nil {
+		return math.MaxInt
+	}
+	return len(body)
+}
+
 // whole is the whole context as a Source: null when it cannot be rendered.
 func (c *chainEvent) whole() policy.Source {
 	v, _ := c.Context()
@@ -188,7 +211,7 @@ func EvaluatePolicy(ctx context.Context, h Hook, ev Event) (Evaluation, error) {
 	}
 	// A trial has no dispatcher: a policy needs none, and its failure is reported, not logged.
 	d := &Dispatcher{log: slog.New(slog.DiscardHandler)}
-	r := d.evaluate(ctx, &boundHook{Hook: h, decider: &policyDecider{p: p}}, c, now)
+	r := d.evaluate(ctx, &boundHook{Hook: h, decider: &policyDecider{p: p, counted: true}}, c, now)
 	out := Evaluation{Decision: r.dec.Decision, Rule: r.rule, Reason: r.dec.Reason, ModifiedValue: r.dec.ModifiedValue,
 		Cost: r.cost, FromFailureMode: r.failure != nil}
 	switch {

@@ -395,6 +395,23 @@ func TestMixedChain(t *testing.T) {
 	})
 }
 
+// TestPolicySourceSize: chainEvent.MaxSize bounds pre_tool_use's context by its fields, so it
+// must know every one of them; a field added to the context needs its place there.
+func TestPolicySourceSize(t *testing.T) {
+	var fields []string
+	for f := range reflect.TypeFor[PreToolUseContext]().Fields() {
+		fields = append(fields, f.Name)
+	}
+	if want := []string{"ToolName", "ToolCallID", "Arguments", "CodingAgent"}; !reflect.DeepEqual(fields, want) {
+		t.Fatalf("PreToolUseContext has %v; chainEvent.MaxSize knows %v", fields, want)
+	}
+	c, _ := newChainEvent(&Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "t", Arguments: `{"a":"xxxxxxxxxx"}`,
+		CodingAgent: &CodingAgent{AgentKind: "codex", Cwd: strings.Repeat("/d", 300)}}}, false)
+	if n := c.MaxSize(); n < 600 {
+		t.Fatalf("MaxSize %d, less than the cwd's 600 bytes", n)
+	}
+}
+
 // FuzzPolicySource: what a policy reads of a context through the chain event — its arguments,
 // tool and input, each taken from the context's own fields — is what it would read of the whole
 // context as a webhook receives it, rendered and decoded.
@@ -422,6 +439,10 @@ func FuzzPolicySource(f *testing.F) {
 			}
 			if fresh.ToolName() != want.ToolName() || fresh.UserInput() != want.UserInput() {
 				t.Fatalf("tool %q / input %q, the context has %q / %q", fresh.ToolName(), fresh.UserInput(), want.ToolName(), want.UserInput())
+			}
+			// The size bound the uncounted evaluation trusts holds of what a rule reads.
+			if got, w := fresh.MaxSize(), want.MaxSize(); got < w {
+				t.Fatalf("MaxSize %d, but the context holds a value of size %d", got, w)
 			}
 		}
 	})

@@ -37,6 +37,7 @@ type Input struct {
 	env  *Envelope
 	src  Source
 	task bool
+	size int // maxSize, once known
 }
 
 // Source is an event's context as a policy reads it, each part taken when a rule first needs it:
@@ -49,6 +50,9 @@ type Source interface {
 	Arguments() map[string]any
 	ToolName() string  // context.toolName
 	UserInput() string // context.userInput
+	// MaxSize is at least the length of every string and the size of every list and map in the
+	// context, as a rule reads them: what Eval checks against SizeBound.
+	MaxSize() int
 }
 
 // Decoded is the Source of a context DecodeJSON returned.
@@ -65,6 +69,29 @@ func (d decoded) Arguments() map[string]any {
 
 func (d decoded) ToolName() string  { s, _ := d.field("toolName").(string); return s }
 func (d decoded) UserInput() string { s, _ := d.field("userInput").(string); return s }
+
+func (d decoded) MaxSize() int { return sizeOf(d.c) }
+
+// sizeOf is the largest length of a string, list or map in v, a value as DecodeJSON returns it.
+func sizeOf(v any) int {
+	switch v := v.(type) {
+	case string:
+		return len(v)
+	case []any:
+		n := len(v)
+		for _, e := range v {
+			n = max(n, sizeOf(e))
+		}
+		return n
+	case map[string]any:
+		n := len(v)
+		for k, e := range v {
+			n = max(n, len(k), sizeOf(e))
+		}
+		return n
+	}
+	return 0
+}
 
 func (d decoded) field(k string) any {
 	m, _ := d.c.(map[string]any)
@@ -105,6 +132,24 @@ type Envelope struct {
 func InputOf(env *Envelope, src Source) *Input {
 	return &Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, src: src,
 		Tool: src.ToolName(), Input: src.UserInput(), task: env.HookType == "pre_scheduled_task"}
+}
+
+// maxSize is at least the length of every string and the size of every list and map a rule can
+// read of in (see SizeBound).
+func (in *Input) maxSize() int {
+	if in.size > 0 {
+		return in.size
+	}
+	n := max(16, len(in.Tool), len(in.Input)) // 16: more than the envelope's fields
+	if e := in.env; e != nil {
+		n = max(n, len(e.SchemaVersion), len(e.EventID), len(e.HookType), len(e.HookName), len(e.TraceID))
+	}
+	if in.src != nil {
+		n = max(n, in.src.MaxSize())
+	}
+	// NewInput's: the envelope, which holds the rest.
+	in.size = max(n, sizeOf(in.Event), sizeOf(in.Args), sizeOf(in.Task))
+	return in.size
 }
 
 // args is the args variable.

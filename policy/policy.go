@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
@@ -64,12 +65,29 @@ type Policy struct {
 	// (-1: none): one evaluation instead of one per rule. Any error of it sends Eval through the
 	// rules one by one, which names the rule and field. Nil when it does not compile.
 	first cel.Program
+	// uncounted are first and the rules' reason and modifiedValue programs without the cost
+	// tracker, when CEL's static cost estimate says no decision can cost more than costLimit on an
+	// input within SizeBound (see Eval); nil otherwise.
+	uncounted *uncounted
 }
 
 type compiled struct {
 	name, decision       string
 	when, reason, modify cel.Program // reason and modify may be nil
 }
+
+// uncounted is a policy's programs for an evaluation that need not count its cost.
+type uncounted struct {
+	first          cel.Program
+	reason, modify []cel.Program // per rule; nil where the rule has none
+	// fits says, per rule, that first with the rule's reason and modifiedValue fits costLimit: a
+	// decision by a rule that does not is counted.
+	fits []bool
+}
+
+// SizeBound is the size of every string, list and map a rule reads that the static cost bound
+// assumes: the request body limit, so that every input through hookd's APIs is within it.
+const SizeBound = 1 << 20
 
 // Result is what a policy decided about one event.
 type Result struct {
@@ -183,18 +201,25 @@ func Compile(c Config, hookType string) (*Policy, error) {
 	if len(c.Rules) > 1 {
 		p.first = p.firstProgram(env, c.Rules)
 	}
+	p.uncounted = p.uncountedPrograms(env, c.Rules)
 	return p, nil
 }
 
-// firstProgram is the rules' whens as one conditional, each on lines of its own (so that a //
-// comment in one ends with it): (when0) ? 0 : ((when1) ? 1 : … -1). Nil when it does not compile.
-func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
+// firstSource is the rules' whens as one conditional, each on lines of its own (so that a //
+// comment in one ends with it): (when0) ? 0 : ((when1) ? 1 : … -1).
+func firstSource(rules []Rule) string {
 	var src strings.Builder
 	for i, r := range rules {
 		fmt.Fprintf(&src, "(\n%s\n) ? %d : (", r.When, i)
 	}
 	src.WriteString("-1" + strings.Repeat(")", len(rules)))
-	ast, iss := env.Compile(src.String())
+	return src.String()
+}
+
+// firstProgram is the rules' whens as one conditional, each on lines of its own (so that a //
+// comment in one ends with it): (when0) ? 0 : ((when1) ? 1 : … -1). Nil when it does not compile.
+func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
+	ast, iss := env.Compile(firstSource(rules))
 	if iss != nil && iss.Err() != nil {
 		return nil
 	}
@@ -203,6 +228,66 @@ func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
 		return nil
 	}
 	return prg
+}
+
+// uncountedPrograms compiles the programs of an evaluation that need not count its cost: every
+// rule's when in one program (as first, a lone rule's too), each reason and modifiedValue, all
+// without the cost tracker, which is about a third of an evaluation. A decision may take them
+// when CEL's static estimate of the most it can cost on inputs within SizeBound — that program,
+// then the deciding rule's reason and modifiedValue — fits costLimit (uncounted.fits); nil when
+// the program alone does not (a comprehension over a list of the arguments, say), and every
+// evaluation counts.
+func (p *Policy) uncountedPrograms(env *cel.Env, rules []Rule) *uncounted {
+	if len(rules) == 0 {
+		return nil
+	}
+	compile := func(expr string) (cel.Program, uint64, bool) {
+		if expr == "" {
+			return nil, 0, true
+		}
+		ast, iss := env.Compile(expr)
+		if iss != nil && iss.Err() != nil {
+			return nil, 0, false
+		}
+		est, err := env.EstimateCost(ast, sizeBound{})
+		if err != nil {
+			return nil, 0, false
+		}
+		prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+		return prg, est.Max, err == nil
+	}
+	n := len(rules)
+	u := &uncounted{reason: make([]cel.Program, n), modify: make([]cel.Program, n), fits: make([]bool, n)}
+	first, spent, ok := compile(firstSource(rules))
+	if !ok || spent > p.costLimit {
+		return nil
+	}
+	u.first = first
+	for i, r := range rules {
+		var rc, mc uint64
+		if u.reason[i], rc, ok = compile(r.Reason); !ok {
+			return nil
+		}
+		if u.modify[i], mc, ok = compile(r.ModifiedValue); !ok {
+			return nil
+		}
+		// Each estimate is at most MaxUint64; compared one at a time, nothing overflows.
+		left := p.costLimit - spent
+		u.fits[i] = rc <= left && mc <= left-rc
+	}
+	return u
+}
+
+// sizeBound is the static cost estimator's view of the inputs: every string, list and map of at
+// most SizeBound (the sizes of what an expression computes, CEL derives from these).
+type sizeBound struct{}
+
+func (sizeBound) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: SizeBound}
+}
+
+func (sizeBound) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
 
 var invalid = hookdtype.Invalid
@@ -245,8 +330,40 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (c
 }
 
 // Eval decides about in: the first rule whose when is true, else the default. An *EvalError means
-// no decision could be made.
+// no decision could be made. Its cost is bounded by costLimit: counted as it goes, or, for a
+// policy whose static estimate fits the limit and an input within SizeBound, not counted at all
+// (Result.Cost is then 0). Anything that goes wrong that way is evaluated again, counted, which
+// names the rule and field.
 func (p *Policy) Eval(in *Input) (Result, error) {
+	if u := p.uncounted; u != nil && in.maxSize() <= SizeBound {
+		if res, ok := p.evalUncounted(u, in); ok {
+			return res, nil
+		}
+	}
+	return p.EvalCounted(in)
+}
+
+// evalUncounted is Eval without counting; ok false when anything went wrong.
+func (p *Policy) evalUncounted(u *uncounted, in *Input) (Result, bool) {
+	v, _, err := u.first.Eval(in)
+	i, isInt := v.(types.Int)
+	switch {
+	case err != nil || !isInt || int(i) >= len(p.rules):
+		return Result{}, false
+	case i < 0:
+		return Result{Decision: p.def}, true
+	}
+	if !u.fits[i] {
+		return Result{}, false
+	}
+	e := &evaluation{p: p, in: in}
+	res, err := e.decidedBy(&p.rules[i], u.reason[i], u.modify[i])
+	return res, err == nil
+}
+
+// EvalCounted is Eval counting the cost of every expression, for the exact Result.Cost of a
+// trial evaluation.
+func (p *Policy) EvalCounted(in *Input) (Result, error) {
 	e := &evaluation{p: p, in: in}
 	if i, ok := e.firstTrue(); ok {
 		if i < 0 {
@@ -313,9 +430,14 @@ func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, e
 
 // decided is the result of rule r, whose when was true: its reason and modifiedValue evaluated.
 func (e *evaluation) decided(r *compiled) (Result, error) {
+	return e.decidedBy(r, r.reason, r.modify)
+}
+
+// decidedBy is decided with the programs given for r's reason and modifiedValue.
+func (e *evaluation) decidedBy(r *compiled, reason, modify cel.Program) (Result, error) {
 	res := Result{Decision: r.decision, Rule: r.name}
-	if r.reason != nil {
-		v, err := e.run(r, r.reason, "reason")
+	if reason != nil {
+		v, err := e.run(r, reason, "reason")
 		if err != nil {
 			return Result{Cost: e.spent}, err
 		}
@@ -325,8 +447,8 @@ func (e *evaluation) decided(r *compiled) (Result, error) {
 		}
 		res.Reason = string(s)
 	}
-	if r.modify != nil {
-		v, err := e.run(r, r.modify, "modifiedValue")
+	if modify != nil {
+		v, err := e.run(r, modify, "modifiedValue")
 		if err != nil {
 			return Result{Cost: e.spent}, err
 		}

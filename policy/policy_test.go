@@ -78,12 +78,14 @@ func TestFunctionsAndShortcuts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := p.Eval(input(t, c.event))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := res.Decision == "deny"; got != c.want {
-				t.Fatalf("%s = %v, want %v", c.when, got, c.want)
+			for _, eval := range []func(*policy.Input) (policy.Result, error){p.Eval, p.EvalCounted} {
+				res, err := eval(input(t, c.event))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := res.Decision == "deny"; got != c.want {
+					t.Fatalf("%s = %v, want %v", c.when, got, c.want)
+				}
 			}
 		})
 	}
@@ -100,18 +102,67 @@ func TestExamplePolicy(t *testing.T) {
 		{`{"amount":50,"cardNo":"6222020012345678"}`, "modify", "mask-card", "", `{"amount":50,"cardNo":"****5678"}`},
 		{`{"amount":50}`, "allow", "", "", ""},
 	} {
-		res, err := p.Eval(input(t, toolEvent("transferFunds", c.args)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if res.Decision != c.decision || res.Rule != c.rule || res.Reason != c.reason || res.Cost == 0 {
-			t.Errorf("%s: got %+v", c.args, res)
-		}
-		if got := ""; res.ModifiedValue != nil {
-			if got = *res.ModifiedValue; got != c.modified {
-				t.Errorf("%s: modifiedValue %s, want %s", c.args, got, c.modified)
+		// Eval as a dispatch does, and counted as a trial does: the same decision, the cost
+		// counted only by the latter (the mask-card modify's static bound is over the default
+		// costLimit, so Eval counts that one too).
+		for _, counted := range []bool{false, true} {
+			eval := map[bool]func(*policy.Input) (policy.Result, error){false: p.Eval, true: p.EvalCounted}[counted]
+			res, err := eval(input(t, toolEvent("transferFunds", c.args)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Decision != c.decision || res.Rule != c.rule || res.Reason != c.reason || (res.Cost > 0) != (counted || c.modified != "") {
+				t.Errorf("%s (counted %v): got %+v", c.args, counted, res)
+			}
+			if got := ""; res.ModifiedValue != nil {
+				if got = *res.ModifiedValue; got != c.modified {
+					t.Errorf("%s: modifiedValue %s, want %s", c.args, got, c.modified)
+				}
 			}
 		}
+	}
+}
+
+// A policy whose static cost bound fits its costLimit decides without counting (Result.Cost 0)
+// on an input within SizeBound; over it, it counts, and so does a policy whose bound does not fit,
+// whose cost overrun is still stopped. Either way the decision, and any error, is the counted one.
+func TestUncountedWithinTheBound(t *testing.T) {
+	p, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "long", When: "args.s.size() > 3", Decision: "deny",
+		Reason: "'too long: ' + args.s.substring(0, 3)"}}}, "pre_tool_use")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		s       string
+		counted bool
+	}{{"abcdef", false}, {strings.Repeat("x", policy.SizeBound+1), true}} {
+		in := input(t, toolEvent("x", `{"s":"`+c.s+`"}`))
+		res, err := p.Eval(in)
+		want, werr := p.EvalCounted(input(t, toolEvent("x", `{"s":"`+c.s+`"}`)))
+		if err != nil || werr != nil || res.Decision != "deny" || res.Reason != want.Reason || (res.Cost > 0) != c.counted {
+			t.Errorf("%d bytes: %+v %v, counted %+v %v", len(c.s), res, err, want, werr)
+		}
+	}
+	// Over the bound by its arguments' list: a comprehension over it.
+	p, err = policy.Compile(policy.Config{CostLimit: 1000, Rules: []policy.Rule{{Name: "any", When: "args.items.exists(i, i > 5)", Decision: "deny"}}}, "pre_tool_use")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Eval(input(t, toolEvent("x", `{"items":[1,9]}`))); err != nil || res.Decision != "deny" || res.Cost == 0 {
+		t.Errorf("a bound over the limit is counted: %+v %v", res, err)
+	}
+	long := "[" + strings.Repeat("1,", 2000) + "1]"
+	var ee *policy.EvalError
+	if _, err := p.Eval(input(t, toolEvent("x", `{"items":`+long+`}`))); !errors.As(err, &ee) || !ee.CostExceeded {
+		t.Errorf("an overrun of a counted policy: %v", err)
+	}
+	// Errors are the counted evaluation's, naming rule and field.
+	p, err = policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "divide", When: "10 / args.n > 1", Decision: "deny"}}}, "pre_tool_use")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Eval(input(t, toolEvent("x", `{"n":0}`))); !errors.As(err, &ee) || ee.Rule != "divide" || ee.Field != "when" {
+		t.Errorf("division by zero: %v", err)
 	}
 }
 
