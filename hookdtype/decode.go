@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"strconv"
+	"sync"
 )
 
 var (
@@ -43,7 +44,7 @@ func decodeValue(b []byte, i int, v reflect.Value) (end int, ok bool) {
 	case t == rawMessageType: // its UnmarshalJSON: a copy of the value's text, null included
 		v.SetBytes(append(v.Bytes()[:0], b[i:end]...))
 		return end, true
-	case b[i] != 'n' && reflect.PointerTo(t).Implements(jsonUnmarshaler): // handed its text, as encoding/json does
+	case b[i] != 'n' && factsOf(t).unmarshaler: // handed its text, as encoding/json does
 		return end, v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON(b[i:end]) == nil
 	case b[i] == 'n' || t == numberType || implements(t):
 		return end, json.Unmarshal(b[i:end], v.Addr().Interface()) == nil
@@ -84,9 +85,27 @@ func decodeValue(b []byte, i int, v reflect.Value) (end int, ok bool) {
 }
 
 // implements says whether t decodes itself: encoding/json hands such a value its text.
-func implements(t reflect.Type) bool {
+func implements(t reflect.Type) bool { return factsOf(t).decodesItself }
+
+// typeFacts are what decoding asks of a type, found once per type: reflect's Implements takes
+// longer than decoding a short string.
+type typeFacts struct {
+	unmarshaler   bool // *T is a json.Unmarshaler
+	decodesItself bool // or an encoding.TextUnmarshaler, or T an interface
+	checked       reflect.Type
+}
+
+var factCache sync.Map // reflect.Type -> *typeFacts
+
+func factsOf(t reflect.Type) *typeFacts {
+	if f, ok := factCache.Load(t); ok {
+		return f.(*typeFacts)
+	}
 	p := reflect.PointerTo(t)
-	return p.Implements(jsonUnmarshaler) || p.Implements(textUnmarshaler) || t.Kind() == reflect.Interface
+	f := &typeFacts{unmarshaler: p.Implements(jsonUnmarshaler), checked: checkedType(t)}
+	f.decodesItself = f.unmarshaler || p.Implements(textUnmarshaler) || t.Kind() == reflect.Interface
+	factCache.Store(t, f)
+	return f
 }
 
 // decodeStruct decodes the object at b[i] into the struct v. The strict walk has checked that

@@ -206,6 +206,13 @@ func walkStrict(data []byte, t reflect.Type, at string) error {
 // checked is the type whose fields a value is checked against: nil when there is nothing to check
 // (a scalar, an interface, a type that decodes itself: its owner checks it).
 func checked(t reflect.Type) reflect.Type {
+	if t == nil {
+		return nil
+	}
+	return factsOf(t).checked
+}
+
+func checkedType(t reflect.Type) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
