@@ -37,14 +37,22 @@ func TestFirstProgramMatchesRuleByRule(t *testing.T) {
 			t.Fatalf("policy %d: no one-program form", pi)
 		}
 		each := *p
-		each.first = nil
+		each.first, each.uncounted = nil, nil
 		for _, a := range args {
 			for _, tool := range []string{"payOrder", "transfer"} {
 				in := input(t, fmt.Sprintf(`{"hookType":"pre_tool_use","principalId":1,"context":{"toolName":%q,"arguments":%s}}`, tool, a))
-				got, gerr := p.Eval(in)
+				got, gerr := p.EvalCounted(in)
 				want, werr := each.Eval(in)
 				if !reflect.DeepEqual(got, want) || fmt.Sprint(gerr) != fmt.Sprint(werr) {
 					t.Fatalf("policy %d, %s %s:\n got %+v %v\nwant %+v %v", pi, tool, a, got, gerr, want, werr)
+				}
+				// Uncounted where the bound allows: the same decision, or error, without its cost.
+				fast, ferr := p.Eval(in)
+				if fast.Cost == 0 {
+					fast.Cost = got.Cost
+				}
+				if !reflect.DeepEqual(fast, got) || fmt.Sprint(ferr) != fmt.Sprint(gerr) {
+					t.Fatalf("policy %d, %s %s, uncounted:\n got %+v %v\nwant %+v %v", pi, tool, a, fast, ferr, got, gerr)
 				}
 			}
 		}
