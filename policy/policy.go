@@ -216,8 +216,7 @@ func firstSource(rules []Rule) string {
 	return src.String()
 }
 
-// firstProgram is the rules' whens as one conditional, each on lines of its own (so that a //
-// comment in one ends with it): (when0) ? 0 : ((when1) ? 1 : … -1). Nil when it does not compile.
+// firstProgram is firstSource compiled, its cost counted; nil when it does not compile.
 func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
 	ast, iss := env.Compile(firstSource(rules))
 	if iss != nil && iss.Err() != nil {
