@@ -216,6 +216,29 @@ func TestGlobLikeToolNameNoted(t *testing.T) {
 	}
 }
 
+// A policy that denies or asks and fails open is noted: a rule that cannot be evaluated lets the
+// call through, as the issue's rule has it, which a team writing deny rules rarely means.
+func TestFailOpenPolicyNoted(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, true)
+	policy := func(mode, decision string) string {
+		dc := ""
+		if mode != "" {
+			dc = `"dispatchConfig":{"failureMode":"` + mode + `"},`
+		}
+		return `{"hookName":"p","hookType":"pre_tool_use","dispatchType":"policy",` + dc +
+			`"policyConfig":{"rules":[{"name":"r","when":"args.amount > 10","decision":"` + decision + `"}]}}`
+	}
+	note := "success; note: dispatchConfig.failureMode: ALLOW (the default) lets a call through when a rule cannot be evaluated " +
+		"(a field read without has(), say), even where a deny rule would have matched; DENY blocks it instead"
+	for _, tc := range []struct{ mode, decision, want string }{
+		{"", "deny", note}, {"ALLOW", "ask", note}, {"DENY", "deny", "success"}, {"", "allow", "success"},
+	} {
+		if code, w := c.do("POST", "/api/hooks", policy(tc.mode, tc.decision)); code != 201 || w.Message != tc.want {
+			t.Errorf("failureMode %q, a %s rule: %d %q", tc.mode, tc.decision, code, w.Message)
+		}
+	}
+}
+
 func TestHookValidation(t *testing.T) {
 	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
 	base := func(dc string) string {

@@ -633,19 +633,27 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 	}
 }
 
-// Notes are what in h is valid but likely not what was meant, for the registration's answer
-// and for hookd doctor: a toolNameMatch name that looks like a glob (the document matches it
-// exactly).
+// Notes are what in h (as stored: normalized) is valid but likely not what was meant, for the
+// registration's answer and for hookd doctor: a toolNameMatch name that looks like a glob (the
+// document matches it exactly), and a policy that denies or asks but fails open (failureMode
+// ALLOW, the default): a rule that cannot be evaluated lets the call through, a deny rule's too.
 func (h Hook) Notes() []string {
-	m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
-	if err != nil || !h.HookType.ToolScoped() {
-		return nil
-	}
 	var notes []string
-	for _, g := range m.GlobLike() {
-		prefix := g[:strings.IndexAny(g, "*?[")]
-		notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name, not as a glob (toolNameMatch has none); "+
-			"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
+	if m, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err == nil && h.HookType.ToolScoped() {
+		for _, g := range m.GlobLike() {
+			prefix := g[:strings.IndexAny(g, "*?[")]
+			notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name, not as a glob (toolNameMatch has none); "+
+				"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
+		}
+	}
+	if h.DispatchType == DispatchPolicy && h.PolicyConfig != nil && h.DispatchConfig.FailureMode == FailOpen {
+		for _, r := range h.PolicyConfig.Rules {
+			if r.Decision == Deny || r.Decision == Ask || h.PolicyConfig.Default == Deny || h.PolicyConfig.Default == Ask {
+				notes = append(notes, "dispatchConfig.failureMode: ALLOW (the default) lets a call through when a rule cannot be evaluated "+
+					"(a field read without has(), say), even where a deny rule would have matched; DENY blocks it instead")
+				break
+			}
+		}
 	}
 	return notes
 }
