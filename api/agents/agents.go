@@ -201,8 +201,9 @@ type Mapped struct {
 	// ToolInput is the tool's arguments as the harness sent them (tool points).
 	ToolInput json.RawMessage
 	// DecidedBy is the harness's other event that decides or records this same action, when the
-	// harness fires two for it: this one is answered with nothing to say and not dispatched, so
-	// the action is decided once. Only Event, Point, Session and Cwd are set beside it.
+	// harness fires two for it: with that one installed too (ToolEventsHeader), this one is
+	// answered with nothing to say and not dispatched, so the action is decided once; otherwise
+	// it is dispatched as mapped.
 	DecidedBy string
 }
 

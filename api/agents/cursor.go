@@ -93,9 +93,8 @@ func (cursor) Map(in Input) (Mapped, error) {
 		if name, err = in.need("tool_name"); err != nil {
 			return m, err
 		}
-		if m.DecidedBy = cursorDecidedBy[in.Event][cursorTool(name)]; m.DecidedBy != "" {
-			return m, nil
-		}
+		// Mapped whole all the same: the call is decided here when the other hook is not installed.
+		m.DecidedBy = cursorDecidedBy[in.Event][cursorTool(name)]
 		m.ToolInput = jsonText(in.raw("tool_input"))
 		output = in.raw("tool_output")
 		if in.Event == "afterMCPExecution" {

@@ -172,8 +172,11 @@ func TestCursorPreToolUseAloneDecidesShell(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"permission":"deny"`) {
 		t.Fatalf("preToolUse alone: exit %d %s %s, want the team's deny", code, out, errs)
 	}
-	if env := recv.next(t); env.HookType != dispatcher.PreToolUse {
-		t.Errorf("the team's hook got %s", env.HookType)
+	env := recv.next(t)
+	var got dispatcher.PreToolUseContext
+	if err := json.Unmarshal(env.Context, &got); err != nil || env.HookType != dispatcher.PreToolUse || got.ToolName != "Shell" ||
+		!strings.Contains(string(got.Arguments), "rm -rf /srv/ledger") {
+		t.Errorf("the team's hook got %s %s (%v)", env.HookType, env.Context, err)
 	}
 	if _, errs, code := runHook(t, d.url(""), agentKey, []byte(`{"hook_event_name":"PreToolUse"}`), "--agent", agents.ClaudeCode,
 		"--cursor-tool-events", "PreToolUse"); code == 0 || !strings.Contains(errs, "--cursor-tool-events") {
