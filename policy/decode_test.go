@@ -118,6 +118,7 @@ func TestInputOfMatchesNewInput(t *testing.T) {
 			"deliveryAttempt": env.DeliveryAttempt, "traceId": trace, "sessionId": id(env.SessionID),
 			"principalId": id(env.PrincipalID), "agentId": id(env.AgentID), "context": ctx}
 		got.env, got.src, got.task = nil, nil, false
+		want.src, want.task = nil, false
 		if !reflect.DeepEqual(event, wantEvent) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v:\n got %#v\nwant %#v", env, got, want)
 		}

@@ -106,15 +106,11 @@ func NewInput(event map[string]any) *Input {
 		}
 		return nil
 	}
-	in := &Input{Event: event, PrincipalID: id("principalId"), AgentID: id("agentId"), SessionID: id("sessionId")}
 	src := Decoded(event["context"])
-	in.Tool, in.Input, in.Args, in.Task = src.ToolName(), src.UserInput(), src.Arguments(), map[string]any{}
-	if in.Args == nil {
-		in.Args = map[string]any{}
-	}
-	if c, ok := event["context"].(map[string]any); ok && event["hookType"] == "pre_scheduled_task" {
-		in.Task = c
-	}
+	in := &Input{Event: event, PrincipalID: id("principalId"), AgentID: id("agentId"), SessionID: id("sessionId"),
+		Tool: src.ToolName(), Input: src.UserInput(), src: src, task: event["hookType"] == "pre_scheduled_task"}
+	in.args() // the shortcuts filled at once: NewInput's callers read them
+	in.taskVar()
 	return in
 }
 
@@ -147,8 +143,7 @@ func (in *Input) maxSize() int {
 	if in.src != nil {
 		n = max(n, in.src.MaxSize())
 	}
-	// NewInput's: the envelope, which holds the rest.
-	in.size = max(n, sizeOf(in.Event), sizeOf(in.Args), sizeOf(in.Task))
+	in.size = max(n, sizeOf(in.Event)) // NewInput's envelope, the rest of what a rule reads
 	return in.size
 }
 

@@ -33,11 +33,11 @@ func TestFirstProgramMatchesRuleByRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p.first == nil {
+		if p.first.counted == nil {
 			t.Fatalf("policy %d: no one-program form", pi)
 		}
 		each := *p
-		each.first, each.uncounted = nil, nil
+		each.first = program{} // none: rule by rule, counted
 		for _, a := range args {
 			for _, tool := range []string{"payOrder", "transfer"} {
 				in := input(t, fmt.Sprintf(`{"hookType":"pre_tool_use","principalId":1,"context":{"toolName":%q,"arguments":%s}}`, tool, a))

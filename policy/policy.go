@@ -9,6 +9,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -63,26 +64,24 @@ type Policy struct {
 	hookType  string
 	// first is every rule's when in one program that answers the index of the first true one
 	// (-1: none): one evaluation instead of one per rule. Any error of it sends Eval through the
-	// rules one by one, which names the rule and field. Nil when it does not compile.
-	first cel.Program
-	// uncounted are first and the rules' reason and modifiedValue programs without the cost
-	// tracker, when CEL's static cost estimate says no decision can cost more than costLimit on an
-	// input within SizeBound (see Eval); nil otherwise.
-	uncounted *uncounted
+	// rules one by one, which names the rule and field. Zero when it does not compile.
+	first program
 }
 
 type compiled struct {
 	name, decision       string
-	when, reason, modify cel.Program // reason and modify may be nil
+	when, reason, modify program // reason and modify may be zero
+	// fits says that first, then this rule's reason and modifiedValue, cost at most costLimit on
+	// any input within SizeBound: a decision by this rule need not count its cost (see Eval).
+	fits bool
 }
 
-// uncounted is a policy's programs for an evaluation that need not count its cost.
-type uncounted struct {
-	first          cel.Program
-	reason, modify []cel.Program // per rule; nil where the rule has none
-	// fits says, per rule, that first with the rule's reason and modifiedValue fits costLimit: a
-	// decision by a rule that does not is counted.
-	fits []bool
+// program is one compiled expression: counting its cost, and the same without the counter (a
+// third of an evaluation), with CEL's static estimate of the most it costs on inputs within
+// SizeBound (math.MaxUint64 when CEL has none).
+type program struct {
+	counted, uncounted cel.Program
+	maxCost            uint64
 }
 
 // SizeBound is the size of every string, list and map a rule reads that the static cost bound
@@ -198,10 +197,15 @@ func Compile(c Config, hookType string) (*Policy, error) {
 		}
 		p.rules = append(p.rules, cr)
 	}
-	if len(c.Rules) > 1 {
+	if len(c.Rules) > 0 {
 		p.first = p.firstProgram(env, c.Rules)
 	}
-	p.uncounted = p.uncountedPrograms(env, c.Rules)
+	for i := range p.rules {
+		r := &p.rules[i]
+		// Each estimate is at most MaxUint64; compared one at a time, nothing overflows.
+		left := p.costLimit - min(p.first.maxCost, p.costLimit)
+		r.fits = p.first.maxCost <= p.costLimit && r.reason.maxCost <= left && r.modify.maxCost <= left-r.reason.maxCost
+	}
 	return p, nil
 }
 
@@ -216,65 +220,34 @@ func firstSource(rules []Rule) string {
 	return src.String()
 }
 
-// firstProgram is firstSource compiled, its cost counted; nil when it does not compile.
-func (p *Policy) firstProgram(env *cel.Env, rules []Rule) cel.Program {
+// firstProgram is firstSource compiled; zero when it does not compile.
+func (p *Policy) firstProgram(env *cel.Env, rules []Rule) program {
 	ast, iss := env.Compile(firstSource(rules))
 	if iss != nil && iss.Err() != nil {
-		return nil
+		return program{}
 	}
-	prg, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	prg, err := p.programs(env, ast)
 	if err != nil {
-		return nil
+		return program{}
 	}
 	return prg
 }
 
-// uncountedPrograms compiles the programs of an evaluation that need not count its cost: every
-// rule's when in one program (as first, a lone rule's too), each reason and modifiedValue, all
-// without the cost tracker, which is about a third of an evaluation. A decision may take them
-// when CEL's static estimate of the most it can cost on inputs within SizeBound — that program,
-// then the deciding rule's reason and modifiedValue — fits costLimit (uncounted.fits); nil when
-// the program alone does not (a comprehension over a list of the arguments, say), and every
-// evaluation counts.
-func (p *Policy) uncountedPrograms(env *cel.Env, rules []Rule) *uncounted {
-	if len(rules) == 0 {
-		return nil
+// programs builds the two programs of ast and estimates its cost.
+func (p *Policy) programs(env *cel.Env, ast *cel.Ast) (program, error) {
+	counted, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return program{}, err
 	}
-	compile := func(expr string) (cel.Program, uint64, bool) {
-		if expr == "" {
-			return nil, 0, true
-		}
-		ast, iss := env.Compile(expr)
-		if iss != nil && iss.Err() != nil {
-			return nil, 0, false
-		}
-		est, err := env.EstimateCost(ast, sizeBound{})
-		if err != nil {
-			return nil, 0, false
-		}
-		prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
-		return prg, est.Max, err == nil
+	uncounted, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return program{}, err
 	}
-	n := len(rules)
-	u := &uncounted{reason: make([]cel.Program, n), modify: make([]cel.Program, n), fits: make([]bool, n)}
-	first, spent, ok := compile(firstSource(rules))
-	if !ok || spent > p.costLimit {
-		return nil
+	prg := program{counted: counted, uncounted: uncounted, maxCost: math.MaxUint64}
+	if est, err := env.EstimateCost(ast, sizeBound{}); err == nil {
+		prg.maxCost = est.Max
 	}
-	u.first = first
-	for i, r := range rules {
-		var rc, mc uint64
-		if u.reason[i], rc, ok = compile(r.Reason); !ok {
-			return nil
-		}
-		if u.modify[i], mc, ok = compile(r.ModifiedValue); !ok {
-			return nil
-		}
-		// Each estimate is at most MaxUint64; compared one at a time, nothing overflows.
-		left := p.costLimit - spent
-		u.fits[i] = rc <= left && mc <= left-rc
-	}
-	return u
+	return prg, nil
 }
 
 // sizeBound is the static cost estimator's view of the inputs: every string, list and map of at
@@ -292,12 +265,12 @@ func (sizeBound) EstimateCallCost(string, string, *checker.AstNode, []checker.As
 var invalid = hookdtype.Invalid
 
 // program compiles one expression whose result must be one of want (or dyn, checked when it runs).
-func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (cel.Program, error) {
+func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (program, error) {
 	if strings.TrimSpace(expr) == "" {
-		return nil, invalid(field, "is required")
+		return program{}, invalid(field, "is required")
 	}
 	if len(expr) > maxExprBytes {
-		return nil, invalid(field, "is %d bytes; at most %d", len(expr), maxExprBytes)
+		return program{}, invalid(field, "is %d bytes; at most %d", len(expr), maxExprBytes)
 	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
@@ -307,7 +280,7 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (c
 			msg := strings.TrimSuffix(e.Message, " (in container '')")
 			msgs = append(msgs, fmt.Sprintf("%s (%d:%d)", msg, e.Location.Line(), e.Location.Column()+1))
 		}
-		return nil, invalid(field, "%s", strings.Join(msgs, "; "))
+		return program{}, invalid(field, "%s", strings.Join(msgs, "; "))
 	}
 	out := ast.OutputType()
 	fits := out.IsExactType(cel.DynType)
@@ -319,11 +292,11 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (c
 		for i, w := range want {
 			names[i] = w.String()
 		}
-		return nil, invalid(field, "must evaluate to %s, not %s", strings.Join(names, " or "), out)
+		return program{}, invalid(field, "must evaluate to %s, not %s", strings.Join(names, " or "), out)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	prg, err := p.programs(env, ast)
 	if err != nil {
-		return nil, invalid(field, "%v", err)
+		return program{}, invalid(field, "%v", err)
 	}
 	return prg, nil
 }
@@ -334,17 +307,18 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (c
 // (Result.Cost is then 0). Anything that goes wrong that way is evaluated again, counted, which
 // names the rule and field.
 func (p *Policy) Eval(in *Input) (Result, error) {
-	if u := p.uncounted; u != nil && in.maxSize() <= SizeBound {
-		if res, ok := p.evalUncounted(u, in); ok {
+	if p.first.uncounted != nil && p.first.maxCost <= p.costLimit && in.maxSize() <= SizeBound {
+		if res, ok := p.evalUncounted(in); ok {
 			return res, nil
 		}
 	}
 	return p.EvalCounted(in)
 }
 
-// evalUncounted is Eval without counting; ok false when anything went wrong.
-func (p *Policy) evalUncounted(u *uncounted, in *Input) (Result, bool) {
-	v, _, err := u.first.Eval(in)
+// evalUncounted is Eval without counting; ok false when anything went wrong, or the deciding
+// rule's bound does not fit.
+func (p *Policy) evalUncounted(in *Input) (Result, bool) {
+	v, _, err := p.first.uncounted.Eval(in)
 	i, isInt := v.(types.Int)
 	switch {
 	case err != nil || !isInt || int(i) >= len(p.rules):
@@ -352,11 +326,12 @@ func (p *Policy) evalUncounted(u *uncounted, in *Input) (Result, bool) {
 	case i < 0:
 		return Result{Decision: p.def}, true
 	}
-	if !u.fits[i] {
+	r := &p.rules[i]
+	if !r.fits {
 		return Result{}, false
 	}
 	e := &evaluation{p: p, in: in}
-	res, err := e.decidedBy(&p.rules[i], u.reason[i], u.modify[i])
+	res, err := e.decidedBy(r, r.reason.uncounted, r.modify.uncounted)
 	return res, err == nil
 }
 
@@ -373,7 +348,7 @@ func (p *Policy) EvalCounted(in *Input) (Result, error) {
 	e.spent = 0
 	for i := range p.rules {
 		r := &p.rules[i]
-		v, err := e.run(r, r.when, "when")
+		v, err := e.run(r, r.when.counted, "when")
 		if err != nil {
 			return Result{Cost: e.spent}, err
 		}
@@ -399,10 +374,10 @@ type evaluation struct {
 // one-program form; ok false when there is none or it failed in any way, and the rules are then
 // tried one by one, which names the rule and field of the failure.
 func (e *evaluation) firstTrue() (int, bool) {
-	if e.p.first == nil {
+	if e.p.first.counted == nil {
 		return 0, false
 	}
-	v, det, err := e.p.first.Eval(e.in)
+	v, det, err := e.p.first.counted.Eval(e.in)
 	i, isInt := v.(types.Int)
 	if err != nil || !isInt || det == nil || det.ActualCost() == nil || *det.ActualCost() > e.p.costLimit {
 		return 0, false
@@ -429,7 +404,7 @@ func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, e
 
 // decided is the result of rule r, whose when was true: its reason and modifiedValue evaluated.
 func (e *evaluation) decided(r *compiled) (Result, error) {
-	return e.decidedBy(r, r.reason, r.modify)
+	return e.decidedBy(r, r.reason.counted, r.modify.counted)
 }
 
 // decidedBy is decided with the programs given for r's reason and modifiedValue.
