@@ -646,13 +646,11 @@ func (h Hook) Notes() []string {
 				"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
 		}
 	}
-	if h.DispatchType == DispatchPolicy && h.PolicyConfig != nil && h.DispatchConfig.FailureMode == FailOpen {
-		for _, r := range h.PolicyConfig.Rules {
-			if r.Decision == Deny || r.Decision == Ask || h.PolicyConfig.Default == Deny || h.PolicyConfig.Default == Ask {
-				notes = append(notes, "dispatchConfig.failureMode: ALLOW (the default) lets a call through when a rule cannot be evaluated "+
-					"(a field read without has(), say), even where a deny rule would have matched; DENY blocks it instead")
-				break
-			}
+	if pc := h.PolicyConfig; h.DispatchType == DispatchPolicy && pc != nil && h.DispatchConfig.FailureMode == FailOpen && len(pc.Rules) > 0 {
+		blocks := func(decision string) bool { return decision == Deny || decision == Ask }
+		if blocks(pc.Default) || slices.ContainsFunc(pc.Rules, func(r policy.Rule) bool { return blocks(r.Decision) }) {
+			notes = append(notes, "dispatchConfig.failureMode: ALLOW (the default) lets a call through when a rule cannot be evaluated "+
+				"(a field read without has(), say), even where a deny rule would have matched; DENY blocks it instead")
 		}
 	}
 	return notes
