@@ -23,16 +23,20 @@ const (
 	DurabilityBatched = "batched"
 )
 
-// recordDecisions hands the rows of one chain to the decision log; in sync mode it returns once
-// they are committed, and an error means the decision must not be acted on.
-func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decision) error {
+// recordDecisions hands the rows of one chain to the decision log, subjs[i] the subject of
+// recs[i]; in sync mode it returns once they are committed, and an error means the decision must
+// not be acted on. A subject's digest (the canonical arguments' SHA-256) is worked out before the
+// rows are handed over in sync mode; in batched mode, where the caller has its answer first, the
+// writer works it out in its cycle (commitCycle), off the caller's path.
+func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decision, subjs []subject) error {
 	if len(recs) == 0 {
 		return nil
 	}
 	sync := d.set.DecisionDurability != DurabilityBatched
 	// The hooks were asked: the record is written even if the caller has gone meanwhile.
-	r := &writeReq{kind: writeDecision, decisions: recs}
+	r := &writeReq{kind: writeDecision, decisions: recs, subjects: subjs, recordSubject: d.set.RecordArguments}
 	if sync {
+		r.digestSubjects()
 		r.done = make(chan error, 1)
 	}
 	if err := d.route[writeDecision].submit(context.WithoutCancel(ctx), r); err != nil {
@@ -45,36 +49,59 @@ func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decisio
 	return nil
 }
 
-// subject is what a decision is about, as the decision log names it.
+// digestSubjects fills each decision row's subject hash (and, with decisions.recordArguments, the
+// subject itself) from r.subjects, once; rows of one chain share their subject up to a modify.
+func (r *writeReq) digestSubjects() {
+	for i := range r.subjects {
+		rec, s := &r.decisions[i], &r.subjects[i]
+		if i > 0 && *s == r.subjects[i-1] {
+			rec.SubjectHash, rec.Subject = r.decisions[i-1].SubjectHash, r.decisions[i-1].Subject
+			continue
+		}
+		rec.SubjectHash, rec.Subject = s.digest(r.recordSubject)
+	}
+	r.subjects = nil
+}
+
+// subject is what a decision is about, as the decision log names it: the tool call or task, and
+// what the row's hash is of.
 type subject struct {
 	toolName, toolCallID string
 	taskID               *int64
-	hash                 string  // SHA-256 of the canonical arguments, of the user input, or of the task name
-	recorded             *string // the arguments or input themselves, with decisions.recordArguments
+	of                   string // the arguments, the user input or the task name; "" with none
+	arguments            bool   // of is a tool call's arguments: hashed in canonical form
+	any                  bool   // the context has a subject (the interceptive ones do)
 }
 
-func subjectOf(c any, record bool) subject {
-	var s subject
-	var raw []byte
+func subjectOf(c any) subject {
 	switch c := c.(type) {
 	case *PreToolUseContext:
-		s.toolName, s.toolCallID = c.ToolName, c.ToolCallID
-		raw = canonicalJSON([]byte(c.Arguments))
+		return subject{toolName: c.ToolName, toolCallID: c.ToolCallID, of: string(c.Arguments), arguments: true, any: true}
 	case *UserMessageContext:
-		raw = []byte(c.UserInput)
+		return subject{of: c.UserInput, any: true}
 	case *PreScheduledTaskContext:
 		id := c.TaskID
-		s.taskID = &id
-		raw = []byte(c.TaskName)
-	default:
-		return s
+		return subject{taskID: &id, of: c.TaskName, any: true}
 	}
-	s.hash = sha256Hex(raw)
+	return subject{}
+}
+
+// digest is the subject's SHA-256 (of the canonical arguments, the user input or the task name)
+// and, when record is set, what was hashed; nothing for a context without a subject.
+func (s *subject) digest(record bool) (hash string, recorded *string) {
+	if !s.any {
+		return "", nil
+	}
+	raw := []byte(s.of)
+	if s.arguments {
+		raw = canonicalJSON(raw)
+	}
+	hash = sha256Hex(raw)
 	if record {
 		v := string(raw)
-		s.recorded = &v
+		recorded = &v
 	}
-	return s
+	return hash, recorded
 }
 
 // canonicalJSON is b with object keys sorted and no insignificant whitespace, strings and numbers

@@ -179,6 +179,49 @@ func TestBatchedDecisions(t *testing.T) {
 	}
 }
 
+// TestSubjectsInBothDurabilities: each row names the subject its hook saw — the arguments as the
+// caller sent them before a modify, as modified after it — whether the caller computed the digest
+// (sync) or the writer did (batched).
+func TestSubjectsInBothDurabilities(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		for _, durability := range []string{DurabilitySync, DurabilityBatched} {
+			t.Run(durability, func(t *testing.T) {
+				h := newHarness(t, db, Settings{DecisionDurability: durability, RecordArguments: true})
+				agent := int64(len(durability)) // a hook set of its own per durability
+				masker := newRecorder(t, func(int, *http.Request, []byte) (int, string) {
+					return 200, `{"decision":"modify","modifiedValue":"{\"target\":\"ACC-002\",\"amount\":1}"}`
+				})
+				h.add(Hook{HookName: "masker", HookType: PreToolUse, AgentID: &agent, Priority: 1,
+					DispatchConfig: DispatchConfig{URL: masker.srv.URL}})
+				h.add(Hook{HookName: "after", HookType: PreToolUse, AgentID: &agent, Priority: 2,
+					DispatchConfig: DispatchConfig{URL: newRecorder(t, nil).srv.URL}})
+				h.add(Hook{HookName: "input", HookType: UserMessage, AgentID: &agent,
+					DispatchConfig: DispatchConfig{URL: newRecorder(t, nil).srv.URL}})
+				ctx := context.Background()
+				tool, err := h.d.Intercept(ctx, Event{HookType: PreToolUse, AgentID: &agent,
+					Context: &PreToolUseContext{ToolName: "transferFunds", ToolCallID: "call_1", Arguments: `{ "target": "ACC-009", "amount": 50000 }`}})
+				if err != nil || tool.Decision != Modify {
+					t.Fatalf("%+v %v", tool, err)
+				}
+				input, err := h.d.Intercept(ctx, Event{HookType: UserMessage, AgentID: &agent, Context: &UserMessageContext{UserInput: "帮我查一下"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.d.Stop(ctx) // batched rows are written by then
+				want := []string{`{"amount":50000,"target":"ACC-009"}`, `{"amount":1,"target":"ACC-002"}`}
+				for i, r := range h.decisions(tool.DecisionID, 2) {
+					if r.SubjectHash != sha256Hex([]byte(want[i])) || r.Subject == nil || *r.Subject != want[i] || r.ToolName != "transferFunds" {
+						t.Errorf("row %d (%s): subject %v, hash %s, want %s", i, r.HookName, r.Subject, r.SubjectHash, want[i])
+					}
+				}
+				if r := h.decisions(input.DecisionID, 1)[0]; r.SubjectHash != sha256Hex([]byte("帮我查一下")) || r.Subject == nil || *r.Subject != "帮我查一下" {
+					t.Errorf("user input row: %+v", r)
+				}
+			})
+		}
+	})
+}
+
 // Arguments hash alike however they were ordered and spaced, and keep their meaning.
 func TestCanonicalJSONSortsAndCompacts(t *testing.T) {
 	for in, want := range map[string]string{

@@ -75,8 +75,12 @@ type writeReq struct {
 	deliveries []storage.Delivery
 	outcomes   []storage.Outcome
 	decisions  []storage.Decision
-	events     storage.RunEventAppend
-	done       chan error // nil: nobody waits
+	// subjects are the decisions' subjects while their digests are still to be worked out (in the
+	// writer's cycle, for batched decisions): see digestSubjects.
+	subjects      []subject
+	recordSubject bool
+	events        storage.RunEventAppend
+	done          chan error // nil: nobody waits
 }
 
 func (r *writeReq) rows() int {

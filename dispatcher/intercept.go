@@ -194,8 +194,9 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if err != nil {
 		return Decision{}, err
 	}
-	subj := subjectOf(ev.Context, d.set.RecordArguments)
+	subj := subjectOf(ev.Context)
 	recs := make([]storage.Decision, 0, len(hooks))
+	subjs := make([]subject, 0, len(hooks))
 	verdict, err = func() (Decision, error) {
 		var askReason *string
 		for i, h := range hooks {
@@ -203,7 +204,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				now = time.Now()
 			}
 			res := d.evaluate(ctx, h, c, now)
-			recs = append(recs, d.decisionRow(h, &ev, subj, verdict.DecisionID, now, res))
+			recs, subjs = append(recs, d.decisionRow(h, &ev, &subj, verdict.DecisionID, now, res)), append(subjs, subj)
 			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
 			if res.invalid != nil {
 				return Decision{}, res.invalid
@@ -223,7 +224,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				if err := c.handOn(res.next); err != nil {
 					return Decision{}, err
 				}
-				subj = subjectOf(ev.Context, d.set.RecordArguments)
+				subj = subjectOf(ev.Context)
 				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
 			}
 		}
@@ -232,7 +233,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		}
 		return verdict, nil
 	}()
-	if rerr := d.recordDecisions(ctx, recs); rerr != nil {
+	if rerr := d.recordDecisions(ctx, recs, subjs); rerr != nil {
 		return Decision{}, rerr
 	}
 	return verdict, err
@@ -308,12 +309,13 @@ func anyWebhook(hooks []*boundHook) bool {
 }
 
 // decisionRow is the decision log row of one hook's result: what was enforced, which for an
-// invalid modify is the error the caller got.
-func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj subject, decisionID string, start time.Time, res hookResult) storage.Decision {
+// invalid modify is the error the caller got. The subject's digest is filled in by
+// recordDecisions.
+func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj *subject, decisionID string, start time.Time, res hookResult) storage.Decision {
 	rec := storage.Decision{DecisionID: decisionID, EventID: res.eventID, HookID: h.ID, HookName: h.HookName,
 		HookPriority: h.Priority, HookType: string(h.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID,
 		AgentID: ev.AgentID, TraceID: strPtr(ev.TraceID), ToolName: subj.toolName, ToolCallID: subj.toolCallID,
-		TaskID: subj.taskID, SubjectHash: subj.hash, Subject: subj.recorded, RuleName: res.rule, Outcome: res.dec.Decision,
+		TaskID: subj.taskID, RuleName: res.rule, Outcome: res.dec.Decision,
 		Reason: res.dec.Reason, FromFailureMode: res.failure != nil, BreakerState: res.breaker,
 		StatusCode: res.status, LatencyMs: res.took.Milliseconds(), CreatedAt: start, AgentKind: codingAgentKind(ev.Context)}
 	if res.dec.ModifiedValue != nil {
