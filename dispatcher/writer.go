@@ -80,6 +80,18 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 	if err := d.db.Commit(context.Background(), &b); err != nil {
 		errs = d.commitApart(&b, err)
 	}
+	// The callers first: they wait, and what they do next is queue the next cycle's rows. The
+	// deliveries started below then queue behind them, not in front.
+	ev := 0
+	for _, r := range reqs {
+		if r.kind == writeRunEvents && len(r.events.Events) > 0 {
+			r.events.Dropped = b.RunEvents[ev].Dropped
+			ev++
+		}
+		if r.done != nil {
+			r.done <- errs[r.kind]
+		}
+	}
 	if errs[writeOutbox] != nil {
 		d.log.Error("outbox commit failed", "rows", len(b.Deliveries), "err", errs[writeOutbox])
 		for range handed {
@@ -109,16 +121,6 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 	}
 	if err := errs[writeDecision]; err != nil {
 		d.log.Error("decision log write failed", "entries", len(b.Decisions), "err", err)
-	}
-	ev := 0
-	for _, r := range reqs {
-		if r.kind == writeRunEvents && len(r.events.Events) > 0 {
-			r.events.Dropped = b.RunEvents[ev].Dropped
-			ev++
-		}
-		if r.done != nil {
-			r.done <- errs[r.kind]
-		}
 	}
 }
 
