@@ -57,6 +57,9 @@ func TestBrowserCannotDriveDevelopmentMode(t *testing.T) {
 		{dev, req{name: "rebinding: GET", method: "GET", path: hooks, host: "evil.example:8080", want: 421}},
 		{dev, req{name: "SSE GET from a foreign Origin", method: "GET", path: "/api/agent/run/stream?requestId=x", origin: "http://evil.example", want: 403}},
 		{dev, req{name: "chat write as text/plain", method: "POST", path: "/harness/chat", contentType: "text/plain", want: 415}},
+		{dev, req{name: "DELETE with a text/plain body", method: "DELETE", path: hooks + "/1", contentType: "text/plain", want: 415}},
+		{dev, req{name: "DELETE from a foreign Origin", method: "DELETE", path: hooks + "/1", origin: "http://evil.example", want: 403}},
+		{dev, req{name: "curl DELETE without a body or Content-Type", method: "DELETE", path: hooks + "/999", want: 404}},
 		{dev, req{name: "curl", method: "POST", path: hooks, contentType: "application/json", want: 201}},
 		{dev, req{name: "own origin", method: "POST", path: hooks, contentType: "application/json; charset=utf-8", origin: own, want: 201}},
 		{dev, req{name: "localhost Host", method: "POST", path: hooks, contentType: "application/json", host: "localhost:8080", origin: "http://localhost:8080", want: 201}},
@@ -69,7 +72,7 @@ func TestBrowserCannotDriveDevelopmentMode(t *testing.T) {
 	created := 0
 	for _, tc := range cases {
 		r, _ := http.NewRequest(tc.method, tc.srv.URL+tc.path, strings.NewReader(hook))
-		if tc.method == "GET" {
+		if tc.method == "GET" || (tc.method == "DELETE" && tc.contentType == "") {
 			r, _ = http.NewRequest(tc.method, tc.srv.URL+tc.path, nil)
 		}
 		for k, v := range map[string]string{"Content-Type": tc.contentType, "Origin": tc.origin, "Cookie": tc.cookie} {
