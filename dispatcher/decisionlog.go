@@ -70,18 +70,18 @@ type subject struct {
 	taskID               *int64
 	of                   string // the arguments, the user input or the task name; "" with none
 	arguments            bool   // of is a tool call's arguments: hashed in canonical form
-	any                  bool   // the context has a subject (the interceptive ones do)
+	present              bool   // the context has a subject (the interceptive ones do)
 }
 
 func subjectOf(c any) subject {
 	switch c := c.(type) {
 	case *PreToolUseContext:
-		return subject{toolName: c.ToolName, toolCallID: c.ToolCallID, of: string(c.Arguments), arguments: true, any: true}
+		return subject{toolName: c.ToolName, toolCallID: c.ToolCallID, of: string(c.Arguments), arguments: true, present: true}
 	case *UserMessageContext:
-		return subject{of: c.UserInput, any: true}
+		return subject{of: c.UserInput, present: true}
 	case *PreScheduledTaskContext:
 		id := c.TaskID
-		return subject{taskID: &id, of: c.TaskName, any: true}
+		return subject{taskID: &id, of: c.TaskName, present: true}
 	}
 	return subject{}
 }
@@ -89,7 +89,7 @@ func subjectOf(c any) subject {
 // digest is the subject's SHA-256 (of the canonical arguments, the user input or the task name)
 // and, when record is set, what was hashed; nothing for a context without a subject.
 func (s *subject) digest(record bool) (hash string, recorded *string) {
-	if !s.any {
+	if !s.present {
 		return "", nil
 	}
 	raw := []byte(s.of)

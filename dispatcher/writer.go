@@ -80,6 +80,11 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 	if err := d.db.Commit(context.Background(), &b); err != nil {
 		errs = d.commitApart(&b, err)
 	}
+	if errs[writeOutbox] == nil {
+		// Counted before any caller is answered: Stop's barrier may be one of them, and it waits
+		// for the deliveries in flight once answered.
+		d.inflight.Add(len(handed))
+	}
 	// The callers first: they wait, and what they do next is queue the next cycle's rows. The
 	// deliveries started below then queue behind them, not in front.
 	ev := 0
@@ -99,7 +104,6 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 		}
 	} else {
 		for _, i := range handed {
-			d.inflight.Add(1)
 			go d.deliver(b.Deliveries[i])
 		}
 		if len(handed) < len(b.Deliveries) {
