@@ -85,3 +85,36 @@ func TestDisabledHookPausesItsDeliveries(t *testing.T) {
 
 	})
 }
+
+// TestStopWaitsForTheLastCycleDeliveries: Stop's barrier can be committed in the same cycle as
+// rows that cycle hands to workers, and is answered before those deliveries start; the wait for
+// the deliveries in flight that follows it still covers them (commitCycle counts them before it
+// answers anyone).
+func TestStopWaitsForTheLastCycleDeliveries(t *testing.T) {
+	h := newHarness(t, storagetest.SQLite(t), Settings{})
+	rec := newRecorder(t, nil)
+	hk := h.add(Hook{HookName: "observer", HookType: PostToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+	ctx := context.Background()
+	c := h.d.route[writeOutbox]
+	row := storage.Delivery{EventID: storage.NewTSIDString(), HookID: hk.ID, HookType: string(PostToolUse),
+		HookName: hk.HookName, OccurredAt: time.Now(), Context: []byte(`{"toolName":"t","succeeded":true}`)}
+	observed := &writeReq{kind: writeOutbox, deliveries: []storage.Delivery{row}, done: make(chan error, 1)}
+	barrier := &writeReq{kind: writeOutbox, done: make(chan error, 1)} // what Stop's closeKind queues
+	c.cycle.Lock() // the writer takes nothing until both are queued: one cycle takes both
+	for _, r := range []*writeReq{observed, barrier} {
+		if err := c.enqueue(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.cycle.Unlock()
+	if err := <-barrier.done; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-observed.done; err != nil {
+		t.Fatal(err)
+	}
+	h.d.inflight.Wait() // what Stop does next
+	if got := rec.count(); got != 1 {
+		t.Fatalf("the receiver had %d requests once the deliveries in flight were waited for, want 1", got)
+	}
+}
