@@ -100,7 +100,8 @@ func TestStopWaitsForTheLastCycleDeliveries(t *testing.T) {
 		HookName: hk.HookName, OccurredAt: time.Now(), Context: []byte(`{"toolName":"t","succeeded":true}`)}
 	observed := &writeReq{kind: writeOutbox, deliveries: []storage.Delivery{row}, done: make(chan error, 1)}
 	barrier := &writeReq{kind: writeOutbox, done: make(chan error, 1)} // what Stop's closeKind queues
-	c.cycle.Lock() // the writer takes nothing until both are queued: one cycle takes both
+	// The writer takes nothing until both are queued: one cycle takes both.
+	c.cycle.Lock()
 	for _, r := range []*writeReq{observed, barrier} {
 		if err := c.enqueue(ctx, r); err != nil {
 			t.Fatal(err)
