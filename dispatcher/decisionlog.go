@@ -34,9 +34,9 @@ func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decisio
 	}
 	sync := d.set.DecisionDurability != DurabilityBatched
 	// The hooks were asked: the record is written even if the caller has gone meanwhile.
-	r := &writeReq{kind: writeDecision, decisions: recs, subjects: subjs, recordSubject: d.set.RecordArguments}
+	r := &writeReq{kind: writeDecision, decisions: recs, subjects: subjs}
 	if sync {
-		r.digestSubjects()
+		r.digestSubjects(d.set.RecordArguments)
 		r.done = make(chan error, 1)
 	}
 	if err := d.route[writeDecision].submit(context.WithoutCancel(ctx), r); err != nil {
@@ -49,16 +49,16 @@ func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decisio
 	return nil
 }
 
-// digestSubjects fills each decision row's subject hash (and, with decisions.recordArguments, the
-// subject itself) from r.subjects, once; rows of one chain share their subject up to a modify.
-func (r *writeReq) digestSubjects() {
+// digestSubjects fills each decision row's subject hash (and, with record, decisions.recordArguments,
+// the subject itself) from r.subjects, once; rows of one chain share their subject up to a modify.
+func (r *writeReq) digestSubjects(record bool) {
 	for i := range r.subjects {
 		rec, s := &r.decisions[i], &r.subjects[i]
 		if i > 0 && *s == r.subjects[i-1] {
 			rec.SubjectHash, rec.Subject = r.decisions[i-1].SubjectHash, r.decisions[i-1].Subject
 			continue
 		}
-		rec.SubjectHash, rec.Subject = s.digest(r.recordSubject)
+		rec.SubjectHash, rec.Subject = s.digest(record)
 	}
 	r.subjects = nil
 }

@@ -78,10 +78,9 @@ type writeReq struct {
 	decisions  []storage.Decision
 	// subjects are the decisions' subjects while their digests are still to be worked out (in the
 	// writer's cycle, for batched decisions): see digestSubjects.
-	subjects      []subject
-	recordSubject bool
-	events        storage.RunEventAppend
-	done          chan error // nil: nobody waits
+	subjects []subject
+	events   storage.RunEventAppend
+	done     chan error // nil: nobody waits
 }
 
 func (r *writeReq) rows() int {

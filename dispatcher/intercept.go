@@ -189,7 +189,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if ev.OccurredAt.IsZero() {
 		ev.OccurredAt = now
 	}
-	// The context is rendered once, and again only after a modify changed it.
+	// The context is rendered once when a webhook will send it, and again only after a modify.
 	c, err := newChainEvent(&ev, anyWebhook(hooks))
 	if err != nil {
 		return Decision{}, err

@@ -67,7 +67,7 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 		case writeOutcome:
 			b.Outcomes = append(b.Outcomes, r.outcomes...)
 		case writeDecision:
-			r.digestSubjects()
+			r.digestSubjects(d.set.RecordArguments)
 			b.Decisions = append(b.Decisions, r.decisions...)
 		case writeRunEvents:
 			if len(r.events.Events) > 0 {

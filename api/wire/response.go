@@ -27,19 +27,23 @@ type Response struct {
 }
 
 // OK writes a success wrapper.
-func OK(c *gin.Context, status int, data any) {
-	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: "success"})
-}
+func OK(c *gin.Context, status int, data any) { OKNoted(c, status, data, nil) }
+
+// noteSep comes before each note in a success message.
+const noteSep = "; note: "
 
 // OKNoted writes a success wrapper whose message carries notes, when there are any: what the
-// request did that is valid but likely not what was meant ("success; note: …").
+// request did that is valid but likely not what was meant ("success; note: …"; Notes reads them).
 func OKNoted(c *gin.Context, status int, data any, notes []string) {
 	msg := "success"
 	if len(notes) > 0 {
-		msg += "; note: " + strings.Join(notes, "; note: ")
+		msg += noteSep + strings.Join(notes, noteSep)
 	}
 	c.JSON(status, Response{Success: true, HTTPStatusCode: status, Data: data, Message: msg})
 }
+
+// Notes are the notes of a success message OKNoted wrote.
+func Notes(message string) []string { return strings.Split(message, noteSep)[1:] }
 
 // A JSONAppender appends its JSON encoding, exactly as json.Marshal has it, to b.
 type JSONAppender interface {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hookd/hookd/api/wire"
 )
 
 // adminClient talks to a running daemon's admin API. Its address and token come from the
@@ -42,8 +44,7 @@ func (c *adminClient) call(method, path string, body io.Reader) (json.RawMessage
 	return data, err
 }
 
-// callNoted is call that also returns the notes of a success ("success; note: …", see
-// wire.OKNoted).
+// callNoted is call that also returns the notes of a success (wire.OKNoted).
 func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMessage, []string, error) {
 	req, err := http.NewRequest(method, strings.TrimRight(c.addr, "/")+path, body)
 	if err != nil {
@@ -73,8 +74,7 @@ func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMe
 	if !w.Success {
 		return nil, nil, fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, w.Message)
 	}
-	notes := strings.Split(w.Message, "; note: ")
-	return w.Data, notes[1:], nil
+	return w.Data, wire.Notes(w.Message), nil
 }
 
 // print calls the API and prints the data as indented JSON.
