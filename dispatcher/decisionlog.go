@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -108,7 +107,7 @@ func (s *subject) digest(record bool) (hash string, recorded *string) {
 // as written, so equal arguments hash alike however a caller ordered and spaced them; b itself
 // when it is not JSON.
 func canonicalJSON(b []byte) []byte {
-	if !json.Valid(b) {
+	if !hookdtype.Valid(b) {
 		return b
 	}
 	out, _ := canonicalValue(make([]byte, 0, len(b)), b, 0)

@@ -182,7 +182,7 @@ func appendValue(b []byte, v Value) ([]byte, error) {
 	if v.opensContainer() && isCanonicalJSON(string(v)) {
 		return append(b, v...), nil
 	}
-	if !v.opensContainer() || !json.Valid([]byte(v)) {
+	if !v.opensContainer() || !hookdtype.Valid([]byte(v)) {
 		// Text: a JSON string (Value.MarshalJSON's json.Marshal(string(v))).
 		return hookdtype.AppendJSONString(b, string(v)), nil
 	}

@@ -511,7 +511,7 @@ func parseExtras(ans *hookAnswer, t HookType) (*Extra, error) {
 
 func isObject(raw json.RawMessage) bool {
 	raw = bytes.TrimSpace(raw)
-	return len(raw) > 0 && raw[0] == '{' && json.Valid(raw)
+	return len(raw) > 0 && raw[0] == '{' && hookdtype.Valid(raw)
 }
 
 // hookTimeout is the cause of a hook call's deadline (callDeadlines). It wraps DeadlineExceeded:
@@ -532,7 +532,7 @@ func (e *hookTimeout) Unwrap() error { return context.DeadlineExceeded }
 func withModified(c any, v string) (any, error) {
 	switch c := c.(type) {
 	case *PreToolUseContext:
-		if !json.Valid([]byte(v)) {
+		if !hookdtype.Valid([]byte(v)) {
 			return nil, errors.New("not JSON")
 		}
 		n := *c

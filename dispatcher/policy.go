@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/policy"
 	"github.com/hookd/hookd/storage"
 )
@@ -116,7 +116,7 @@ func (c *chainEvent) Arguments() map[string]any {
 		case !ok || !pc.Arguments.opensContainer():
 		case !utf8.ValidString(string(pc.Arguments)):
 			c.args = c.whole().Arguments() // rendering replaces what is not UTF-8
-		case json.Valid([]byte(pc.Arguments)):
+		case hookdtype.Valid([]byte(pc.Arguments)):
 			c.args, _ = policy.DecodeValid([]byte(pc.Arguments)).(map[string]any)
 		}
 	}

@@ -31,7 +31,7 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Invalid(root, "is empty; a JSON object is required")
 	}
-	if !json.Valid(data) {
+	if !Valid(data) {
 		return malformed(data, at, root)
 	}
 	if !utf8.Valid(data) {

@@ -241,7 +241,7 @@ func optionalID(v *int64) ref.Val {
 // as int64 (so args.amount > 10000 compares integers and string(args.amount) has no ".0"), other
 // numbers as float64.
 func DecodeJSON(b []byte) (any, error) {
-	if json.Valid(b) {
+	if hookdtype.Valid(b) {
 		return DecodeValid(b), nil
 	}
 	dec := json.NewDecoder(bytes.NewReader(b)) // for the error

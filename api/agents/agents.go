@@ -83,7 +83,7 @@ var ErrNotHookInput = errors.New("body is not a hook input: a JSON object with h
 // map of raw values would (the last of a key sent twice kept), without decoding them.
 func ParseInput(body []byte) (Input, error) {
 	i := hookdtype.SkipSpace(body, 0)
-	if !json.Valid(body) || body[i] != '{' {
+	if !hookdtype.Valid(body) || body[i] != '{' {
 		return Input{}, ErrNotHookInput
 	}
 	in := Input{fields: map[string]json.RawMessage{}}
@@ -296,7 +296,7 @@ func modifiedObject(v Verdict) json.RawMessage {
 		return nil
 	}
 	b := bytes.TrimSpace([]byte(*v.Modified))
-	if len(b) == 0 || b[0] != '{' || !json.Valid(b) {
+	if len(b) == 0 || b[0] != '{' || !hookdtype.Valid(b) {
 		return nil
 	}
 	return b
