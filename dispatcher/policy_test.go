@@ -422,7 +422,9 @@ func FuzzPolicySource(f *testing.F) {
 		f.Add("transferFunds", args, "hello")
 	}
 	f.Fuzz(func(t *testing.T, tool, args, input string) {
+		agent := &CodingAgent{AgentKind: "claude-code", ExternalSessionID: input, Cwd: tool, PermissionMode: input}
 		for _, ctx := range []any{&PreToolUseContext{ToolName: tool, ToolCallID: "call_1", Arguments: Value(args)},
+			&PreToolUseContext{ToolName: tool, ToolCallID: input, Arguments: Value(args), CodingAgent: agent},
 			&UserMessageContext{UserInput: input}} {
 			c, err := newChainEvent(&Event{HookType: PreToolUse, Context: ctx}, false)
 			if err != nil {
@@ -431,6 +433,14 @@ func FuzzPolicySource(f *testing.F) {
 			whole, err := c.Context()
 			if err != nil {
 				t.Skip("context not rendered:", err) // as json.Marshal would refuse it
+			}
+			// Built from the fields (toolCallContext) or decoded: what the rendered context decodes to.
+			body, _, err := c.rendered()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if decoded, err := policy.DecodeJSON(body); err != nil || !reflect.DeepEqual(whole, decoded) {
+				t.Fatalf("context %#v, the rendered one %s decodes to %#v (%v)", whole, body, decoded, err)
 			}
 			want := policy.Decoded(whole)
 			fresh, _ := newChainEvent(&Event{HookType: PreToolUse, Context: ctx}, false) // parts read first, the whole never
