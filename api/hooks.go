@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -19,9 +20,10 @@ func (a hooksAPI) create(c *gin.Context) {
 	if !good || !wire.BindStrict(c, &h) {
 		return
 	}
+	sent := h.ID
 	h.ID = 0
 	if dryRun {
-		a.check(c, 0, h)
+		a.check(c, 0, h, postedID("hook", sent))
 		return
 	}
 	out, err := a.reg.Create(c.Request.Context(), h)
@@ -29,7 +31,18 @@ func (a hooksAPI) create(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OKNoted(c, http.StatusCreated, out.Masked(), out.Notes())
+	wire.OKNoted(c, http.StatusCreated, out.Masked(), append(out.Notes(), postedID("hook", sent)...))
+}
+
+// postedID is the note of a create whose body named the id sent (a hook or task read with GET
+// and sent back, say): a POST always makes a new one, a copy, and a caller who meant to change
+// that one is told how.
+func postedID(kind string, sent int64) []string {
+	if sent == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("id: %d is not taken from a POST, which always creates a new %s; PUT /api/%ss/%d changes %s %d",
+		sent, kind, kind, sent, kind, sent)}
 }
 
 // dryRunQuery reads ?dryRun=true|false, the only query parameter of a hook write.
@@ -49,13 +62,13 @@ func dryRunQuery(c *gin.Context) (dryRun, ok bool) {
 
 // check answers a dry run of a write of hook id (0: a create): the hook as it would be stored,
 // with nothing stored.
-func (a hooksAPI) check(c *gin.Context, id int64, h dispatcher.Hook) {
+func (a hooksAPI) check(c *gin.Context, id int64, h dispatcher.Hook, notes []string) {
 	out, err := a.reg.Check(c.Request.Context(), id, h)
 	if err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OKNoted(c, http.StatusOK, out.Masked(), out.Notes())
+	wire.OKNoted(c, http.StatusOK, out.Masked(), append(out.Notes(), notes...))
 }
 
 // list answers one page of hooks by id: ?hookType= and ?enabled= filter, ?agentId= keeps the
@@ -127,7 +140,7 @@ func (a hooksAPI) replace(c *gin.Context) {
 		return
 	}
 	if dryRun {
-		a.check(c, id, h)
+		a.check(c, id, h, nil)
 		return
 	}
 	out, err := a.reg.Replace(c.Request.Context(), id, h)

@@ -216,6 +216,43 @@ func TestGlobLikeToolNameNoted(t *testing.T) {
 	}
 }
 
+// A hook read with GET and posted back, id and all, is created as a copy, and the answer says so:
+// the id is not silently dropped, and a caller who meant to change the hook learns the PUT that
+// does. A dry run says the same; a POST without an id, or a PUT, has nothing to note. A task
+// posted with an id is noted the same way.
+func TestPostedIDNoted(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, true)
+	code, w := c.do("POST", "/api/hooks", `{"hookName":"a","hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example/h"}}`)
+	if code != 201 || w.Message != "success" {
+		t.Fatalf("create: %d %q", code, w.Message)
+	}
+	_, got := c.do("GET", "/api/hooks/1", "")
+	note := "success; note: id: 1 is not taken from a POST, which always creates a new hook; PUT /api/hooks/1 changes hook 1"
+	for _, path := range []string{"/api/hooks?dryRun=true", "/api/hooks"} {
+		if code, w := c.do("POST", path, string(got.Data)); code/100 != 2 || w.Message != note {
+			t.Errorf("POST %s of a GET's body: %d %q", path, code, w.Message)
+		}
+	}
+	var copied dispatcher.Hook
+	_, w = c.do("GET", "/api/hooks/2", "")
+	if err := json.Unmarshal(w.Data, &copied); err != nil || copied.ID != 2 || copied.HookName != "a" {
+		t.Fatalf("the copy: %s %v", w.Data, err)
+	}
+	if code, w := c.do("PUT", "/api/hooks/1", string(got.Data)); code != 200 || w.Message != "success" {
+		t.Errorf("PUT of a GET's body: %d %q", code, w.Message)
+	}
+
+	tc := newTaskServer(t, storagetest.SQLite(t))
+	if code, w := tc.do("POST", "/api/tasks", `{"taskName":"daily","cron":"@daily","input":"report"}`); code != 201 || w.Message != "success" {
+		t.Fatalf("task: %d %q", code, w.Message)
+	}
+	// (A task's GET body holds nextRunAt, which a POST refuses: only the id is sent back here.)
+	if code, w := tc.do("POST", "/api/tasks", `{"id":1,"taskName":"daily","cron":"@daily","input":"report"}`); code != 201 ||
+		w.Message != "success; note: id: 1 is not taken from a POST, which always creates a new task; PUT /api/tasks/1 changes task 1" {
+		t.Errorf("POST of a task with an id: %d %q", code, w.Message)
+	}
+}
+
 // A policy that denies or asks and fails open is noted: a rule that cannot be evaluated lets the
 // call through, as the issue's rule has it, which a team writing deny rules rarely means.
 func TestFailOpenPolicyNoted(t *testing.T) {

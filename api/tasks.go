@@ -35,7 +35,7 @@ func (a tasksAPI) create(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusCreated, out)
+	wire.OKNoted(c, http.StatusCreated, out, postedID("task", t.ID))
 }
 
 // list answers one page of tasks by id.
