@@ -110,11 +110,11 @@ func (c *chainEvent) Context() (any, error) {
 	return c.decoded, nil
 }
 
-// toolCallContext is a pre_tool_use context as Context decodes it, built from its fields instead:
-// a rule that reads event.context.permissionMode of a coding agent's call then costs neither the
-// rendering nor the decoding of the whole context: 15 % of the CPU such a call took in the
-// daemon (ClaudeCodePolicy).
-// Not when some text is not UTF-8, which rendering would change (FuzzPolicySource).
+// toolCallContext is a pre_tool_use context as Context decodes it, built from its fields instead,
+// unless some text is not UTF-8, which rendering would change (FuzzPolicySource holds the two
+// alike). A rule that reads event.context.permissionMode of a coding agent's call then costs
+// neither the rendering nor the decoding of the whole context: 15 % of the CPU such a call took
+// in the daemon (ClaudeCodePolicy).
 func (c *chainEvent) toolCallContext() (map[string]any, bool) {
 	pc, ok := c.ev.Context.(*PreToolUseContext)
 	if !ok || pc == nil || !utf8.ValidString(pc.ToolName) || !utf8.ValidString(pc.ToolCallID) ||
