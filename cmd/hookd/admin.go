@@ -77,13 +77,21 @@ func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMe
 	return w.Data, wire.Notes(w.Message), nil
 }
 
-// print calls the API and prints the data as indented JSON.
+// print calls the API and prints the data as indented JSON, and on stderr what the daemon noted
+// of the request (valid, but likely not what was meant: a glob-like toolNameMatch, say), so that
+// the JSON on stdout stays the data alone.
 func (c *adminClient) print(cmd *cobra.Command, method, path string, body io.Reader) error {
-	data, err := c.call(method, path, body)
+	data, notes, err := c.callNoted(method, path, body)
 	if err != nil {
 		return err
 	}
-	return printJSON(cmd.OutOrStdout(), data)
+	if err := printJSON(cmd.OutOrStdout(), data); err != nil {
+		return err
+	}
+	for _, n := range notes {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
+	}
+	return nil
 }
 
 // list calls a list endpoint and prints its items with table, or the data verbatim with --json.

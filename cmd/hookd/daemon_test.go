@@ -288,6 +288,20 @@ func TestOperatorCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, `"signingSecret": "***"`) || strings.Contains(out, "s3cr3t") {
 		t.Fatalf("add: %d %s", code, out)
 	}
+	// What the daemon notes of a hook is shown, on stderr: the glob-like name, the id a copy dropped.
+	glob := exec.Command(binary, "hooks", "add")
+	glob.Env = append(os.Environ(), "HOOKD_CLI_ADDR=http://"+d.addr, "HOOKD_CLI_TOKEN=adm-test")
+	glob.Stdin = strings.NewReader(`{"id":1,"hookName":"glob","hookType":"pre_tool_use","toolNameMatch":"transfer*","dispatchConfig":{"url":"` + recv.URL + `"}}`)
+	var stdout, stderr strings.Builder
+	glob.Stdout, glob.Stderr = &stdout, &stderr
+	if err := glob.Run(); err != nil || !strings.Contains(stdout.String(), `"hookName": "glob"`) || strings.Contains(stdout.String(), "note:") ||
+		!strings.Contains(stderr.String(), `note: toolNameMatch: "transfer*" is matched as that exact tool name`) ||
+		!strings.Contains(stderr.String(), "note: id: 1 is not taken from a POST") {
+		t.Fatalf("add with notes: %v\nstdout: %s\nstderr: %s", err, stdout.String(), stderr.String())
+	}
+	if out, code := cli("", "hooks", "rm", "2"); code != 0 {
+		t.Fatalf("rm the noted hook: %d %s", code, out)
+	}
 	out, code = cli("", "hooks", "list")
 	if code != 0 || !strings.Contains(out, "pre_tool_use") || !strings.Contains(out, "gate") {
 		t.Fatalf("list: %d %s", code, out)
