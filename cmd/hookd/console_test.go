@@ -301,6 +301,18 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-approval"]`)))
 
+	// What the daemon notes of a hook is shown: a toolNameMatch that looks like a glob.
+	b.run("a noted hook", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/hooks/new")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-field=hookName]`)),
+		chromedp.SendKeys(chromedp.CSS(`[data-field=hookName]`), "console-glob"),
+		chromedp.SetValue(chromedp.CSS(`[data-field=hookType]`), "pre_tool_use"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field=toolNameMatch]`), "workspace_*"),
+		chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.url"]`), recv.srv.URL),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.Search(`//div[@id="toast"]/div[contains(., 'Note: toolNameMatch: "workspace_*" is matched as that exact tool name')]`)),
+		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-glob"]`)))
+
 	// Disable and enable it from the list.
 	row := `//tr[.//a[text()="console-approval"]]`
 	b.run("disable and enable", 15*time.Second,

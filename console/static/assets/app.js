@@ -26,10 +26,10 @@
     return n;
   }
   const main = () => document.getElementById("main");
-  function toast(msg, error) {
+  function toast(msg, error, ms) {
     const d = el("div", { class: error ? "error" : "", text: msg });
     document.getElementById("toast").append(d);
-    setTimeout(() => d.remove(), 5000);
+    setTimeout(() => d.remove(), ms || 5000);
   }
   function badge(v) { return el("span", { class: "badge " + String(v || "").toLowerCase(), text: v === undefined || v === null ? "" : String(v) }); }
   // A time in the viewer's zone, with the UTC time on hover.
@@ -77,6 +77,9 @@
     try { w = await res.json(); } catch (_) { /* an empty or non-JSON answer */ }
     if (res.status === 401 && !path.startsWith("/console/session")) { me = null; route(); }
     if (!res.ok) throw new APIError(res.status, (w && w.message) || res.statusText);
+    // What the daemon notes of a request ("success; note: …": valid, but likely not what was
+    // meant, such as a glob-like toolNameMatch) is shown long enough to read, never dropped.
+    for (const n of ((w && w.message) || "").split("; note: ").slice(1)) toast(t("note") + ": " + n, false, 15000);
     return w ? w.data : null;
   }
   function query(params) {

@@ -26,7 +26,7 @@ window.HOOKD_I18N = {
     failures: "Consecutive failures", openedAt: "Opened at", halfOpenIn: "Half-open in",
     who: "User", args: "Arguments", since: "Since", askedBy: "Asked by", approve: "Approve", deny: "Deny",
     answered: "Answered", noPending: "Nothing waits for a person.", schedule: "Schedule", nextFire: "Next fire",
-    recentRuns: "Recent runs", none: "None", saved: "Saved", created: "Created", loading: "Loading…",
+    recentRuns: "Recent runs", none: "None", saved: "Saved", created: "Created", loading: "Loading…", note: "Note",
     reviewerOnly: "Signed in as a reviewer: only the approvals inbox is yours.", errorAt: "See the field marked in red.",
     on: "on", off: "off", request: "Signed request", answer: "Receiver's answer", why: "Reason"
   },
@@ -54,7 +54,7 @@ window.HOOKD_I18N = {
     failures: "连续失败", openedAt: "熔断时间", halfOpenIn: "半开倒计时",
     who: "用户", args: "参数", since: "等待自", askedBy: "发起方", approve: "批准", deny: "拒绝",
     answered: "已处理", noPending: "没有等待审批的调用。", schedule: "计划", nextFire: "下次触发",
-    recentRuns: "最近运行", none: "无", saved: "已保存", created: "已创建", loading: "加载中…",
+    recentRuns: "最近运行", none: "无", saved: "已保存", created: "已创建", loading: "加载中…", note: "注意",
     reviewerOnly: "以审批人身份登录：仅可使用审批收件箱。", errorAt: "请查看标红的字段。",
     on: "开", off: "关", request: "签名请求", answer: "接收方响应", why: "原因"
   }
