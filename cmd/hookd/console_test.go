@@ -276,17 +276,22 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#nav a[data-page=hooks]`)))
 
+	// newHook fills the new hook form for a pre_tool_use webhook to the receiver, and sends it.
+	newHook := func(name, match, failureMode string, then chromedp.Action[chromedp.Void]) chromedp.Action[chromedp.Void] {
+		return chromedp.Steps(chromedp.Navigate(d.url("/console/#/hooks/new")),
+			chromedp.WaitVisible(chromedp.CSS(`[data-field=hookName]`)),
+			chromedp.SendKeys(chromedp.CSS(`[data-field=hookName]`), name),
+			chromedp.SetValue(chromedp.CSS(`[data-field=hookType]`), "pre_tool_use"),
+			chromedp.SendKeys(chromedp.CSS(`[data-field=toolNameMatch]`), match),
+			chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.url"]`), recv.srv.URL),
+			chromedp.SetValue(chromedp.CSS(`#f-dispatchConfig-failureMode`), failureMode),
+			chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+			then)
+	}
+
 	// A hook with a typo: the API's message stands at the field it names.
 	b.run("new hook with a typo", 15*time.Second,
-		chromedp.Navigate(d.url("/console/#/hooks/new")),
-		chromedp.WaitVisible(chromedp.CSS(`[data-field=hookName]`)),
-		chromedp.SendKeys(chromedp.CSS(`[data-field=hookName]`), "console-approval"),
-		chromedp.SetValue(chromedp.CSS(`[data-field=hookType]`), "pre_tool_use"),
-		chromedp.SendKeys(chromedp.CSS(`[data-field=toolNameMatch]`), "/workspace_(/"),
-		chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.url"]`), recv.srv.URL),
-		chromedp.SetValue(chromedp.CSS(`#f-dispatchConfig-failureMode`), "DENY"),
-		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`[data-error-for=toolNameMatch]`)))
+		newHook("console-approval", "/workspace_(/", "DENY", chromedp.WaitVisible(chromedp.CSS(`[data-error-for=toolNameMatch]`))))
 	if msg := value(b, "read the error", chromedp.Text(chromedp.CSS(`[data-error-for=toolNameMatch]`))); !strings.Contains(msg, "toolNameMatch") {
 		t.Fatalf("error at the field: %q", msg)
 	}
@@ -303,14 +308,8 @@ func TestConsoleInTheBrowser(t *testing.T) {
 
 	// What the daemon notes of a hook is shown: a toolNameMatch that looks like a glob.
 	b.run("a noted hook", 15*time.Second,
-		chromedp.Navigate(d.url("/console/#/hooks/new")),
-		chromedp.WaitVisible(chromedp.CSS(`[data-field=hookName]`)),
-		chromedp.SendKeys(chromedp.CSS(`[data-field=hookName]`), "console-glob"),
-		chromedp.SetValue(chromedp.CSS(`[data-field=hookType]`), "pre_tool_use"),
-		chromedp.SendKeys(chromedp.CSS(`[data-field=toolNameMatch]`), "workspace_*"),
-		chromedp.SendKeys(chromedp.CSS(`[data-field="dispatchConfig.url"]`), recv.srv.URL),
-		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.Search(`//div[@id="toast"]/div[contains(., 'Note: toolNameMatch: "workspace_*" is matched as that exact tool name')]`)),
+		newHook("console-glob", "workspace_*", "ALLOW",
+			chromedp.WaitVisible(chromedp.Search(`//div[@id="toast"]/div[contains(., 'Note: toolNameMatch: "workspace_*" is matched as that exact tool name')]`))),
 		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-glob"]`)))
 
 	// Disable and enable it from the list.
