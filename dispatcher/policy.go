@@ -117,26 +117,28 @@ func (c *chainEvent) Context() (any, error) {
 // in the daemon (ClaudeCodePolicy).
 func (c *chainEvent) toolCallContext() (map[string]any, bool) {
 	pc, ok := c.ev.Context.(*PreToolUseContext)
-	if !ok || pc == nil || !utf8.ValidString(pc.ToolName) || !utf8.ValidString(pc.ToolCallID) ||
-		!utf8.ValidString(string(pc.Arguments)) {
+	if !ok || pc == nil {
 		return nil, false
 	}
-	var args any = string(pc.Arguments) // text, as Value renders what is not a JSON container
-	if pc.Arguments.opensContainer() && hookdtype.Valid([]byte(pc.Arguments)) {
-		if a := c.Arguments(); a != nil {
-			args = a // the args variable's own map: values in CEL are never changed in place
-		} else {
-			args = policy.DecodeValid([]byte(pc.Arguments))
+	var agent CodingAgent
+	if pc.CodingAgent != nil {
+		agent = *pc.CodingAgent
+	}
+	for _, s := range [...]string{pc.ToolName, pc.ToolCallID, string(pc.Arguments), agent.AgentKind,
+		agent.ExternalSessionID, agent.Cwd, agent.PermissionMode} {
+		if !utf8.ValidString(s) {
+			return nil, false
 		}
+	}
+	var args any = string(pc.Arguments) // text, as Value renders what is not a JSON container
+	if a := c.Arguments(); a != nil {
+		args = a // the args variable's own map: values in CEL are never changed in place
+	} else if pc.Arguments.opensContainer() && hookdtype.Valid([]byte(pc.Arguments)) {
+		args = policy.DecodeValid([]byte(pc.Arguments)) // an array
 	}
 	m := make(map[string]any, 7)
 	m["toolName"], m["toolCallId"], m["arguments"] = pc.ToolName, pc.ToolCallID, args
 	if a := pc.CodingAgent; a != nil {
-		for _, s := range []string{a.AgentKind, a.ExternalSessionID, a.Cwd, a.PermissionMode} {
-			if !utf8.ValidString(s) {
-				return nil, false
-			}
-		}
 		m["agentKind"], m["externalSessionId"] = a.AgentKind, a.ExternalSessionID
 		if a.Cwd != "" {
 			m["cwd"] = a.Cwd
