@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -123,14 +124,61 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// isHookd says whether a hook entry is one hookd installed for kind: its HTTP hook's URL or its
-// forwarder command.
-func isHookd(e map[string]any, kind string) bool {
-	if u, _ := e["url"].(string); strings.HasSuffix(u, "/v1/agents/"+kind+"/hooks") {
-		return true
+// isHookd says whether a hook entry is one hookd installed for kind, bin being the binary this
+// install writes into commands. An HTTP hook is hookd's when it calls the agents route of kind with
+// the CLI's token, hookd's own variable: another service's hook on a URL of the same path has no
+// reason to pass it. A command is hookd's when it runs a hookd binary's forwarder for kind as its
+// first command: "~/bin/audit hook --agent …" and "echo …; hookd hook --agent …" are the user's.
+func isHookd(e map[string]any, kind, bin string) bool {
+	if u, ok := e["url"].(string); ok {
+		vars, _ := e["allowedEnvVars"].([]any)
+		return strings.HasSuffix(u, "/v1/agents/"+kind+"/hooks") && slices.Contains(vars, any("HOOKD_CLI_TOKEN"))
 	}
 	c, _ := e["command"].(string)
-	return strings.Contains(c, " hook --agent "+kind+" ")
+	w := shellWords(c, 4)
+	return len(w) == 4 && (w[0] == bin || filepath.Base(w[0]) == "hookd") && w[1] == "hook" && w[2] == "--agent" && w[3] == kind
+}
+
+// shellWords is the first n words of the command line c as sh reads them, for the plain commands
+// hookCommand writes: blanks part words, '…' and "…" quote, a backslash escapes the next
+// character. It stops at the first character that ends or redirects a simple command or expands
+// (; & | < > ( ) ` $ #), so that what follows is never taken for the first command's words.
+func shellWords(c string, n int) []string {
+	var words []string
+	var w strings.Builder
+	inWord := false
+	for i := 0; i < len(c) && len(words) < n; i++ {
+		switch ch := c[i]; {
+		case ch == ' ' || ch == '\t' || ch == '\n':
+			if inWord {
+				words, inWord = append(words, w.String()), false
+				w.Reset()
+			}
+			continue
+		case strings.IndexByte(";&|<>()`$#", ch) >= 0:
+			if inWord && ch != '$' && ch != '#' { // a$b and a#b are one word whose end is unknown here
+				words = append(words, w.String())
+			}
+			return words
+		case ch == '\'' || ch == '"':
+			end := strings.IndexByte(c[i+1:], ch)
+			if end < 0 {
+				return words // an unfinished quote: sh refuses the line
+			}
+			w.WriteString(c[i+1 : i+1+end])
+			i += end + 1
+		case ch == '\\' && i+1 < len(c):
+			i++
+			w.WriteByte(c[i])
+		default:
+			w.WriteByte(ch)
+		}
+		inWord = true
+	}
+	if inWord && len(words) < n {
+		words = append(words, w.String())
+	}
+	return words
 }
 
 func install(cmd *cobra.Command, f installFlags, kind string) error {
@@ -219,6 +267,10 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 	if hooks == nil {
 		hooks = map[string]any{}
 	}
+	// emptied: an event's list held only hookd's entries. When that leaves "hooks" empty, an
+	// uninstall removes "hooks" too, as install found the file; an event list or a "hooks" that
+	// the user left empty stays.
+	emptied := false
 	for event, v := range hooks {
 		list, ok := v.([]any)
 		if !ok {
@@ -231,7 +283,7 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 			case m == nil:
 				kept = append(kept, item)
 			case !hs.grouped:
-				if !isHookd(m, kind) {
+				if !isHookd(m, kind, f.hookd) {
 					kept = append(kept, item)
 				}
 			default:
@@ -242,7 +294,7 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 				}
 				rest := inner[:0:0]
 				for _, h := range inner {
-					if hm, _ := h.(map[string]any); hm == nil || !isHookd(hm, kind) {
+					if hm, _ := h.(map[string]any); hm == nil || !isHookd(hm, kind, f.hookd) {
 						rest = append(rest, h)
 					}
 				}
@@ -252,9 +304,12 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 				}
 			}
 		}
-		if len(kept) == 0 {
+		switch {
+		case len(kept) == len(list): // nothing of hookd's: left as it was
+		case len(kept) == 0:
 			delete(hooks, event)
-		} else {
+			emptied = true
+		default:
 			hooks[event] = kept
 		}
 	}
@@ -271,15 +326,27 @@ func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind str
 			hooks[event] = append(list, item)
 		}
 	}
-	doc["hooks"] = hooks
-	if kind == agents.Cursor && doc["version"] == nil {
+	if len(hooks) == 0 && emptied {
+		delete(doc, "hooks")
+	} else {
+		doc["hooks"] = hooks
+	}
+	if kind == agents.Cursor && doc["version"] == nil && !f.uninstall { // hooks.json's format needs it
 		doc["version"] = 1
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with b, keeping an existing file's mode.
+// writeFileAtomic replaces path with b, keeping an existing file's mode. A path that is a link (a
+// settings file kept with the user's dotfiles) is written where it leads, so the link stays.
 func writeFileAtomic(path string, b []byte) error {
+	if st, err := os.Lstat(path); err == nil && st.Mode()&fs.ModeSymlink != 0 {
+		target, err := filepath.EvalSymlinks(path)
+		if err != nil {
+			return fmt.Errorf("%s is a link that leads nowhere, so it is left alone: %w", path, err)
+		}
+		path = target
+	}
 	mode := fs.FileMode(0o644)
 	if st, err := os.Stat(path); err == nil {
 		mode = st.Mode().Perm()

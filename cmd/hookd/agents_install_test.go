@@ -69,7 +69,7 @@ func hookdEntries(doc map[string]any, kind string) map[string]int {
 				inner = []any{m}
 			}
 			for _, h := range inner {
-				if hm, _ := h.(map[string]any); hm != nil && isHookd(hm, kind) {
+				if hm, _ := h.(map[string]any); hm != nil && isHookd(hm, kind, binary) {
 					n[event]++
 				}
 			}
@@ -203,7 +203,7 @@ func TestAgentsInstallClaudeSessionStart(t *testing.T) {
 			starts = append(starts, h.(map[string]any))
 		}
 	}
-	if len(starts) != 1 || starts[0]["type"] != "command" || !isHookd(starts[0], agents.ClaudeCode) {
+	if len(starts) != 1 || starts[0]["type"] != "command" || !isHookd(starts[0], agents.ClaudeCode, binary) {
 		t.Fatalf("SessionStart entries: %v", starts)
 	}
 	for ev, groups := range doc["hooks"].(map[string]any) {
@@ -288,6 +288,88 @@ func TestAgentsInstallCursorFailClosed(t *testing.T) {
 		fc, _ := entries[0].(map[string]any)["failClosed"].(bool)
 		if fc != agents.Interceptive(agents.Cursor, ev) {
 			t.Errorf("%s: failClosed %v", ev, entries[0])
+		}
+	}
+}
+
+// What only looks like hookd's is the user's: another service's HTTP hook on a URL of the agents
+// route's path (without hookd's token variable), a wrapper of another name run with hookd's
+// flags, a hookd forwarder after another command; and an event the user left empty. Install and
+// uninstall keep them all, and through a settings file that is a link (dotfiles in a repository),
+// which stays a link: the file ends as it began.
+func TestAgentsInstallKeepsLookalikes(t *testing.T) {
+	dir := t.TempDir()
+	dotfiles := filepath.Join(dir, "dotfiles", "claude-settings.json")
+	os.MkdirAll(filepath.Dir(dotfiles), 0o755)
+	body := `{"model": "opus", "hooks": {
+ "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "http", "url": "https://policy.other-team.example/v1/agents/claude-code/hooks", "timeout": 5}]}],
+ "Stop": [{"hooks": [{"type": "command", "command": "~/bin/audit hook --agent claude-code --log /var/log/x"}]}],
+ "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo start; hookd hook --agent claude-code SessionStart"}]}],
+ "Notification": []}}`
+	os.WriteFile(dotfiles, []byte(body), 0o644)
+	project := filepath.Join(dir, "project")
+	link := filepath.Join(project, ".claude", "settings.json")
+	os.MkdirAll(filepath.Dir(link), 0o755)
+	if err := os.Symlink("../../dotfiles/claude-settings.json", link); err != nil {
+		t.Fatal(err)
+	}
+	before := readJSON(t, dotfiles)
+
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", project, "--write"); code != 0 {
+		t.Fatalf("install: %d %s", code, errs)
+	}
+	if st, err := os.Lstat(link); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Fatalf("the link is gone: %v %v", st, err)
+	}
+	doc := readJSON(t, dotfiles)
+	if n := hookdEntries(doc, agents.ClaudeCode); n["PreToolUse"] != 1 || n["Stop"] != 1 || n["SessionStart"] != 1 {
+		t.Errorf("hookd's entries: %v", n)
+	}
+	hooks := doc["hooks"].(map[string]any)
+	for event, n := range map[string]int{"PreToolUse": 2, "Stop": 2, "SessionStart": 2} {
+		if got := len(hooks[event].([]any)); got != n {
+			t.Errorf("%s holds %d groups, want the user's and hookd's: %v", event, got, hooks[event])
+		}
+	}
+
+	if _, errs, code := runCLI(t, "agents", "install", agents.ClaudeCode, "--project", project, "--write", "--uninstall"); code != 0 {
+		t.Fatalf("uninstall: %d %s", code, errs)
+	}
+	if after := readJSON(t, dotfiles); !reflect.DeepEqual(after, before) {
+		t.Errorf("uninstall left\n%v\nwant\n%v", after, before)
+	}
+
+	// A file that install made, and no more, is {} again after uninstall; Cursor's keeps the
+	// version its format needs.
+	for kind, want := range map[string]string{agents.Codex: `{}`, agents.Cursor: `{"version": 1}`} {
+		p := t.TempDir()
+		for _, args := range [][]string{{"--write"}, {"--write", "--uninstall"}} {
+			if _, errs, code := runCLI(t, append([]string{"agents", "install", kind, "--project", p}, args...)...); code != 0 {
+				t.Fatalf("%s %v: %d %s", kind, args, code, errs)
+			}
+		}
+		var w map[string]any
+		json.Unmarshal([]byte(want), &w)
+		if got := readJSON(t, filepath.Join(p, settingsOf[kind].dir, settingsOf[kind].file)); !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: uninstall left %v, want %s", kind, got, want)
+		}
+	}
+}
+
+func TestShellWords(t *testing.T) {
+	for c, want := range map[string][]string{
+		"/usr/local/bin/hookd hook --agent codex PreToolUse":      {"/usr/local/bin/hookd", "hook", "--agent", "codex"},
+		"'/opt/my tools/hookd' hook --agent cursor --addr x stop": {"/opt/my tools/hookd", "hook", "--agent", "cursor"},
+		`"/opt/a b/hookd"  hook	--agent gemini-cli`:               {"/opt/a b/hookd", "hook", "--agent", "gemini-cli"},
+		`/opt/it\'s/hookd hook --agent codex`:                     {"/opt/it's/hookd", "hook", "--agent", "codex"},
+		"echo start; hookd hook --agent claude-code SessionStart": {"echo", "start"},
+		"cd x && hookd hook --agent codex Stop":                   {"cd", "x"},
+		"$HOME/bin/hookd hook --agent codex Stop":                 nil,
+		"'unfinished hook --agent codex":                          nil,
+		"hookd hook":                                              {"hookd", "hook"},
+	} {
+		if got := shellWords(c, 4); !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: %q, want %q", c, got, want)
 		}
 	}
 }
