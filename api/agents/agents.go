@@ -266,9 +266,10 @@ func (v Verdict) reason() string {
 	return ""
 }
 
-// askAsBlock is the reason of an ask that the harness cannot ask: it blocks, saying why.
-func (v Verdict) askAsBlock(harness string) string {
-	return v.reason() + " (" + harness + " cannot ask from this hook, so hookd blocks the call until a person allows it)"
+// askAsBlock is the reason of an ask that the harness cannot ask: it blocks what (the call, the
+// prompt), saying why.
+func (v Verdict) askAsBlock(harness, what string) string {
+	return v.reason() + " (" + harness + " cannot ask from this hook, so hookd blocks the " + what + " until a person allows it)"
 }
 
 // rewriteAsBlock is the reason of a modify that the harness cannot apply: it blocks, carrying the
@@ -282,6 +283,8 @@ func rewriteAsBlock(harness, what string, v Verdict) string {
 // refuses, since no harness can ask about or rewrite a prompt from its hook.
 func promptRefusal(v Verdict, harness string) (string, bool) {
 	switch {
+	case v.Decision == Ask:
+		return v.askAsBlock(harness, "prompt"), true
 	case v.blocks():
 		return v.reason(), true
 	case v.Decision == dispatcher.Modify && v.Modified != nil:

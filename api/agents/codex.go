@@ -36,7 +36,7 @@ func (codex) Answer(m Mapped, v Verdict) []byte {
 		out := claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}
 		switch {
 		case v.Decision == Ask:
-			out.PermissionDecisionReason = v.askAsBlock("Codex")
+			out.PermissionDecisionReason = v.askAsBlock("Codex", "call")
 		case v.blocks():
 			out.PermissionDecisionReason = v.reason()
 		case v.Decision == dispatcher.Modify && v.Modified != nil:

@@ -152,7 +152,7 @@ func (cursor) Answer(m Mapped, v Verdict) []byte {
 		out := cursorPermission{Permission: v.Decision}
 		switch {
 		case v.Decision == Ask && m.Event == "beforeReadFile":
-			out.Permission, out.AgentMessage = dispatcher.Deny, v.askAsBlock("Cursor")
+			out.Permission, out.AgentMessage = dispatcher.Deny, v.askAsBlock("Cursor", "call")
 		case v.blocks():
 			out.AgentMessage = v.reason()
 		case v.Decision == dispatcher.Modify && v.Modified != nil:

@@ -35,13 +35,13 @@ func (geminiCLI) Answer(m Mapped, v Verdict) []byte {
 		return nothing
 	}
 	out := geminiAnswer{SystemMessage: v.Notice}
-	what := "tool arguments"
+	what, blocked := "tool arguments", "call"
 	if m.Point == dispatcher.UserMessage {
-		what = "prompt"
+		what, blocked = "prompt", "prompt"
 	}
 	switch {
 	case v.Decision == Ask:
-		out.Reason = v.askAsBlock("Gemini CLI")
+		out.Reason = v.askAsBlock("Gemini CLI", blocked)
 	case v.blocks():
 		out.Reason = v.reason()
 	case v.Decision == dispatcher.Modify && v.Modified != nil:
