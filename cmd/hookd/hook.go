@@ -80,6 +80,14 @@ func forward(cmd *cobra.Command, f hookFlags, event string) error {
 		_, err = cmd.OutOrStdout().Write(body)
 		return err
 	}
+	var other *otherEventError
+	if errors.As(err, &other) && ad.Point(other.event) != "" {
+		// An entry wired to the wrong event: what runs is the input's event, which is answered
+		// as such, and a tool call or prompt is blocked whatever the command line's event and
+		// --on-error say, since neither was written for it.
+		event = other.event
+		deny = deny || agents.Interceptive(f.kind, event)
+	}
 	m := agents.Mapped{Event: event, Point: ad.Point(event)}
 	if !deny {
 		fmt.Fprintf(cmd.ErrOrStderr(), "hookd: %v; the event goes on without hookd (--on-error allow)\n", err)
@@ -111,7 +119,7 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 		return nil, errors.New("the hook input on stdin is not JSON")
 	}
 	if head.Event != event {
-		return nil, fmt.Errorf("the hook input is a %q event, not %s", head.Event, event)
+		return nil, &otherEventError{event: head.Event, want: event}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
@@ -156,6 +164,13 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 		return nil, fmt.Errorf("the daemon's answer is not a JSON object (%d bytes of %s)", len(body), cmp.Or(resp.Header.Get("Content-Type"), "no content type"))
 	}
 	return body, nil
+}
+
+// otherEventError is a hook input of another event than the command line names.
+type otherEventError struct{ event, want string }
+
+func (e *otherEventError) Error() string {
+	return fmt.Sprintf("the hook input is a %q event, not %s", e.event, e.want)
 }
 
 // forwardClient asks the daemon without following redirects: a redirect is not the daemon's

@@ -139,6 +139,16 @@ func TestHookForwarder(t *testing.T) {
 		!strings.Contains(errs, `"Stop" event`) {
 		t.Errorf("mismatched event: exit %d %q", code, errs)
 	}
+	// A tool call sent to an entry of an event that is let through on error (SessionStart, even
+	// with --on-error allow) is blocked all the same, answered as the PreToolUse it is.
+	pre := readFixture(t, agents.ClaudeCode, "PreToolUse")
+	for _, args := range [][]string{{"SessionStart"}, {"PostToolUse", "--on-error", "allow"}} {
+		out, errs, code := runHook(t, d.url(""), agentKey, pre, append([]string{"--agent", agents.ClaudeCode}, args...)...)
+		if code != 2 || !strings.Contains(errs, `"PreToolUse" event, not `+args[0]) || !strings.Contains(errs, "blocked") ||
+			!strings.Contains(out, `"permissionDecision":"deny"`) {
+			t.Errorf("PreToolUse input to %v: exit %d stdout %q stderr %q", args, code, out, errs)
+		}
+	}
 }
 
 // closedAddr is the address of a port nobody listens on.
