@@ -88,24 +88,6 @@ func (h *handler) hook(c *gin.Context) {
 		wire.Fail(c, wire.Status(err), "%v", err)
 		return
 	}
-	agentID, err := agentOf(c)
-	if err != nil {
-		wire.Fail(c, http.StatusBadRequest, "%v", err)
-		return
-	}
-	if caller.AgentID != nil {
-		// The key names its agent; a header may repeat it, never change it.
-		if agentID != nil && *agentID != *caller.AgentID {
-			wire.Fail(c, http.StatusForbidden, "%s: %d is not the API key's agent", AgentIDHeader, *agentID)
-			return
-		}
-		agentID = caller.AgentID
-	}
-	toolEvents, err := toolEventsOf(c, kind)
-	if err != nil {
-		wire.Fail(c, http.StatusBadRequest, "%v", err)
-		return
-	}
 	if o, over := wire.OversizedBody(c); over {
 		h.oversized(c, ad, o)
 		return
@@ -115,9 +97,37 @@ func (h *handler) hook(c *gin.Context) {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body too large")
 		return
 	}
+	// A request hookd cannot take (a header it refuses, an input it cannot read) is refused, and
+	// at a point hookd decides the refusal is a block: the harness would take an error status
+	// for "no objection" and run the call.
 	in, err := ParseInput(body)
+	refuse := func(status int, err error) {
+		event := in.Event
+		if event == "" {
+			event, _ = topLevelString(body, "hook_event_name")
+		}
+		h.refuse(c, ad, Mapped{Event: event, Point: ad.Point(event)}, status, err)
+	}
 	if err != nil {
-		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		refuse(http.StatusBadRequest, err)
+		return
+	}
+	agentID, err := agentOf(c)
+	if err != nil {
+		refuse(http.StatusBadRequest, err)
+		return
+	}
+	if caller.AgentID != nil {
+		// The key names its agent; a header may repeat it, never change it.
+		if agentID != nil && *agentID != *caller.AgentID {
+			refuse(http.StatusForbidden, fmt.Errorf("%s: %d is not the API key's agent", AgentIDHeader, *agentID))
+			return
+		}
+		agentID = caller.AgentID
+	}
+	toolEvents, err := toolEventsOf(c, kind)
+	if err != nil {
+		refuse(http.StatusBadRequest, err)
 		return
 	}
 	m, err := ad.Map(in)
@@ -133,18 +143,11 @@ func (h *handler) hook(c *gin.Context) {
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
-	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	if err != nil {
-		// An input hookd cannot read at a point it decides is blocked, never let through: the
-		// harness would take an error status for "no objection".
-		if m.Point.Interceptive() {
-			h.Log.WarnContext(c.Request.Context(), "coding agent hook input refused", "kind", kind, "event", in.Event, "err", err)
-			h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: "hookd: " + err.Error()})
-			return
-		}
-		wire.Fail(c, http.StatusBadRequest, "%v", err)
+		h.refuse(c, ad, m, http.StatusBadRequest, err)
 		return
 	}
+	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	session := SessionID(kind, caller.PrincipalID, m.Session)
 	ev := dispatcher.Event{HookType: m.Point, SessionID: &session, PrincipalID: caller.PrincipalID, AgentID: agentID,
 		Context: WithAgent(m.Context, &dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session,
@@ -218,6 +221,18 @@ func (h *handler) oversized(c *gin.Context, ad Adapter, o wire.Oversized) {
 	h.Log.WarnContext(c.Request.Context(), "coding agent hook input over the body limit", "kind", c.Param("kind"), "event", event, "limit", o.Limit)
 	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny,
 		Reason: fmt.Sprintf("hookd: the hook input is over %d bytes, more than hookd reads, so the call is blocked", o.Limit)})
+}
+
+// refuse answers a request hookd cannot take at m's point: a block with the reason where hookd
+// decides (counted as that point's event, since the call it stops is one), else status.
+func (h *handler) refuse(c *gin.Context, ad Adapter, m Mapped, status int, err error) {
+	if !m.Point.Interceptive() {
+		wire.Fail(c, status, "%v", err)
+		return
+	}
+	h.events.WithLabelValues(c.Param("kind"), string(m.Point)).Inc()
+	h.Log.WarnContext(c.Request.Context(), "coding agent hook input refused", "kind", c.Param("kind"), "event", m.Event, "err", err)
+	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: "hookd: " + err.Error()})
 }
 
 func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -182,7 +183,12 @@ func TestCursorPreToolUseAloneDecidesShell(t *testing.T) {
 		"--cursor-tool-events", "PreToolUse"); code == 0 || !strings.Contains(errs, "--cursor-tool-events") {
 		t.Errorf("--cursor-tool-events with claude-code: exit %d %s", code, errs)
 	}
-	for _, c := range []struct{ kind, value string }{{agents.ClaudeCode, "installed"}, {agents.Cursor, "yes"}} {
+	// Refused: on another harness's route (where preToolUse is no event of its, so a 400), and
+	// with another value (a block of the call, naming the header: an error status lets it run).
+	for _, c := range []struct {
+		kind, value string
+		status      int
+	}{{agents.ClaudeCode, "installed", http.StatusBadRequest}, {agents.Cursor, "yes", http.StatusOK}} {
 		req, _ := http.NewRequest("POST", d.url("/v1/agents/"+c.kind+"/hooks"), bytes.NewReader(cursorInput("conv-h", "preToolUse", shell)))
 		req.Header.Set("Authorization", "Bearer "+agentKey)
 		req.Header.Set(agents.ToolEventsHeader, c.value)
@@ -190,9 +196,11 @@ func TestCursorPreToolUseAloneDecidesShell(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		raw, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusBadRequest {
-			t.Errorf("%s with %s %q: %d, want 400", c.kind, agents.ToolEventsHeader, c.value, resp.StatusCode)
+		if resp.StatusCode != c.status || !strings.Contains(string(raw), agents.ToolEventsHeader) ||
+			c.status == http.StatusOK && !strings.Contains(string(raw), `"permission":"deny"`) {
+			t.Errorf("%s with %s %q: %d %s, want %d", c.kind, agents.ToolEventsHeader, c.value, resp.StatusCode, raw, c.status)
 		}
 	}
 }

@@ -389,8 +389,10 @@ func TestAgentRouteRefusals(t *testing.T) {
 		{agentKey, "", http.StatusNoContent, false},
 		{agentKey, "5001", http.StatusOK, true},
 		{"key-agent-5001", "5001", http.StatusOK, true},
-		{"key-agent-5001", "6000", http.StatusForbidden, false},
-		{agentKey, "x", http.StatusBadRequest, false},
+		// A header hookd refuses blocks the call (an error status would let the tool run),
+		// naming the header.
+		{"key-agent-5001", "6000", http.StatusOK, false},
+		{agentKey, "x", http.StatusOK, false},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(pre))
 		req.Header.Set("Authorization", "Bearer "+c.key)
@@ -405,6 +407,25 @@ func TestAgentRouteRefusals(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != c.status || strings.Contains(string(raw), "agent 5001 may not") != c.denied {
 			t.Errorf("key %s header %q: %d %s", c.key, c.header, resp.StatusCode, raw)
+		}
+		if !c.denied && c.status == http.StatusOK && (!strings.Contains(string(raw), `"permissionDecision":"deny"`) ||
+			!strings.Contains(string(raw), agents.AgentIDHeader)) {
+			t.Errorf("key %s header %q: %s, want a deny naming %s", c.key, c.header, raw, agents.AgentIDHeader)
+		}
+	}
+	// An input cut short that names a tool event is blocked as that event; one that names none
+	// has no call to block, and is a 400.
+	for body, want := range map[string]int{string(pre[:len(pre)-2]): http.StatusOK, "not json": http.StatusBadRequest} {
+		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+agentKey)
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want || want == http.StatusOK && !strings.Contains(string(raw), `"permissionDecision":"deny"`) {
+			t.Errorf("%q: %d %s, want %d", body, resp.StatusCode, raw, want)
 		}
 	}
 }
