@@ -258,6 +258,12 @@ func TestQueryReadWholeOrRefused(t *testing.T) {
 		{"/api/deliveries?status=%zz", `query: invalid URL escape "%zz"`},
 		{"/api/deliveries?stauts%zz=dead", `query: invalid URL escape "%zz"`},
 		{"/api/deliveries?status=dead;hookId=1", "query: invalid semicolon separator in query"},
+		// A filter sent empty (?toolName=$T, T unset) would read as absent: every row.
+		{"/api/decisions?toolName=", "toolName: is empty; leave the parameter out, or give it a value"},
+		{"/api/decisions?hookId=&limit=5", "hookId: is empty; leave the parameter out, or give it a value"},
+		{"/api/deliveries?status=", "status: is empty; leave the parameter out, or give it a value"},
+		{"/api/hooks?hookType", "hookType: is empty; leave the parameter out, or give it a value"},
+		{"/api/tasks?cursor=", "cursor: is empty; leave the parameter out, or give it a value"},
 	} {
 		if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
 			t.Errorf("GET %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)

@@ -27,7 +27,9 @@ type Page[T any] struct {
 
 // OnlyQuery answers 400 naming the first query parameter that is not in allowed (with a "did you
 // mean" when one is close), and reports whether every parameter is known. A typo in a filter must
-// not silently widen a list, nor may a pair the URL encoding spoils or a parameter given twice.
+// not silently widen a list, nor may a pair the URL encoding spoils, a parameter given twice, or
+// one given empty (a script's ?toolName=$T with T unset): each parameter's absence is what
+// means "no filter", so an empty value would read as absent and list everything.
 func OnlyQuery(c *gin.Context, allowed ...string) bool {
 	if c.Request.URL.RawQuery == "" {
 		return true
@@ -42,6 +44,10 @@ func OnlyQuery(c *gin.Context, allowed ...string) bool {
 		if slices.Contains(allowed, name) {
 			if len(values) > 1 {
 				Fail(c, http.StatusBadRequest, "%s: appears twice; send each query parameter once", name)
+				return false
+			}
+			if values[0] == "" {
+				Fail(c, http.StatusBadRequest, "%s: is empty; leave the parameter out, or give it a value", name)
 				return false
 			}
 			continue

@@ -322,6 +322,12 @@ func TestOperatorCLI(t *testing.T) {
 	if out, code = cli("", "hooks", "list", "--type", "post_tool_use"); code != 0 || strings.Contains(out, "gate") {
 		t.Fatalf("list --type post_tool_use: %d %s", code, out)
 	}
+	// A filter given empty (--tool "$T", T unset) is refused, never read as no filter.
+	for _, args := range [][]string{{"hooks", "list", "--type", ""}, {"decisions", "list", "--tool", ""}, {"deliveries", "list", "--hook", ""}} {
+		if out, code = cli("", args...); code != 1 || !strings.Contains(out, "is empty") {
+			t.Errorf("%v: %d %s", args, code, out)
+		}
+	}
 	out, code = cli("", "hooks", "rm", "1")
 	if code != 0 {
 		t.Fatalf("rm: %d %s", code, out)

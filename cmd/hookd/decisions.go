@@ -25,7 +25,7 @@ func newDecisionsCmd() *cobra.Command {
 
 func newDecisionsListCmd(c *adminClient) *cobra.Command {
 	var limit int
-	filters := map[string]*string{}
+	filters, flagOf := map[string]*string{}, map[string]string{}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "list decisions, newest first",
@@ -33,7 +33,7 @@ func newDecisionsListCmd(c *adminClient) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{"limit": {fmt.Sprint(limit)}}
 			for k, v := range filters {
-				if *v != "" {
+				if *v != "" || cmd.Flags().Changed(flagOf[k]) { // given empty: the daemon refuses it
 					q.Set(k, *v)
 				}
 			}
@@ -53,6 +53,7 @@ func newDecisionsListCmd(c *adminClient) *cobra.Command {
 		{"cursor", "cursor", "the page after this cursor (a list prints it when there is more)"},
 	} {
 		filters[fl.param] = f.String(fl.flag, "", fl.usage)
+		flagOf[fl.param] = fl.flag
 	}
 	f.IntVar(&limit, "limit", 50, "rows")
 	return cmd

@@ -31,9 +31,10 @@ func newDeliveriesListCmd(c *adminClient) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{"limit": {fmt.Sprint(limit)}}
-			for k, v := range map[string]string{"status": status, "hookId": hook, "eventId": event, "cursor": cursor} {
-				if v != "" {
-					q.Set(k, v)
+			for _, p := range []struct{ param, flag, v string }{{"status", "status", status}, {"hookId", "hook", hook},
+				{"eventId", "event", event}, {"cursor", "cursor", cursor}} {
+				if p.v != "" || cmd.Flags().Changed(p.flag) { // given empty: the daemon refuses it
+					q.Set(p.param, p.v)
 				}
 			}
 			return list(c, cmd, "/api/deliveries?"+q.Encode(), printDeliveries)

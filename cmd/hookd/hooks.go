@@ -34,9 +34,10 @@ func newHooksListCmd(c *adminClient) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			q := url.Values{}
-			for k, v := range map[string]string{"hookType": typ, "agentId": agent, "cursor": cursor} {
-				if v != "" {
-					q.Set(k, v)
+			for _, p := range []struct{ param, flag, v string }{{"hookType", "type", typ}, {"agentId", "agent", agent},
+				{"cursor", "cursor", cursor}} {
+				if p.v != "" || cmd.Flags().Changed(p.flag) { // given empty: the daemon refuses it
+					q.Set(p.param, p.v)
 				}
 			}
 			return list(c, cmd, "/api/hooks?"+q.Encode(), printHooks)
