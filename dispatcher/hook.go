@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -432,7 +433,8 @@ func (a *Auth) onlyFieldsOfType() error {
 	return nil
 }
 
-// checkURL refuses what can never be a receiver: no http(s) scheme, no host, or over MaxURLBytes.
+// checkURL refuses what can never be a receiver: no http(s) scheme, no host, a port no TCP
+// connection can have, or over MaxURLBytes.
 func checkURL(field, raw string) error {
 	if len(raw) > MaxURLBytes {
 		return invalid(field, "is %d bytes long; at most %d are accepted", len(raw), MaxURLBytes)
@@ -440,6 +442,12 @@ func checkURL(field, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return invalid(field, "must be an http:// or https:// URL with a host")
+	}
+	if p := u.Port(); p != "" {
+		// url.Parse takes any digits; a dial of port 0 or 99999 fails on every call.
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return invalid(field, "port %s is not a TCP port (1 to 65535)", p)
+		}
 	}
 	if host := u.Hostname(); legacyIPv4(host) {
 		return invalid(field, "%q is neither a host name (the last label of one is never a number) nor an IP address as the daemon dials one; write the address in full (a.b.c.d in decimal)", host)
@@ -503,9 +511,16 @@ func checkHeaders(field string, h map[string]string, required bool) error {
 	if required {
 		check = checkSentHeaderName
 	}
-	for _, k := range names {
+	for i, k := range names {
 		if err := check(field+"."+k, k); err != nil {
 			return err
+		}
+		// Header names are case-insensitive: X-A and x-a are one header, and one of the two
+		// values would be sent, a different one from call to call.
+		for _, other := range names[:i] {
+			if strings.EqualFold(other, k) {
+				return invalid(field+"."+k, "is the header %s again (header names ignore case); send it once", other)
+			}
 		}
 		v := h[k]
 		switch {
