@@ -23,6 +23,9 @@ type ProbeResult struct {
 	FromFailureMode bool    `json:"fromFailureMode"`
 	BreakerState    string  `json:"breakerState,omitempty"`
 	Error           *string `json:"error"`
+	// Note says when the sample event is not one a dispatch would ask the hook (a toolNameMatch
+	// regex the sample tool does not match): the answer is the receiver's to that event all the same.
+	Note *string `json:"note,omitempty"`
 	// Request is the signed request as it was sent (credentials shown as ***), Response the
 	// receiver's answer; absent when no request was made.
 	Request  *ProbeRequest  `json:"request,omitempty"`
@@ -114,6 +117,7 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	now := time.Now()
 	ev := Event{HookType: h.HookType, SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID,
 		Context: SampleContext(h.HookType), OccurredAt: now}
+	note := sampleTool(h, &ev)
 	c, err := newChainEvent(&ev, true)
 	if err != nil {
 		return ProbeResult{}, err
@@ -132,9 +136,10 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 			res.Decision, res.ModifiedValue = strPtr(storage.OutcomeError), nil
 			res.Error = nullIfEmpty(r.invalid.Error())
 		}
+		res.Note = note
 		return res, nil
 	}
-	res := ProbeResult{EventID: storage.NewTSIDString()}
+	res := ProbeResult{EventID: storage.NewTSIDString(), Note: note}
 	env := &Envelope{SchemaVersion: SchemaVersion, EventID: res.EventID, HookType: h.HookType, HookName: h.HookName,
 		OccurredAt: now.UnixMilli(), DeliveryAttempt: 1, TraceID: strPtr("hookd-test-" + res.EventID),
 		SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID, Context: body, canonical: canonical}
@@ -156,6 +161,31 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 		res.Error = nullIfEmpty(failure.Error())
 	}
 	return res, nil
+}
+
+// sampleTool names, in the sample event of a tool hook, a tool the hook's toolNameMatch selects,
+// so that the probe is a call a dispatch would ask it about (the source document's transferFunds
+// is no tool of a hook on "queryOrder|refund"). When the match is a regex the sample tool misses,
+// no name can be made up for it: the sample stays, and the note returned says so.
+func sampleTool(h *boundHook, ev *Event) *string {
+	var tool *string
+	switch c := ev.Context.(type) {
+	case *PreToolUseContext:
+		tool = &c.ToolName
+	case *PostToolUseContext:
+		tool = &c.ToolName
+	default:
+		return nil
+	}
+	if h.match.Match(*tool) {
+		return nil
+	}
+	if name := h.match.Name(); name != "" {
+		*tool = name
+		return nil
+	}
+	return strPtr(fmt.Sprintf("the sample tool %q is not one toolNameMatch %q selects, so a dispatch of this event would not ask this hook; "+
+		"the answer is its receiver's all the same", *tool, h.ToolNameMatch))
 }
 
 func nullIfEmpty(s string) *string {

@@ -2,8 +2,10 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hookd/hookd/storage"
@@ -58,4 +60,41 @@ func TestProbeDecidesAsDispatch(t *testing.T) {
 			})
 		}
 	})
+}
+
+// A tool hook's test call is about a tool the hook selects: a hook on "authTool|other" whose
+// receiver denies authTool is probed with authTool and answers deny, as a dispatch of authTool
+// does (the source document's sample tool, transferFunds, would never reach it). For a regex the
+// sample misses no tool can be named: the sample is sent, and the note says a dispatch of it
+// would not ask the hook.
+func TestProbeAsksAboutAToolTheHookSelects(t *testing.T) {
+	h := newHarness(t, storagetest.SQLite(t), Settings{})
+	ctx := context.Background()
+	rec := newRecorder(t, func(_ int, _ *http.Request, body []byte) (int, string) {
+		var env struct {
+			Context struct{ ToolName string } `json:"context"`
+		}
+		json.Unmarshal(body, &env)
+		if env.Context.ToolName == "authTool" {
+			return 200, `{"decision":"deny","reason":"authTool is not allowed"}`
+		}
+		return 200, `{"decision":"allow"}`
+	})
+	listed := h.add(Hook{HookName: "listed", HookType: PreToolUse, ToolNameMatch: "authTool|other",
+		DispatchConfig: DispatchConfig{URL: rec.srv.URL, FailureMode: FailOpen}})
+	probe, err := h.d.Probe(ctx, listed.ID)
+	if err != nil || probe.Decision == nil || *probe.Decision != Deny || probe.Note != nil {
+		t.Fatalf("probe of a listed tool: %+v %v", probe, err)
+	}
+	dec, err := h.d.Intercept(ctx, Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "authTool"}})
+	if err != nil || dec.Decision != Deny {
+		t.Fatalf("dispatch of authTool: %+v %v", dec, err)
+	}
+
+	regex := h.add(Hook{HookName: "regex", HookType: PostToolUse, ToolNameMatch: "/^auth/",
+		DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+	probe, err = h.d.Probe(ctx, regex.ID)
+	if err != nil || probe.Note == nil || !strings.Contains(*probe.Note, `"queryOrder" is not one toolNameMatch "/^auth/" selects`) {
+		t.Fatalf("probe of a regex the sample misses: %+v %v", probe, err)
+	}
 }

@@ -55,6 +55,17 @@ func (m NameMatch) Match(name string) bool {
 	return false
 }
 
+// Name is a name m selects that can be given by itself: the first listed one, or "" when m selects
+// every name or by a regular expression.
+func (m NameMatch) Name() string {
+	for _, n := range m.names {
+		if n != "" {
+			return n
+		}
+	}
+	return ""
+}
+
 // GlobLike are the names m matches exactly that look like globs (a *, ? or [ in them): the
 // document has no globs, so "transfer*" selects only a tool of that very name, which is rarely
 // what its writer meant.
