@@ -209,7 +209,12 @@ func TestGlobLikeToolNameNoted(t *testing.T) {
 	if code, w := c.do("PUT", fmt.Sprintf("/api/hooks/%d", h.ID), hook("transfer*")); code != 200 || w.Message != note {
 		t.Errorf("replace: %d %q", code, w.Message)
 	}
-	for _, plain := range []string{"transferFunds|payOrder", "*", "/^transfer/"} {
+	// A regex with a flag after it, as JavaScript writes one, is a name too.
+	if code, w := c.do("POST", "/api/hooks", hook("/transfer/i")); code != 201 || w.Message != `success; note: toolNameMatch: "/transfer/i" is matched as that exact tool name: `+
+		`a /regex/ takes no flags after it; write them inside, such as "/(?i)transfer/"` {
+		t.Errorf("/transfer/i: %d %q", code, w.Message)
+	}
+	for _, plain := range []string{"transferFunds|payOrder", "*", "/^transfer/", "/a/b/"} {
 		if code, w := c.do("POST", "/api/hooks", hook(plain)); code != 201 || w.Message != "success" {
 			t.Errorf("%s: %d %q", plain, code, w.Message)
 		}

@@ -660,6 +660,17 @@ func (h Hook) Notes() []string {
 			notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name, not as a glob (toolNameMatch has none); "+
 				"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
 		}
+		// "/transfer/i": a regex with a flag after it, as JavaScript writes one, is a name here.
+		if e := h.ToolNameMatch; len(e) > 2 && e[0] == '/' && e[len(e)-1] != '/' {
+			if i := strings.LastIndexByte(e, '/'); i > 0 && strings.Trim(e[i+1:], "imsgu") == "" {
+				re := e[:i+1] // g and u mean nothing to a name match; i, m and s go inside
+				if flags := strings.NewReplacer("g", "", "u", "").Replace(e[i+1:]); flags != "" {
+					re = "/(?" + flags + ")" + e[1:i+1]
+				}
+				notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name: a /regex/ takes no flags after it; "+
+					"write them inside, such as %q", e, re))
+			}
+		}
 	}
 	if pc := h.PolicyConfig; h.DispatchType == DispatchPolicy && pc != nil && h.DispatchConfig.FailureMode == FailOpen && len(pc.Rules) > 0 {
 		blocks := func(decision string) bool { return decision == Deny || decision == Ask }

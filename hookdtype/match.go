@@ -8,7 +8,7 @@ import (
 
 // NameMatch is a parsed toolNameMatch expression:
 //
-//	"*" or ""   every name
+//	"*" or ""   every name (blanks alone, too: the document's "留空")
 //	"/regex/"   names the regular expression matches (unanchored; anchor it yourself)
 //	"a|b|c"     any of the listed names
 //	anything    exactly that name — "transfer*" is a name, not a glob
@@ -21,7 +21,7 @@ type NameMatch struct {
 // ParseNameMatch parses a toolNameMatch expression; an invalid regex is an error.
 func ParseNameMatch(expr string) (NameMatch, error) {
 	switch {
-	case expr == "" || expr == "*":
+	case strings.TrimSpace(expr) == "" || expr == "*":
 		return NameMatch{any: true}, nil
 	case len(expr) >= 2 && expr[0] == '/' && expr[len(expr)-1] == '/':
 		re, err := regexp.Compile(expr[1 : len(expr)-1])

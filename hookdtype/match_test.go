@@ -8,6 +8,7 @@ func TestNameMatch(t *testing.T) {
 		want       bool
 	}{
 		{"", "anything", true},
+		{" ", "transferFunds", true}, // the document: "*" or blank matches every tool
 		{"*", "transferFunds", true},
 		{"/^transfer.*/", "transferFunds", true},
 		{"/^transfer.*/", "autoTransfer", false},
