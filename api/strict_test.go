@@ -514,6 +514,9 @@ func TestHookFieldsAHTTPRequestCannotCarry(t *testing.T) {
 		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant\r\n": "1"}}`), "dispatchConfig.auth.headers.X-Tenant\r\n: "},
 		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant": "1\r\n2"}}`), "dispatchConfig.auth.headers.X-Tenant: must not contain control characters"},
 		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-Tenant": ""}}`), "dispatchConfig.auth.headers.X-Tenant: needs a value"},
+		// A default sent empty would be stored as the default: "" is not "no prefix".
+		{hook(`, "auth": {"type": "BEARER", "credential": "tok", "prefix": ""}`), "dispatchConfig.auth.prefix: is empty; leave it out for the default, or give a value"},
+		{hook(`, "auth": {"type": "API_KEY", "header": "", "credential": "k"}`), "dispatchConfig.auth.header: is empty; leave it out for the default, or give a value"},
 		// One header in two spellings: one value or the other would go, changing from call to call.
 		{hook(`, "auth": {"type": "CUSTOM", "headers": {"X-A": "one", "x-a": "two"}}`), "dispatchConfig.auth.headers.x-a: is the header X-A again (header names ignore case); send it once"},
 		{`{"hookName": "x", "hookType": "pre_tool_use", "dispatchConfig": {"url": "https://r.example:99999/h"}}`, "dispatchConfig.url: port 99999 is not a TCP port (1 to 65535)"},

@@ -104,16 +104,19 @@ type DispatchConfig struct {
 	// SigningSecret is tri-state on update: nil or "***" keeps, "" clears, a value replaces.
 	SigningSecret   *string `json:"signingSecret,omitempty"`
 	FailureMode     string  `json:"failureMode,omitempty" strict:"nonempty"`
-	SignatureScheme string  `json:"signatureScheme,omitempty"`
+	SignatureScheme string  `json:"signatureScheme,omitempty" strict:"nonempty"`
 	Auth            *Auth   `json:"auth,omitempty"`
 }
 
 // Auth is how requests to the receiver authenticate (FinxHttpAuth).
 type Auth struct {
-	Type             string            `json:"type"`
-	Header           string            `json:"header,omitempty"`
+	Type string `json:"type"`
+	// Header (API_KEY, default X-API-Key) and Prefix (BEARER, default Bearer) are refused sent
+	// empty: "" would read as "none" but take the default. An Authorization header with no
+	// prefix is API_KEY with header Authorization.
+	Header           string            `json:"header,omitempty" strict:"nonempty"`
 	Credential       string            `json:"credential,omitempty"`
-	Prefix           string            `json:"prefix,omitempty"`
+	Prefix           string            `json:"prefix,omitempty" strict:"nonempty"`
 	Username         string            `json:"username,omitempty"`
 	Password         string            `json:"password,omitempty"`
 	Headers          map[string]string `json:"headers,omitempty"`
@@ -123,13 +126,14 @@ type Auth struct {
 // TokenFetch configures CUSTOM_HTTP_TOKEN: a call that trades credentials for a short-lived token.
 type TokenFetch struct {
 	URL           string            `json:"url"`
-	Method        string            `json:"method,omitempty"`
+	Method        string            `json:"method,omitempty" strict:"nonempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
 	Body          string            `json:"body,omitempty"`
 	TokenPath     string            `json:"tokenPath"`
 	ExpiresInPath string            `json:"expiresInPath,omitempty"`
-	Header        string            `json:"header,omitempty"`
-	Prefix        string            `json:"prefix,omitempty"`
+	Header        string            `json:"header,omitempty" strict:"nonempty"`
+	// Prefix may be sent empty for a header other than Authorization: the token alone.
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // Auth types.
