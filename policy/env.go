@@ -8,11 +8,13 @@ import (
 	"math"
 	"path"
 	"regexp"
+	"regexp/syntax"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/cost"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -416,6 +418,13 @@ func environment() (*cel.Env, error) {
 			cel.Function("glob",
 				cel.MemberOverload("string_glob_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
 					cel.BinaryBinding(glob))),
+			cel.CostModel(
+				// As CEL prices s.matches(p): a pattern written in the policy is matched in about
+				// linear time. A computed one is charged its work on top (see computedPattern).
+				cost.MemberOverload("string_glob_string", cost.EvalCost(cost.Mul(
+					cost.Scale(cost.Sum(cost.Target(), cost.Const(1)), cost.StringTraversalCostFactor),
+					cost.Scale(cost.Arg(0), cost.RegexStringLengthCostFactor)))),
+				cost.Overload(patternWorkOverload, cost.EvalCost(cost.IntArg(0, 0)))),
 		)
 	})
 	return envVal, envErr
@@ -534,3 +543,138 @@ func globRegexp(pat string) string {
 	sb.WriteString(`$`)
 	return sb.String()
 }
+
+// patternFuncs are the functions that match a string, their first argument, against a pattern,
+// their second, with RE2; each with the RE2 expression its pattern stands for.
+var patternFuncs = map[string]func(pattern string) string{
+	"glob":             globRegexp,
+	"matches":          func(p string) string { return p },
+	"regex.extract":    func(p string) string { return p },
+	"regex.extractAll": func(p string) string { return p },
+	"regex.replace":    func(p string) string { return p },
+}
+
+// boundPatterns (a cel.CustomDecoratorV2) wraps each call of a patternFuncs function whose
+// pattern is not a literal, so that it costs what it may do. A literal pattern is left as CEL
+// plans it (matches precompiles it): the policy's author chose it, and the static estimate sees it.
+func boundPatterns(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok {
+		return i, nil
+	}
+	toRegexp, ok := patternFuncs[call.Function()]
+	if !ok || len(call.Args()) < 2 {
+		return i, nil
+	}
+	if _, literal := call.Args()[1].(interpreter.InterpretableConst); literal {
+		return i, nil
+	}
+	return &computedPattern{InterpretableCall: call, toRegexp: toRegexp}, nil
+}
+
+// computedPattern is a string-matching call whose pattern is computed, from the input mostly.
+// RE2 matches in time up to the string's length times the size of the pattern's compiled program
+// (120 KB of input held a glob for over a minute), and the cost tracker adds a call's cost only
+// after the call returns, too late to stop it. So the call is priced before it runs, refused with
+// a *PatternCostError when the price is more than what is left of the cost limit, and else
+// charged and run.
+type computedPattern struct {
+	interpreter.InterpretableCall
+	toRegexp func(string) string
+}
+
+// Exec evaluates the string and the pattern to price the call, then runs the call itself, which
+// evaluates them again (cel-go's own regex size limit does the same): the alternative is
+// reimplementing each function's dispatch here.
+func (c *computedPattern) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	args := c.Args()
+	s, ok1 := args[0].Exec(frame).(types.String)
+	p, ok2 := args[1].Exec(frame).(types.String)
+	if !ok1 || !ok2 {
+		return c.InterpretableCall.Exec(frame) // an error, or not strings: as CEL reports it
+	}
+	// Without a tracker, in an uncounted program, at most the largest limit; but a computed
+	// pattern has no static bound, so its expression is always counted.
+	left := uint64(MaxCostLimit)
+	tracker := frame.CostTracker()
+	if tracker != nil && tracker.Limit != nil {
+		left = cost.SafeSubtract(*tracker.Limit, tracker.ActualCost())
+	}
+	refused := func(price uint64) ref.Val {
+		return types.WrapErr(&PatternCostError{Function: c.Function(), StringBytes: len(s), PatternBytes: len(p),
+			Cost: price, Left: left})
+	}
+	// By the expression's length first: parsing a long one takes long too.
+	expr := c.toRegexp(string(p))
+	price := patternPrice(len(s), uint64(len(expr)))
+	if price > left {
+		return refused(price)
+	}
+	re, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		return types.WrapErr(fmt.Errorf("%s: %w", c.Function(), err))
+	}
+	if price = patternPrice(len(s), max(uint64(len(expr)), programBound(re))); price > left {
+		return refused(price)
+	}
+	if tracker != nil {
+		tracker.EvalUnary(frame, c.ID(), patternWork{c.Function()}, types.Int(price), types.NullValue)
+	}
+	return c.InterpretableCall.Exec(frame)
+}
+
+// Eval implements interpreter.Interpretable: the embedded call's Eval would skip Exec above.
+func (c *computedPattern) Eval(vars interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(vars, c.Exec)
+}
+
+// RE2's work priced like the rest of CEL's: one step of its NFA (a byte of the string against an
+// instruction of the program) takes about a fifth of the time of a CEL cost unit, and compiling
+// an instruction up to as long as matching compileSteps bytes against it. At MaxCostLimit a call
+// then takes less than a second, as a comprehension does.
+const (
+	nfaStepsPerCostUnit = 5
+	compileSteps        = 128
+)
+
+// patternPrice is what matching a string of n bytes against a pattern that compiles to at most
+// size instructions may cost, compiling included.
+func patternPrice(n int, size uint64) uint64 {
+	return cost.SafeMultiply(uint64(n)+compileSteps, size)/nfaStepsPerCostUnit + 1
+}
+
+// programBound is more than the number of instructions RE2 compiles re to, worked out without
+// compiling it: the pattern's length is no bound, as Simplify turns x{n,m} into m copies of x, and
+// a{1000} compiles to 1000 instructions.
+func programBound(re *syntax.Regexp) uint64 {
+	return cost.SafeAdd(nodeBound(re), 1) // and RE2's fail and match instructions
+}
+
+// nodeBound is more than the instructions of re: two for each node (one of its own or of its
+// parent's), one for each character of a literal.
+func nodeBound(re *syntax.Regexp) uint64 {
+	var n uint64
+	for _, sub := range re.Sub {
+		n = cost.SafeAdd(n, nodeBound(sub))
+	}
+	if re.Op == syntax.OpRepeat {
+		copies := re.Max // x{n,m}: m copies of x, the last m-n of them optional
+		if copies < 0 {
+			copies = max(re.Min, 1) // x{n,}: n-1 copies, then x+
+		}
+		n = cost.SafeMultiply(n, uint64(copies))
+	}
+	if re.Op == syntax.OpLiteral {
+		n = cost.SafeAdd(n, uint64(len(re.Rune)))
+	}
+	return cost.SafeAdd(n, 2)
+}
+
+// patternWork is the charge of a computedPattern's matching work: the tracker prices a call only
+// by its overload and argument values, and the cost model prices this overload at its argument.
+type patternWork struct{ function string }
+
+const patternWorkOverload = "hookd_pattern_work"
+
+func (w patternWork) Function() string { return w.function }
+func (patternWork) OverloadID() string { return patternWorkOverload }

@@ -15,6 +15,7 @@ import (
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/checker"
+	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
@@ -106,19 +107,31 @@ type Result struct {
 type EvalError struct {
 	Rule  string // the rule's name
 	Field string // when, reason or modifiedValue
-	// CostExceeded says the cost limit stopped the evaluation.
+	// CostExceeded says the cost limit stopped the evaluation, or refused a call before it ran
+	// (Err is then a *PatternCostError).
 	CostExceeded bool
 	Err          error
 }
 
 func (e *EvalError) Error() string {
-	if e.CostExceeded {
-		return fmt.Sprintf("policy rule %q: %s: cost limit exceeded", e.Rule, e.Field)
-	}
 	return fmt.Sprintf("policy rule %q: %s: %v", e.Rule, e.Field, e.Err)
 }
 
 func (e *EvalError) Unwrap() error { return e.Err }
+
+// PatternCostError is a call of glob, matches or a regex function with a computed pattern,
+// refused before it ran: its price, Cost, which grows with StringBytes times the size of the
+// pattern, is more than the Left of the cost limit. It is an EvalError's Err, with CostExceeded.
+type PatternCostError struct {
+	Function                  string
+	StringBytes, PatternBytes int
+	Cost, Left                uint64
+}
+
+func (e *PatternCostError) Error() string {
+	return fmt.Sprintf("cost limit exceeded: %s of a %d-byte string with a %d-byte pattern may cost %d, more than the %d left",
+		e.Function, e.StringBytes, e.PatternBytes, e.Cost, e.Left)
+}
 
 // hook types whose modify replaces a string (the input) rather than JSON arguments.
 var stringModify = []string{"user_message", "pre_scheduled_task"}
@@ -235,11 +248,12 @@ func (p *Policy) firstProgram(env *cel.Env, rules []Rule) program {
 
 // programs builds the two programs of ast and estimates its cost.
 func (p *Policy) programs(env *cel.Env, ast *cel.Ast) (program, error) {
-	counted, err := env.Program(ast, cel.CostLimit(p.costLimit), cel.EvalOptions(cel.OptOptimize))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(boundPatterns)}
+	counted, err := env.Program(ast, append(opts, cel.CostLimit(p.costLimit))...)
 	if err != nil {
 		return program{}, err
 	}
-	uncounted, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	uncounted, err := env.Program(ast, opts...)
 	if err != nil {
 		return program{}, err
 	}
@@ -258,8 +272,17 @@ func (sizeBound) EstimateSize(checker.AstNode) *checker.SizeEstimate {
 	return &checker.SizeEstimate{Min: 0, Max: SizeBound}
 }
 
-func (sizeBound) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
-	return nil
+// EstimateCallCost has no bound for matching against a computed pattern (see boundPatterns): an
+// expression with one is always counted.
+func (sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	pattern := 1 // the second argument, the first of a member call's
+	if target != nil {
+		pattern = 0
+	}
+	if _, ok := patternFuncs[function]; !ok || pattern >= len(args) || args[pattern].Expr().Kind() == ast.LiteralKind {
+		return nil
+	}
+	return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Max: math.MaxUint64}}
 }
 
 var invalid = hookdtype.Invalid
@@ -392,10 +415,13 @@ func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, e
 		e.spent += *det.ActualCost()
 	}
 	var cancelled interpreter.EvalCancelledError
+	var pattern *PatternCostError
 	switch {
 	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
 		err == nil && e.spent > e.p.costLimit:
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
+	case errors.As(err, &pattern):
+		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: pattern}
 	case err != nil:
 		return nil, &EvalError{Rule: r.name, Field: field, Err: err}
 	}
