@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -150,7 +151,8 @@ func TestRuleAndTaskListsPage(t *testing.T) {
 	}
 }
 
-// /api/breakers and the breaker metrics keep only the URLs that registered hooks use.
+// /api/breakers lists the URLs that registered hooks use, called or not, and the breaker metrics
+// those of them that were called; neither keeps the URL of a hook deleted or moved elsewhere.
 func TestBreakersOnlyOfHooksThatExist(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		c, metrics := newDispatchServer(t, db)
@@ -173,32 +175,104 @@ func TestBreakersOnlyOfHooksThatExist(t *testing.T) {
 				t.Fatal(w.Message)
 			}
 		}
-		dispatch()
-		want := func(step string, urls ...string) {
+		want := func(step string, listed, series []string) {
 			t.Helper()
-			slices.Sort(urls)
+			slices.Sort(listed)
+			slices.Sort(series)
 			for _, limit := range []int{1, 50} {
-				if got := walk(t, c, "/api/breakers", limit); !slices.Equal(got, urls) {
-					t.Errorf("%s: /api/breakers, %d a page: %v, want %v", step, limit, got, urls)
+				if got := walk(t, c, "/api/breakers", limit); !slices.Equal(got, listed) {
+					t.Errorf("%s: /api/breakers, %d a page: %v, want %v", step, limit, got, listed)
 				}
 			}
-			if got := breakerSeries(t, metrics); !slices.Equal(got, urls) {
-				t.Errorf("%s: hookd_breaker_state series %v, want %v", step, got, urls)
+			if got := breakerSeries(t, metrics); !slices.Equal(got, series) {
+				t.Errorf("%s: hookd_breaker_state series %v, want %v", step, got, series)
 			}
 		}
-		want("both called", a.URL, b.URL)
+		want("registered, not yet called", []string{a.URL, b.URL}, []string{})
+		dispatch()
+		want("both called", []string{a.URL, b.URL}, []string{a.URL, b.URL})
 
 		if status, w := c.do("DELETE", "/api/hooks/"+ids["a"], ""); status != 200 {
 			t.Fatal(w.Message)
 		}
-		want("a deleted", b.URL)
+		want("a deleted", []string{b.URL}, []string{b.URL})
 
 		if status, w := c.do("PUT", "/api/hooks/"+ids["b"], `{"hookName": "b", "hookType": "user_message", "dispatchConfig": {"url": "`+moved.URL+`"}}`); status != 200 {
 			t.Fatal(w.Message)
 		}
-		want("b moved, not yet called")
+		want("b moved, not yet called", []string{moved.URL}, []string{})
 		dispatch()
-		want("b moved and called", moved.URL)
+		want("b moved and called", []string{moved.URL}, []string{moved.URL})
+	})
+}
+
+// /api/breakers has one row per distinct receiver URL of the registered webhook hooks, enabled or
+// not, from the moment they are registered and again after a restart: closed with no failures
+// until called, then the breaker's own state. Policy hooks have no receiver and no row.
+func TestBreakersListEveryReceiverOfARegisteredHook(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		allow := newReceiver(t, `{"decision": "allow"}`)
+		shared := newReceiver(t, `{}`)
+		off := newReceiver(t, `{}`)
+		down := newReceiver(t, `{}`)
+		down.Close() // connection refused: a no-response failure
+		for _, h := range []string{
+			`{"hookName": "a", "hookType": "user_message", "dispatchConfig": {"url": "` + allow.URL + `"}}`,
+			`{"hookName": "s1", "hookType": "post_tool_use", "dispatchConfig": {"url": "` + shared.URL + `"}}`,
+			`{"hookName": "s2", "hookType": "session_start", "dispatchConfig": {"url": "` + shared.URL + `"}}`,
+			`{"hookName": "off", "hookType": "agent_completion", "enabled": false, "dispatchConfig": {"url": "` + off.URL + `"}}`,
+			`{"hookName": "down", "hookType": "pre_tool_use", "toolNameMatch": "t", "dispatchConfig": {"url": "` + down.URL + `", "failureMode": "ALLOW"}}`,
+			`{"hookName": "p", "hookType": "pre_tool_use", "dispatchType": "policy", "dispatchConfig": {"failureMode": "DENY"},
+			  "policyConfig": {"rules": [{"name": "over", "when": "args.amount > 10000", "decision": "deny", "reason": "'too much'"}], "default": "allow"}}`,
+		} {
+			if status, w := c.do("POST", "/api/hooks", h); status != 201 {
+				t.Fatal(w.Message)
+			}
+		}
+		urls := []string{allow.URL, shared.URL, off.URL, down.URL}
+		slices.Sort(urls)
+		rows := func(c client) map[string]breaker.Status {
+			t.Helper()
+			got := getPage[breaker.Status](t, c, "/api/breakers")
+			out := map[string]breaker.Status{}
+			var order []string
+			for _, s := range got.Items {
+				out[s.URL] = s
+				order = append(order, s.URL)
+			}
+			if !slices.Equal(order, urls) {
+				t.Fatalf("/api/breakers rows %v, want %v", order, urls)
+			}
+			return out
+		}
+		fresh := func(step string, s breaker.Status) {
+			t.Helper()
+			if s.State != breaker.StateClosed || s.ConsecutiveFailures != 0 || s.OpenedAt != nil || s.HalfOpenAt != nil {
+				t.Errorf("%s: %+v, want closed with no failures", step, s)
+			}
+		}
+		for _, s := range rows(c) {
+			fresh("registered, none called", s)
+		}
+
+		// The down receiver's hook is asked and not answered: its row counts the failure.
+		if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t", "arguments": {}}}`); status != 200 {
+			t.Fatal(w.Message)
+		}
+		got := rows(c)
+		if s := got[down.URL]; s.State != breaker.StateClosed || s.ConsecutiveFailures != 1 {
+			t.Errorf("after one failed call: %+v, want closed with 1 failure", s)
+		}
+		for _, u := range []string{allow.URL, shared.URL, off.URL} {
+			fresh("another URL's call", got[u])
+		}
+
+		// A restart knows no breaker yet, and lists every URL all the same.
+		restarted, _ := newDispatchServer(t, db)
+		for _, s := range rows(restarted) {
+			fresh("after a restart", s)
+		}
 	})
 }
 

@@ -147,7 +147,7 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 		deliverySlots: make(chan struct{}, s.ObservationalInFlight),
 		wake:          make(chan struct{}, 1),
 	}
-	d.metrics = newMetrics(s.Metrics, db, d.Breakers, log)
+	d.metrics = newMetrics(s.Metrics, db, func() []breaker.Status { return d.calledBreakers(reg.usesURL) }, log)
 	d.breakers.OnStateChange(func(url, from, to string) {
 		log.Warn("breaker state changed", "url", url, "from", from, "to", to)
 	})
@@ -198,11 +198,34 @@ func (d *Dispatcher) Stop(ctx context.Context) {
 	})
 }
 
-// Breakers lists the circuit breakers of the receiver URLs that registered hooks use, by URL.
-// The breakers of URLs no hook uses any more (a hook deleted, or moved to another URL) are
-// dropped first, so neither this list nor the metrics keep them.
+// Breakers lists one row per distinct receiver URL of the registered webhook hooks, enabled or
+// not, by URL: GET /api/breakers promises every URL a hook uses, and breakers are made only at a
+// URL's first call, so a URL not called since the start (a new hook, or any after a restart) is
+// closed with no failures. A deleted hook's URL has no row.
 func (d *Dispatcher) Breakers() []breaker.Status {
-	d.breakers.Retain(d.reg.usesURL)
+	urls, uses := d.reg.receivers()
+	called := d.calledBreakers(uses)
+	out := make([]breaker.Status, 0, len(urls))
+	for _, url := range urls {
+		for len(called) > 0 && called[0].URL < url {
+			called = called[1:] // made for a URL of a newer snapshot than urls
+		}
+		if len(called) > 0 && called[0].URL == url {
+			out = append(out, called[0])
+			called = called[1:]
+			continue
+		}
+		out = append(out, breaker.Status{URL: url, State: breaker.StateClosed})
+	}
+	return out
+}
+
+// calledBreakers lists, by URL, the breakers of the receiver URLs for which uses holds that have
+// been called since the start: what hookd_breaker_state reports. The breakers of URLs no hook
+// uses any more (a hook deleted, or moved to another URL) are dropped first, so neither the
+// metrics nor Breakers keep them.
+func (d *Dispatcher) calledBreakers(uses func(url string) bool) []breaker.Status {
+	d.breakers.Retain(uses)
 	return d.breakers.States()
 }
 

@@ -243,7 +243,8 @@ func deliveryOutcome(out storage.Outcome) int {
 var breakerStateDesc = prometheus.NewDesc("hookd_breaker_state",
 	"Circuit breaker state per receiver URL (query string removed): 0 closed, 1 half-open, 2 open.", []string{"url"}, nil)
 
-// breakerCollector reads the breakers at scrape time: those of URLs hooks use (Dispatcher.Breakers).
+// breakerCollector reads the breakers at scrape time: those of URLs hooks use that have been called
+// since the start (Dispatcher.calledBreakers).
 type breakerCollector struct{ breakers func() []breaker.Status }
 
 func (c *breakerCollector) Describe(ch chan<- *prometheus.Desc) { ch <- breakerStateDesc }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -45,7 +46,9 @@ type snapshot struct {
 	version string
 	byType  map[HookType][]*boundHook // enabled hooks, in chain order (priority, then id)
 	all     map[int64]*boundHook      // every hook, enabled or not
-	urls    map[string]bool           // the receiver URL of every hook
+	urls    map[string]bool           // the receiver URL of every webhook hook
+	// receivers are the keys of urls, sorted: the rows of GET /api/breakers.
+	receivers []string
 }
 
 // boundHook is a hook with its toolNameMatch compiled and its decider ready: for a webhook, what
@@ -190,13 +193,14 @@ func (r *Registry) Reload(ctx context.Context) error {
 			b.wire = newHookWire(&h)
 		}
 		s.all[h.ID] = b
-		if h.DispatchConfig.URL != "" { // a policy hook has none
+		if h.DispatchType == DispatchWebhook && h.DispatchConfig.URL != "" { // a policy hook has none
 			s.urls[h.DispatchConfig.URL] = true
 		}
 		if *h.Enabled {
 			s.byType[h.HookType] = append(s.byType[h.HookType], b)
 		}
 	}
+	s.receivers = slices.Sorted(maps.Keys(s.urls))
 	for _, hooks := range s.byType {
 		slices.SortFunc(hooks, func(a, b *boundHook) int {
 			return cmp.Or(cmp.Compare(a.Priority, b.Priority), cmp.Compare(a.ID, b.ID))
@@ -437,6 +441,14 @@ var ErrSecretUnreadable = errors.New("the hook's stored secrets do not open with
 
 // usesURL reports whether a registered hook, enabled or not, sends to url.
 func (r *Registry) usesURL(url string) bool { return r.snap.Load().urls[url] }
+
+// receivers returns the distinct receiver URLs of the registered webhook hooks, enabled or not,
+// sorted, with the test usesURL answers for the same snapshot. The slice is the snapshot's own:
+// callers must not modify it.
+func (r *Registry) receivers() (urls []string, uses func(url string) bool) {
+	s := r.snap.Load()
+	return s.receivers, func(url string) bool { return s.urls[url] }
+}
 
 // byID returns a registered hook whether enabled or not; nil when it was deleted. The queued
 // deliveries of a disabled hook wait, paused, until it is enabled again.
