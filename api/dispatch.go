@@ -267,7 +267,11 @@ func (a dispatchAPI) redeliver(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, deliveryView{Delivery: d, Attempts: attempts[id]})
+	out := deliveryView{Delivery: d, Attempts: attempts[id]}
+	if out.Attempts == nil { // none made yet (an open breaker, an unreadable secret): empty, never null
+		out.Attempts = []storage.Attempt{}
+	}
+	wire.OK(c, http.StatusOK, out)
 }
 
 func (a dispatchAPI) decisions(c *gin.Context) {

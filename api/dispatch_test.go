@@ -1,12 +1,18 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookd/hookd/api"
+	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
@@ -173,6 +179,107 @@ func TestRedeliverOfADeletedHooksDelivery(t *testing.T) {
 			t.Fatalf("receiver calls = %d, want 2", n)
 		}
 	})
+}
+
+// Redelivering a delivery whose hook is disabled is refused, naming the hook and the way out, and
+// changes nothing: a disabled hook's deliveries are paused and nothing is sent to it, so a 200 would
+// report an attempt that was never made. Once the hook is enabled, the same call delivers.
+func TestRedeliverOfADisabledHooksDelivery(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newIdleDispatchServer(t, db)
+		recv := newReceiver(t, `{}`)
+		hook := `{"hookName": "audit", "hookType": "session_start", "enabled": %t, "dispatchConfig": {"url": "` + recv.URL + `"}}`
+		status, w := c.do("POST", "/api/hooks", fmt.Sprintf(hook, true))
+		if status != 201 {
+			t.Fatal(w.Message)
+		}
+		var hk dispatcher.Hook
+		json.Unmarshal(w.Data, &hk)
+		setEnabled := func(on bool) {
+			t.Helper()
+			if status, w := c.do("PUT", fmt.Sprintf("/api/hooks/%d", hk.ID), fmt.Sprintf(hook, on)); status != 200 {
+				t.Fatal(w.Message)
+			}
+		}
+		if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "session_start", "context": {"newSession": true}}`); status != 202 {
+			t.Fatal(w.Message)
+		}
+		setEnabled(false)
+		one := func() deliveryWithAttempts {
+			t.Helper()
+			got := getPage[deliveryWithAttempts](t, c, "/api/deliveries")
+			if len(got.Items) != 1 {
+				t.Fatalf("%d deliveries, want 1", len(got.Items))
+			}
+			return got.Items[0]
+		}
+		paused := one()
+		if paused.Status != storage.StatusPending || !paused.Paused {
+			t.Fatalf("the disabled hook's delivery: %s paused=%v, want pending and paused", paused.Status, paused.Paused)
+		}
+		redeliver := fmt.Sprintf("/api/deliveries/%d/redeliver", paused.ID)
+		refused := fmt.Sprintf(`delivery %d: its hook %d ("audit") is disabled, so its deliveries are paused until it is`+
+			` enabled (PUT /api/hooks/%d with "enabled": true); no attempt was made`, paused.ID, hk.ID, hk.ID)
+		if status, w := c.do("POST", redeliver, ""); status != 409 || w.Message != refused {
+			t.Fatalf("redeliver of a paused delivery: %d %q, want 409 %q", status, w.Message, refused)
+		}
+		if got := one(); recv.calls.Load() != 0 || !got.sameState(paused) {
+			t.Fatalf("after the refused redelivery: %d calls, %+v, want none and %+v", recv.calls.Load(), got, paused)
+		}
+
+		// Enabled, the same call is one attempt now.
+		setEnabled(true)
+		status, w = c.do("POST", redeliver, "")
+		var done deliveryWithAttempts
+		json.Unmarshal(w.Data, &done)
+		if status != 200 || done.Status != storage.StatusDelivered || len(done.Attempts) != 1 || recv.calls.Load() != 1 {
+			t.Fatalf("redeliver once enabled: %d %s, %d calls", status, w.Data, recv.calls.Load())
+		}
+
+		// A finished delivery of a disabled hook is refused too, and stays as it was: not queued
+		// again behind the pause.
+		setEnabled(false)
+		delivered := one()
+		if status, w := c.do("POST", redeliver, ""); status != 409 || w.Message != refused {
+			t.Fatalf("redeliver of a delivered delivery of a disabled hook: %d %q, want 409 %q", status, w.Message, refused)
+		}
+		if got := one(); recv.calls.Load() != 1 || !got.sameState(delivered) {
+			t.Fatalf("after the refused redelivery: %d calls, %+v, want 1 and %+v", recv.calls.Load(), got, delivered)
+		}
+	})
+}
+
+// deliveryWithAttempts is a delivery as the API shows it.
+type deliveryWithAttempts struct {
+	storage.Delivery
+	Attempts []storage.Attempt `json:"attemptLog"`
+}
+
+// sameState reports whether d is in the state of before: nothing was claimed, attempted or
+// rescheduled in between.
+func (d deliveryWithAttempts) sameState(before deliveryWithAttempts) bool {
+	return d.Status == before.Status && d.Paused == before.Paused && d.Delivery.Attempts == before.Delivery.Attempts &&
+		len(d.Attempts) == len(before.Attempts) && d.NextAttemptAt.Equal(before.NextAttemptAt) &&
+		d.UpdatedAt.Equal(before.UpdatedAt) && d.LastError == before.LastError
+}
+
+// newIdleDispatchServer is newDispatchServer with the dispatcher's workers not started: what is
+// queued stays pending, and each attempt is a redelivery the test makes, answered when made.
+func newIdleDispatchServer(t *testing.T, db *storage.DB) client {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg, err := dispatcher.NewRegistry(context.Background(), db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp := dispatcher.New(db, reg, log, dispatcher.Settings{Version: "test"})
+	srv := httptest.NewServer(openapitest.Handler(t, api.New(api.Deps{DB: db, Hooks: reg, Dispatcher: disp,
+		AdminTokens: []string{adminToken}, Log: log})))
+	t.Cleanup(func() {
+		srv.Close()
+		disp.Stop(context.Background())
+	})
+	return client{t: t, base: srv.URL, tok: adminToken}
 }
 
 // A receiver's modifiedValue that is not a string is taken as JSON arguments on pre_tool_use, but

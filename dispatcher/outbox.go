@@ -321,10 +321,17 @@ func truncateUTF8(b []byte, n int) string {
 }
 
 // Redeliver makes one more attempt of a delivery now, whatever its state (unless a worker holds
-// it), with the same eventId and the next attempt number, and returns the delivery afterwards. A
-// delivery whose hook was deleted is a *RedeliverError: it ends dead, with no attempt made.
+// it), with the same eventId and the next attempt number, and returns the delivery afterwards. It
+// is a *RedeliverError, with no attempt made, when the delivery's hook was deleted (the delivery
+// ends dead) or is disabled: a disabled hook's deliveries are paused and nothing is sent to it, so
+// a success would report an attempt never made. The claim refuses a disabled hook's delivery and
+// leaves it as it was; here, beside the deleted-hook check, is what the operator is told.
 func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery, error) {
 	row, err := d.db.ClaimDelivery(ctx, id, time.Now(), d.set.Lease)
+	var off *storage.HookDisabledError
+	if errors.As(err, &off) {
+		return storage.Delivery{}, d.pausedError(id, off.HookID)
+	}
 	if err != nil {
 		return storage.Delivery{}, err
 	}
@@ -337,11 +344,27 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		d.mayBeDue.Store(true)
 		d.poke()
 	}
-	if d.reg.byID(row.HookID) == nil {
+	h := d.reg.byID(row.HookID)
+	if h == nil {
 		return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf(
 			"delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, row.HookID)}
 	}
+	if out.Attempt == nil && !*h.Enabled {
+		// Disabled between the claim and the attempt: the row went back to pending, paused like
+		// any delivery in flight when its hook is disabled.
+		return storage.Delivery{}, d.pausedError(id, h.ID)
+	}
 	return d.db.GetDelivery(ctx, id)
+}
+
+// pausedError refuses the redelivery of delivery id, whose hook hookID is disabled.
+func (d *Dispatcher) pausedError(id, hookID int64) *RedeliverError {
+	hook := fmt.Sprintf("hook %d", hookID)
+	if h := d.reg.byID(hookID); h != nil {
+		hook = fmt.Sprintf("hook %d (%q)", hookID, h.HookName)
+	}
+	return &RedeliverError{Msg: fmt.Sprintf("delivery %d: its %s is disabled, so its deliveries are paused until it is "+
+		"enabled (PUT /api/hooks/%d with \"enabled\": true); no attempt was made", id, hook, hookID)}
 }
 
 // RedeliverError is a redelivery that cannot be made: no attempt was.

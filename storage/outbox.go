@@ -199,27 +199,55 @@ func (db *DB) ClaimDeliveries(ctx context.Context, now time.Time, n int, lease t
 	return out, nil
 }
 
-// ClaimDelivery claims one delivery by id whatever its state, unless a worker holds it now; used
-// to redeliver by hand. ErrNotFound if there is none, ErrBusy if it is in flight.
+// ClaimDelivery claims one delivery by id whatever its state, unless a worker holds it now or its
+// hook is disabled; used to redeliver by hand. ErrNotFound if there is none, *HookDisabledError if
+// its hook is disabled (the row is left as it was: a pending one stays paused), ErrBusy if it is
+// in flight. The hook's state is read in the claim's own statement, so a redelivery never slips
+// past a disable that has committed (UpdateHook pauses in the same transaction).
 func (db *DB) ClaimDelivery(ctx context.Context, id int64, now time.Time, lease time.Duration) (Delivery, error) {
 	var rows []deliveryRow
 	err := db.w.WithContext(ctx).Raw(`UPDATE deliveries SET status = ?, lease_until = ?, updated_at = ?
-		WHERE id = ? AND (status <> ? OR lease_until < ?) RETURNING *`,
-		StatusDelivering, ms(now.Add(lease)), ms(now), id, StatusDelivering, ms(now)).Scan(&rows).Error
+		WHERE id = ? AND (status <> ? OR lease_until < ?) AND NOT `+hookDisabled+` RETURNING *`,
+		StatusDelivering, ms(now.Add(lease)), ms(now), id, StatusDelivering, ms(now), false).Scan(&rows).Error
 	if err != nil {
 		return Delivery{}, fmt.Errorf("storage: claim delivery %d: %w", id, err)
 	}
 	if len(rows) == 0 {
-		if _, err := db.GetDelivery(ctx, id); err != nil {
-			return Delivery{}, err
-		}
-		return Delivery{}, ErrBusy
+		return Delivery{}, db.whyNotClaimed(ctx, id)
 	}
 	return rows[0].plain(), nil
 }
 
+// whyNotClaimed says why ClaimDelivery claimed nothing: no such row, its hook is disabled, or a
+// worker holds it.
+func (db *DB) whyNotClaimed(ctx context.Context, id int64) error {
+	var found []struct {
+		HookID   int64
+		Disabled bool
+	}
+	err := db.r.WithContext(ctx).Raw(`SELECT hook_id, `+hookDisabled+` AS disabled FROM deliveries WHERE id = ?`,
+		false, id).Scan(&found).Error
+	switch {
+	case err != nil:
+		return fmt.Errorf("storage: claim delivery %d: %w", id, err)
+	case len(found) == 0:
+		return ErrNotFound
+	case found[0].Disabled:
+		return &HookDisabledError{DeliveryID: id, HookID: found[0].HookID}
+	}
+	return ErrBusy
+}
+
 // ErrBusy is returned when a row is held by someone else right now.
 var ErrBusy = errors.New("busy")
+
+// HookDisabledError is a delivery that cannot be claimed by hand because its hook is disabled:
+// its queued deliveries are paused until the hook is enabled again.
+type HookDisabledError struct{ DeliveryID, HookID int64 }
+
+func (e *HookDisabledError) Error() string {
+	return fmt.Sprintf("storage: delivery %d: hook %d is disabled", e.DeliveryID, e.HookID)
+}
 
 // CompleteDeliveries records the outcomes of claims in one transaction. An outcome whose claim was
 // lost (its lease expired and the row was claimed again) is skipped, so two workers never both

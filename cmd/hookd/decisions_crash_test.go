@@ -111,7 +111,11 @@ webhooks: {allowPrivateNetworks: true}
 			} `json:"items"`
 			Next string `json:"next"`
 		}
-		if st := d2.call("GET", "/api/decisions?limit=500&cursor="+cursor, "", &page); st != 200 {
+		path := "/api/decisions?limit=500"
+		if cursor != "" {
+			path += "&cursor=" + cursor
+		}
+		if st := d2.call("GET", path, "", &page); st != 200 {
 			t.Fatalf("list decisions: %d", st)
 		}
 		for _, r := range page.Items {
