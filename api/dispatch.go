@@ -149,7 +149,7 @@ func (a dispatchAPI) deliveries(c *gin.Context) {
 		return
 	}
 	f := storage.DeliveryFilter{EventID: c.Query("eventId"), Status: c.Query("status"), BeforeID: cursor, Limit: limit + 1}
-	if f.HookID, good = queryInt(c, "hookId"); !good {
+	if f.HookID, good = queryHookID(c); !good {
 		return
 	}
 	switch f.Status {
@@ -232,7 +232,7 @@ func (a dispatchAPI) purgeDeliveries(c *gin.Context) {
 		return
 	}
 	var good bool
-	if f.HookID, good = queryInt(c, "hookId"); !good {
+	if f.HookID, good = queryHookID(c); !good {
 		return
 	}
 	if f.Before, good = queryTime(c, "before"); !good {
@@ -292,7 +292,7 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	if !knownOutcome(c, f.Outcome) {
 		return
 	}
-	if f.HookID, good = queryInt(c, "hookId"); !good {
+	if f.HookID, good = queryHookID(c); !good {
 		return
 	}
 	for _, p := range []struct {
@@ -396,6 +396,17 @@ func (a dispatchAPI) breakers(c *gin.Context) {
 	rest := all[sort.Search(len(all), func(i int) bool { return all[i].URL > after }):]
 	rest = rest[:min(len(rest), limit+1)]
 	wire.OK(c, http.StatusOK, wire.PageOf(rest, limit, func(s breaker.Status) string { return s.URL }))
+}
+
+// queryHookID reads the optional ?hookId= filter (0 when absent). Hook ids start at 1: a 0 would
+// read as no filter, and a purge of "hook 0" would take every hook's rows.
+func queryHookID(c *gin.Context) (int64, bool) {
+	id, ok := queryInt(c, "hookId")
+	if ok && id == 0 && c.Query("hookId") != "" {
+		wire.Fail(c, http.StatusBadRequest, "hookId: must be a hook id, from 1")
+		return 0, false
+	}
+	return id, ok
 }
 
 // queryInt reads an optional integer query parameter (0 when absent), answering 400 naming it.

@@ -264,10 +264,16 @@ func TestQueryReadWholeOrRefused(t *testing.T) {
 		{"/api/deliveries?status=", "status: is empty; leave the parameter out, or give it a value"},
 		{"/api/hooks?hookType", "hookType: is empty; leave the parameter out, or give it a value"},
 		{"/api/tasks?cursor=", "cursor: is empty; leave the parameter out, or give it a value"},
+		// Hook ids start at 1: a 0 would read as no filter (a purge of every hook's rows).
+		{"/api/decisions?hookId=0", "hookId: must be a hook id, from 1"},
+		{"/api/deliveries?hookId=00", "hookId: must be a hook id, from 1"},
 	} {
 		if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
 			t.Errorf("GET %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
 		}
+	}
+	if status, w := c.do("DELETE", "/api/deliveries?status=failed,dead&hookId=0", ""); status != 400 || w.Message != "hookId: must be a hook id, from 1" {
+		t.Errorf("a purge of hook 0: %d %q, want 400", status, w.Message)
 	}
 	if status, w := c.do("GET", "/api/deliveries?status=dead&hookId=1", ""); status != 200 {
 		t.Errorf("a well-formed query: %d %s", status, w.Message)

@@ -76,5 +76,5 @@ func printDeliveries(w io.Writer, ds []deliveryRow) {
 }
 
 func newDeliveriesRedeliverCmd(c *adminClient) *cobra.Command {
-	return c.idCommand("redeliver ID", "queue a final delivery again, with fresh attempts", "POST", "/api/deliveries/%s/redeliver")
+	return c.idCommand("redeliver ID", "one more attempt of a delivery now, same eventId (a 409 when its hook is deleted or disabled)", "POST", "/api/deliveries/%s/redeliver")
 }
