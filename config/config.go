@@ -60,7 +60,7 @@ auth:
   adminTokens: []                     # bearer tokens for the admin API
   apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
                                       #   - {key: "key-...", userId: "user-10001", principalId: 1001}
-                                      #   (agentId: 5001 selects that agent's hooks for a coding agent's key)
+                                      #   (agentId: 5001: the key is that agent; its runs and hooks get that agent's hooks)
                                       # a reviewer key also answers the permission asks of the users it lists:
                                       #   - {key: "key-...", userId: "rev-1", principalId: 9001, role: reviewer, reviews: [user-10001]}
   chat: enabled                       # enabled | disabled: disabled serves no chat API at all
@@ -199,8 +199,9 @@ type APIKey struct {
 	// of the users in Reviews.
 	Role    string   `yaml:"role,omitempty" json:"role,omitempty"`
 	Reviews []string `yaml:"reviews,omitempty" json:"reviews,omitempty"`
-	// AgentID, when set, is the agentId of the events a coding agent sends with this key
-	// (/v1/agents/{kind}/hooks): it selects that agent's hooks.
+	// AgentID, when set, is the agentId of everything sent with this key: a coding agent's
+	// events (/v1/agents/{kind}/hooks) and the runs of every chat API, which get that agent's
+	// hooks; a request naming another agent is a 403.
 	AgentID int64 `yaml:"agentId,omitempty" json:"agentId,omitempty"`
 }
 

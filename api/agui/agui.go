@@ -114,7 +114,7 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, in *RunAgentInput, p
 		wire.Fail(c, http.StatusBadRequest, "messages[%d].%v", n-1, err)
 		return "", errBadInput
 	}
-	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: in.ThreadID,
+	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, AgentID: caller.AgentID, SessionKey: in.ThreadID,
 		Input: withContext(text, in.Context), TriggerSource: dispatcher.SourceHuman, Model: strings.TrimSpace(props.Model),
 		Temperature: props.Temperature}
 	for _, t := range in.Tools {

@@ -148,7 +148,7 @@ func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) (s
 		wire.Fail(c, http.StatusBadRequest, "messages[%d].%v", n-1, err)
 		return "", errAnswered
 	}
-	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: req.ID, Input: text,
+	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, AgentID: caller.AgentID, SessionKey: req.ID, Input: text,
 		TriggerSource: dispatcher.SourceHuman, Model: strings.TrimSpace(req.Model), Temperature: req.Temperature}
 	for _, t := range req.Tools {
 		schema := t.InputSchema

@@ -244,7 +244,7 @@ func (h *handler) internal(c *gin.Context, what string, err error) {
 
 // start begins a new turn and streams it.
 func (h *handler) start(c *gin.Context, caller wire.Caller, req *ChatRequest) {
-	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: req.SessionID,
+	sr := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, AgentID: caller.AgentID, SessionKey: req.SessionID,
 		Input: req.Input, TriggerSource: dispatcher.SourceHuman}
 	if m := req.ChatModel; m != nil {
 		sr.Model, sr.Temperature = strings.TrimSpace(m.Name), m.Temperature

@@ -32,6 +32,7 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 var testKeys = []wire.APIKey{
 	{Key: "key-alice", UserID: "alice", PrincipalID: 1001},
 	{Key: "key-bob", UserID: "bob", PrincipalID: 1002},
+	{Key: "key-agent", UserID: "carol", PrincipalID: 1003, AgentID: 5001},
 }
 
 const (

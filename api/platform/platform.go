@@ -123,12 +123,17 @@ func (a *api) start(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "userInput: is required")
 		return
 	}
+	agentID, err := caller.RunAgent(body.AgentID)
+	if err != nil {
+		wire.Fail(c, http.StatusForbidden, "%v", err)
+		return
+	}
 	key, ok := a.sessionKey(c, caller, body.SessionID)
 	if !ok {
 		return
 	}
 	info, err := a.Runtime.StartRun(c.Request.Context(), agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID,
-		AgentID: body.AgentID, SessionKey: key, Input: *body.UserInput, BizKey: body.BizKey})
+		AgentID: agentID, SessionKey: key, Input: *body.UserInput, BizKey: body.BizKey})
 	if errors.Is(err, agent.ErrSessionBusy) {
 		msg := "sessionId: the session has a run in progress"
 		if s, err := a.Runtime.Session(c.Request.Context(), caller.UserID, key); err == nil {

@@ -86,3 +86,26 @@ func TestToolEventFromAHookAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A key bound to an agent runs as that agent: its runs get the agent's hooks (here a policy that
+// denies writes to agent 5001 only) without naming it, and a body naming another agent is a 403,
+// not a run that skips them on the record as somebody else. A key of no agent is decided as no
+// agent's, the hook not asked.
+func TestAKeysAgentDecidesItsRuns(t *testing.T) {
+	e := newTEnvWith(t, agenttest.Options{Script: `{"scripts":[{"match":"write","steps":[
+		{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"x"}}]},{"text":"ok"}]}]}`})
+	e.env.Hook(t, `{"hookName":"agent-5001","hookType":"pre_tool_use","agentId":5001,"toolNameMatch":"workspace_write_file",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"no-writes","when":"true","decision":"deny","reason":"'agent 5001 may not write'"}]}}`)
+	fs := withoutHeartbeats(e.startRun("key-agent", map[string]any{"userInput": "write"}).rest(nil))
+	if got := types(fs); !strings.Contains(got, "TOOL_FAILED") {
+		t.Fatalf("the agent's key: frames %s, want the write denied", got)
+	}
+	if w := e.call("key-agent", http.MethodPost, "/api/agent/run/stream", map[string]any{"userInput": "write", "agentId": 5002}); w.HTTPStatusCode != http.StatusForbidden ||
+		w.Message != "agentId: 5002 is not the API key's agent (5001)" {
+		t.Fatalf("another agent: %d %q", w.HTTPStatusCode, w.Message)
+	}
+	fs = withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).rest(nil))
+	if got := types(fs); strings.Contains(got, "TOOL_FAILED") {
+		t.Fatalf("a key of no agent: frames %s, want the write to run", got)
+	}
+}

@@ -375,7 +375,7 @@ func (h *handler) intent(c *gin.Context) {
 	if mode == ModeAuto {
 		mode = Classify(text, len(req.Attachments)+len(paths))
 	}
-	start := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, SessionKey: key, Input: input,
+	start := agent.StartRequest{UserID: caller.UserID, PrincipalID: caller.PrincipalID, AgentID: caller.AgentID, SessionKey: key, Input: input,
 		Images: images, ParentTurnID: req.ParentTurnID, ExternalTools: req.ExternalTools}
 	if mode == ModeFast {
 		start.NoTools, start.MaxIters = true, 1

@@ -3,6 +3,7 @@ package wire
 import (
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -40,6 +41,20 @@ type Caller struct {
 	Role        Role
 	Reviews     []string
 	AgentID     *int64 // the key's agentId, if it has one
+}
+
+// RunAgent is the agentId a run started by c is decided and recorded as: the key's own when it
+// has one, so that a key bound to an agent gets that agent's hooks on every API, and requested
+// (a body's agentId) otherwise. A key's caller naming another agent is refused: it would skip
+// the hooks of its own agent and be on the record as somebody else.
+func (c Caller) RunAgent(requested *int64) (*int64, error) {
+	switch {
+	case c.AgentID == nil:
+		return requested, nil
+	case requested != nil && *requested != *c.AgentID:
+		return nil, fmt.Errorf("agentId: %d is not the API key's agent (%d)", *requested, *c.AgentID)
+	}
+	return c.AgentID, nil
 }
 
 // MayAnswerFor reports whether c may answer a permission ask of user: its own, or, for a
