@@ -25,7 +25,8 @@ func newHooksApplyCmd(c *adminClient) *cobra.Command {
 .yaml/.yml/.json files except *_test.yaml), checks them as the daemon would, and makes the daemon
 match: hooks missing there are created, hooks whose definition differs are updated, and hooks it
 created from files earlier (managedBy) that the files no longer hold are deleted. A hook of the
-same name created otherwise is taken over. Secrets are written ${NAME} in the files and read from
+same name made by hand is taken over; one another --owner manages is refused. A secret or an auth
+the files leave out (or write "") is cleared. Secrets are written ${NAME} in the files and read from
 the environment. --dry-run prints the plan and changes nothing. The daemon never shows a secret, so
 a changed secret alone is not seen: --resend-secrets sends the secrets of every hook that has one.`,
 		Args: cobra.NoArgs,
@@ -129,6 +130,24 @@ func planApply(desired, current []dispatcher.Hook, owner string, resendSecrets b
 		default:
 			return nil, fmt.Errorf("the daemon has %d hooks named %q; hooks are matched by name, so delete all but one first", len(cur), h.HookName)
 		}
+		if by := cur[0].ManagedBy; by != "" && by != owner {
+			// Another set of files keeps it: taking it over would let the two undo each other,
+			// and these files' removal of it would delete the other owner's hook.
+			return nil, fmt.Errorf("hook %q (id %d) is managed by %q, not %q: apply it with --owner %s, or give this one another name",
+				h.HookName, cur[0].ID, by, owner, by)
+		}
+		if dispatchType(h) == dispatcher.DispatchWebhook {
+			// The files are the truth for secrets too: one they leave out, or write "", is cleared.
+			// A PUT keeps what it does not name, so the clearing is sent.
+			dc, was := &h.DispatchConfig, cur[0].DispatchConfig
+			if (dc.SigningSecret == nil || *dc.SigningSecret == "") && was.SigningSecret != nil {
+				empty := ""
+				dc.SigningSecret = &empty
+			}
+			if dc.Auth == nil && was.Auth != nil && was.Auth.Type != dispatcher.AuthNone {
+				dc.Auth = &dispatcher.Auth{Type: dispatcher.AuthNone}
+			}
+		}
 		changes, err := hookChanges(h, cur[0])
 		if err != nil {
 			return nil, err
@@ -166,6 +185,13 @@ func hookChanges(file, daemon dispatcher.Hook) ([]string, error) {
 		return nil, err
 	}
 	flat := func(h dispatcher.Hook) map[string]string {
+		// A secret cleared ("") and none, an auth of type NONE and none, are the same hook.
+		if s := h.DispatchConfig.SigningSecret; s != nil && *s == "" {
+			h.DispatchConfig.SigningSecret = nil
+		}
+		if a := h.DispatchConfig.Auth; a != nil && a.Type == dispatcher.AuthNone {
+			h.DispatchConfig.Auth = nil
+		}
 		h = h.Masked()
 		h.ID, h.CreatedAt, h.UpdatedAt = 0, nil, nil
 		b, _ := json.Marshal(h)

@@ -203,6 +203,46 @@ policyConfig: {rules: []}
 	if strings.Contains(out, "whsec-from-env") || !strings.Contains(mustJSON(names["audit"]), `"signingSecret":"***"`) {
 		t.Fatalf("secret: %s / %v", out, names["audit"])
 	}
+	// A secret the files leave out is cleared (a PUT alone would keep it), and the plan says so;
+	// applied, the files and the daemon agree.
+	os.WriteFile(filepath.Join(files, "audit.yaml"), []byte(`hookName: audit
+hookType: post_tool_use
+dispatchConfig: {url: "https://audit.example.com/hook"}
+---
+hookName: by hand
+hookType: pre_tool_use
+dispatchType: policy
+policyConfig: {rules: []}
+`), 0o600)
+	if out, code = cli(nil, "hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, `dispatchConfig.signingSecret: "***" → (absent)`) {
+		t.Fatalf("secret left out: %d\n%s", code, out)
+	}
+	var audit map[string]any
+	for _, h := range list() {
+		if h["hookName"] == "audit" {
+			audit = h
+		}
+	}
+	if strings.Contains(mustJSON(audit), "signingSecret") {
+		t.Fatalf("the secret the files left out is still there: %v", audit)
+	}
+	if out, code = cli(nil, "hooks", "apply", "-f", files, "--dry-run"); code != 0 || !strings.Contains(out, "= keep   audit") {
+		t.Fatalf("after clearing, the plan does not settle: %d\n%s", code, out)
+	}
+	// A hook another owner's files manage is not taken over, nor deleted by these files.
+	other := writeFile(t, t.TempDir(), "shared.yaml", "hookName: shared\nhookType: pre_tool_use\ndispatchType: policy\npolicyConfig: {rules: []}\n")
+	if out, code = cli(nil, "hooks", "apply", "-f", other, "--owner", "teamB"); code != 0 {
+		t.Fatalf("teamB: %d\n%s", code, out)
+	}
+	writeFile(t, files, "shared.yaml", "hookName: shared\nhookType: pre_tool_use\ndispatchType: policy\npolicyConfig: {rules: []}\n")
+	if out, code = cli(nil, "hooks", "apply", "-f", files, "--dry-run"); code != 1 || !strings.Contains(out, `hook "shared" (id`) ||
+		!strings.Contains(out, `is managed by "teamB", not "files"`) {
+		t.Fatalf("another owner's hook: %d\n%s", code, out)
+	}
+	os.Remove(filepath.Join(files, "shared.yaml"))
+	if out, code = cli(nil, "hooks", "apply", "-f", files, "--dry-run"); code != 0 || strings.Contains(out, "delete shared") {
+		t.Fatalf("another owner's hook, not in the files: %d\n%s", code, out)
+	}
 	// A secret written in a file is refused.
 	bad := writeFile(t, t.TempDir(), "bad.yaml", "hookName: x\nhookType: post_tool_use\ndispatchConfig: {url: 'https://x.example', signingSecret: plain}\n")
 	if out, code = cli(nil, "hooks", "apply", "-f", bad, "--dry-run"); code != 1 || !strings.Contains(out, "dispatchConfig.signingSecret: write ${NAME}") {
