@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -97,7 +98,12 @@ func (a policiesAPI) evaluate(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusOK, res)
+	var notes []string
+	if req.HookID != 0 && stored.Enabled != nil && !*stored.Enabled {
+		// Tried before it is trusted, as this endpoint is for; but no dispatch asks it now.
+		notes = append(notes, fmt.Sprintf("hook %d is disabled: no dispatch asks it until it is enabled; this is what it will decide then", req.HookID))
+	}
+	wire.OKNoted(c, http.StatusOK, res, notes)
 }
 
 // prefixed names a validation error's field below prefix: the event's context is event.context.

@@ -146,7 +146,8 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 			}
 			// A disabled hook may be tried before it is enabled.
 			if code, w := c.do("POST", "/api/policies/evaluate", `{"hookId":`+itoa(agentOnly.ID)+`,"event":{"agentId":5001,"context":{"userInput":"my password"}}}`); code != 200 ||
-				!strings.Contains(string(w.Data), `"decision":"deny","rule":"pw"`) {
+				!strings.Contains(string(w.Data), `"decision":"deny","rule":"pw"`) ||
+				w.Message != "success; note: hook "+itoa(agentOnly.ID)+" is disabled: no dispatch asks it until it is enabled; this is what it will decide then" {
 				t.Fatalf("agent-only: %d %s %s", code, w.Message, w.Data)
 			}
 			before, _ := db.ListDecisions(context.Background(), storage.DecisionFilter{Limit: 500})

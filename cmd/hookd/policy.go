@@ -63,9 +63,13 @@ means its *_test.yaml files. See docs/policies.md for the file format.`,
 			out := cmd.OutOrStdout()
 			passed, failed := 0, 0
 			for _, f := range files {
-				results, err := runSuite(cmd.Context(), f)
+				results, disabled, err := runSuite(cmd.Context(), f)
 				if err != nil {
 					return err
+				}
+				if disabled != "" {
+					// Tried before it is enabled, as tests are for; but the daemon does not ask it yet.
+					fmt.Fprintf(out, "note %s: hook %q is disabled: the daemon asks it only once it is enabled\n", f, disabled)
 				}
 				for _, r := range results {
 					if r.problem == "" {
@@ -88,20 +92,21 @@ means its *_test.yaml files. See docs/policies.md for the file format.`,
 
 type caseResult struct{ name, problem string }
 
-func runSuite(ctx context.Context, path string) ([]caseResult, error) {
+// runSuite runs the cases of the test file path, and names the hook they test when it is disabled.
+func runSuite(ctx context.Context, path string) (results []caseResult, disabled string, err error) {
 	docs, err := yamlDocuments(path)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if len(docs) != 1 {
-		return nil, fmt.Errorf("%s: a test file is one document with policy and cases", path)
+		return nil, "", fmt.Errorf("%s: a test file is one document with policy and cases", path)
 	}
 	var s policySuite
 	if err := hookdtype.DecodeStrict(docs[0], &s, ""); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, "", fmt.Errorf("%s: %w", path, err)
 	}
 	if s.Policy == "" || len(s.Cases) == 0 {
-		return nil, fmt.Errorf("%s: policy (the hook file) and cases are required", path)
+		return nil, "", fmt.Errorf("%s: policy (the hook file) and cases are required", path)
 	}
 	hookFile := s.Policy
 	if !filepath.IsAbs(hookFile) {
@@ -109,19 +114,19 @@ func runSuite(ctx context.Context, path string) ([]caseResult, error) {
 	}
 	hooks, err := loadHooks([]string{hookFile})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	var hook *dispatcher.Hook
 	for i := range hooks {
 		if hooks[i].DispatchType == dispatcher.DispatchPolicy && (s.Hook == "" || hooks[i].HookName == s.Hook) {
 			if hook != nil {
-				return nil, fmt.Errorf("%s: %s holds several policy hooks; name one with hook", path, hookFile)
+				return nil, "", fmt.Errorf("%s: %s holds several policy hooks; name one with hook", path, hookFile)
 			}
 			hook = &hooks[i]
 		}
 	}
 	if hook == nil {
-		return nil, fmt.Errorf("%s: no policy hook %q in %s", path, s.Hook, hookFile)
+		return nil, "", fmt.Errorf("%s: no policy hook %q in %s", path, s.Hook, hookFile)
 	}
 	var out []caseResult
 	for i, c := range s.Cases {
@@ -131,7 +136,10 @@ func runSuite(ctx context.Context, path string) ([]caseResult, error) {
 		}
 		out = append(out, caseResult{name: name, problem: runCase(ctx, *hook, c)})
 	}
-	return out, nil
+	if hook.Enabled != nil && !*hook.Enabled {
+		disabled = hook.HookName
+	}
+	return out, disabled, nil
 }
 
 // runCase evaluates one case; the problem is "" when it passes.

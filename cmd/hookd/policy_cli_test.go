@@ -102,6 +102,13 @@ cases:
 	if out, code = cli("policy", "test", dir); code != 0 || !strings.Contains(out, "5 passed") {
 		t.Fatalf("directory: %d\n%s", code, out)
 	}
+	// A disabled hook is tested (before it is enabled), and the output says the daemon does not ask it yet.
+	off := t.TempDir()
+	writeFile(t, off, "transfer.yaml", "enabled: false\n"+transferHookYAML)
+	offTest := writeFile(t, off, "off_test.yaml", "policy: transfer.yaml\ncases:\n  - event: {context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 12000}}}\n    decision: deny\n")
+	if out, code = cli("policy", "test", offTest); code != 0 || !strings.Contains(out, "note "+offTest+`: hook "转账限额" is disabled: the daemon asks it only once it is enabled`) {
+		t.Fatalf("disabled: %d\n%s", code, out)
+	}
 	typo := writeFile(t, t.TempDir(), "typo_test.yaml", "policy: "+filepath.Join(dir, "transfer.yaml")+"\ncases:\n  - name: x\n    decison: deny\n")
 	if out, code = cli("policy", "test", typo); code != 1 || !strings.Contains(out, "cases[0].decison") {
 		t.Fatalf("typo: %d\n%s", code, out)
