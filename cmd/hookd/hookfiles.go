@@ -68,23 +68,92 @@ func yamlDocuments(path string) ([]json.RawMessage, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	var out []json.RawMessage
 	for {
-		var v any
-		err := dec.Decode(&v)
+		var doc yaml.Node
+		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		if v == nil {
-			continue
-		}
-		j, err := json.Marshal(v)
+		j, err := yamlJSON(nil, &doc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
+		if string(j) == "null" {
+			continue // an empty document
+		}
 		out = append(out, j)
 	}
+}
+
+// yamlJSON appends the JSON of the YAML node n to b, each scalar as it is written where JSON can
+// say it so: an unquoted date (2026-01-01) stays that text, where decoding it would make it a
+// time and the JSON an RFC 3339 timestamp that no rule comparing the text matches, and a number
+// keeps its digits (a float64 would round a long one). Other scalars (0x1F, .inf, yes) and a
+// mapping with a merge key (<<) are what YAML decodes them to.
+func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
+	decoded := func() ([]byte, error) {
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return nil, err
+		}
+		j, err := json.Marshal(v)
+		return append(b, j...), err
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return append(b, "null"...), nil
+		}
+		return yamlJSON(b, n.Content[0])
+	case yaml.AliasNode:
+		return yamlJSON(b, n.Alias)
+	case yaml.SequenceNode:
+		b = append(b, '[')
+		for i, e := range n.Content {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			var err error
+			if b, err = yamlJSON(b, e); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, ']'), nil
+	case yaml.MappingNode:
+		for i := 0; i < len(n.Content); i += 2 {
+			if n.Content[i].Tag == "!!merge" {
+				return decoded()
+			}
+		}
+		b = append(b, '{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode {
+				return nil, fmt.Errorf("line %d: a key is not a scalar", k.Line)
+			}
+			b = hookdtype.AppendJSONString(b, k.Value)
+			b = append(b, ':')
+			var err error
+			if b, err = yamlJSON(b, n.Content[i+1]); err != nil {
+				return nil, err
+			}
+		}
+		return append(b, '}'), nil
+	}
+	switch n.Tag {
+	case "!!str", "!!timestamp":
+		return hookdtype.AppendJSONString(b, n.Value), nil
+	case "!!int", "!!float":
+		if hookdtype.Valid([]byte(n.Value)) && n.Value[0] != '"' {
+			return append(b, n.Value...), nil
+		}
+	}
+	return decoded()
 }
 
 // loadHooks reads the hooks of files, checked as the daemon would check them (so a typo fails

@@ -302,3 +302,24 @@ func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
 		t.Fatalf("apply with a note: %d\n%s", code, out)
 	}
 }
+
+// A hook or test file's YAML becomes the JSON the daemon takes with each scalar as written: an
+// unquoted date stays its text (YAML would make it a time, and the JSON a timestamp no rule on the
+// text matches), a long number keeps its digits.
+func TestYAMLScalarsAsWritten(t *testing.T) {
+	p := writeFile(t, t.TempDir(), "e.yaml", "date: 2026-01-01\nbig: 12345678901234567890\nratio: 0.10\nhex: 0x1F\nok: true\nnone: null\nname: \"x\"\nlist: [a, 1, 2026-01-02T03:04:05Z]\n---\n---\nbase: &b {k: v}\nmerged: {<<: *b, j: 1}\n")
+	docs, err := yamlDocuments(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`{"date":"2026-01-01","big":12345678901234567890,"ratio":0.10,"hex":31,"ok":true,"none":null,"name":"x","list":["a",1,"2026-01-02T03:04:05Z"]}`,
+		`{"base":{"k":"v"},"merged":{"j":1,"k":"v"}}`}
+	if len(docs) != len(want) {
+		t.Fatalf("%d documents: %s", len(docs), docs)
+	}
+	for i := range want {
+		if string(docs[i]) != want[i] {
+			t.Errorf("document %d:\n got %s\nwant %s", i, docs[i], want[i])
+		}
+	}
+}
