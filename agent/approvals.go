@@ -76,7 +76,7 @@ func (rt *Runtime) AnswerApproval(ctx context.Context, askID string, approved bo
 		return ErrNotWaiting
 	}
 	if a.Status != storage.AskPending {
-		return ErrAlreadyAnswered
+		return &storage.AskClosedError{AskID: a.AskID, Status: a.Status}
 	}
 	requestID, err := rt.requestIDOf(ctx, a.RunID)
 	if err != nil {

@@ -117,7 +117,18 @@ func TestOverviewAndPendingAsks(t *testing.T) {
 			t.Fatal(err)
 		}
 		<-asksChanged
-		if o, err = db.ReadOverview(ctx, now.Add(-time.Hour), now); err != nil || o.PendingApprovals != 2 {
+		// An ask no longer pending is closed, and says how: answered, or expired.
+		if err := db.AnswerAsk(ctx, "ask-1", storage.AskDenied, nil); !errors.Is(err, storage.ErrAlreadyAnswered) || err.Error() != "already answered" {
+			t.Fatalf("answered twice: %v", err)
+		}
+		if err := db.AnswerAsk(ctx, "ask-2", storage.AskExpired, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.AnswerAsk(ctx, "ask-2", storage.AskApproved, nil); !errors.Is(err, storage.ErrAlreadyAnswered) ||
+			err.Error() != "expired: its time ran out, or its run ended, before an answer came" {
+			t.Fatalf("answered after it expired: %v", err)
+		}
+		if o, err = db.ReadOverview(ctx, now.Add(-time.Hour), now); err != nil || o.PendingApprovals != 1 {
 			t.Fatalf("pending approvals: %d %v", o.PendingApprovals, err)
 		}
 		if _, _, err := db.PendingAsks(ctx, storage.AskFilter{After: "garbage"}); err == nil {

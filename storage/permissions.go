@@ -256,14 +256,28 @@ func (db *DB) AnswerAsk(ctx context.Context, askID, status string, answer []byte
 		return fmt.Errorf("storage: answer ask: %w", res.Error)
 	}
 	if res.RowsAffected == 0 {
-		if _, err := db.GetAsk(ctx, askID); err != nil {
+		a, err := db.GetAsk(ctx, askID)
+		if err != nil {
 			return err
 		}
-		return ErrAlreadyAnswered
+		return &AskClosedError{AskID: askID, Status: a.Status}
 	}
 	db.announce(TopicAsks)
 	return nil
 }
+
+// AskClosedError is an answer to an ask that is no longer pending: answered, or expired (its
+// time ran out, or its run ended). It is ErrAlreadyAnswered to errors.Is.
+type AskClosedError struct{ AskID, Status string }
+
+func (e *AskClosedError) Error() string {
+	if e.Status == AskExpired {
+		return "expired: its time ran out, or its run ended, before an answer came"
+	}
+	return "already answered"
+}
+
+func (e *AskClosedError) Is(target error) bool { return target == ErrAlreadyAnswered }
 
 // RunInput is supplementary input a user appended to a running run.
 type RunInput struct {
