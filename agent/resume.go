@@ -138,7 +138,7 @@ func (r *run) resume() {
 			if len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args) {
 				ans.Input = string(a.Input)
 				p.Args = string(a.Input)
-				r.preToolUse(p) // edited arguments face the hooks again
+				r.preToolUse(p, false) // edited arguments face the hooks again; the call ended before the pause
 			}
 		case storage.AskExpired:
 			ans.Reason = "等待超时"

@@ -107,19 +107,21 @@ func (r *run) settle() bool {
 }
 
 // decide repairs a call's arguments and asks the hooks, then the permission rules, what to do.
+// It ends the call (tool.call.ended) once its final arguments are known: after the repair and
+// the pre_tool_use hooks, which may modify them; the dialects show those as the arguments the
+// tool runs with.
 func (r *run) decide(p *pendingCall) {
 	args, err := tools.RepairArguments(p.Raw)
 	if err != nil {
-		r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Raw}})
 		p.Args, p.Stage, p.Reason = p.Raw, stageError, err.Error()
+		r.callEnded(p)
 		return
 	}
 	p.Args = string(args)
-	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args}})
 	external := r.isExternal(p.Name)
 	tool, known := r.rt.tools.Get(p.Name)
 	if p.Name == spawnTool && r.canSpawn() {
-		if r.preToolUse(p) {
+		if r.preToolUse(p, true) {
 			p.Stage = stageReady // the subagent's own calls face the rules
 			if p.HookAsk != "" {
 				p.Stage, p.AskID = stageAsking, "ask_"+newEventID()[:20]
@@ -129,9 +131,10 @@ func (r *run) decide(p *pendingCall) {
 	}
 	if !known && !external {
 		p.Stage, p.Reason = stageError, fmt.Sprintf("unknown tool %q", p.Name)
+		r.callEnded(p)
 		return
 	}
-	if !r.preToolUse(p) {
+	if !r.preToolUse(p, true) {
 		return
 	}
 	if external {
@@ -158,10 +161,18 @@ func (r *run) decide(p *pendingCall) {
 	}
 }
 
-// preToolUse runs the pre_tool_use hooks on p; false means p will not run.
-func (r *run) preToolUse(p *pendingCall) bool {
+// preToolUse runs the pre_tool_use hooks on p; false means p will not run. With end set, it
+// ends the call (callEnded) as soon as the hooks' verdict fixed its arguments, before what the
+// hooks sent with the verdict is shown: a tool event about the call follows the call's end.
+func (r *run) preToolUse(p *pendingCall, end bool) bool {
 	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
 		ToolName: p.Name, ToolCallID: p.ID, Arguments: dispatcher.Value(p.Args)}))
+	if err == nil && dec.ModifiedValue != nil && (dec.Decision == dispatcher.Modify || dec.Decision == dispatcher.Ask) {
+		p.Args = *dec.ModifiedValue // an ask's person is asked about the call as modified
+	}
+	if end {
+		r.callEnded(p)
+	}
 	if err != nil {
 		p.Stage, p.Reason = stageError, "pre_tool_use hook: "+err.Error()
 		return false
@@ -174,18 +185,19 @@ func (r *run) preToolUse(p *pendingCall) bool {
 			p.Reason = "the tool call was refused by policy"
 		}
 		return false
-	case dispatcher.Modify:
-		p.Args = *dec.ModifiedValue
 	case dispatcher.Ask:
-		if dec.ModifiedValue != nil {
-			p.Args = *dec.ModifiedValue // the person is asked about the call as modified
-		}
 		p.HookAsk = dec.Reason
 		if p.HookAsk == "" {
 			p.HookAsk = "a pre_tool_use hook asks a person to approve this call"
 		}
 	}
 	return true
+}
+
+// callEnded announces that p's arguments are final: the model streamed the call, and the repair
+// and the hooks are done with its arguments.
+func (r *run) callEnded(p *pendingCall) {
+	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args}})
 }
 
 func (r *run) isExternal(name string) bool {

@@ -1,6 +1,7 @@
 package platform_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,6 +86,53 @@ func TestToolEventFromAHookAnswer(t *testing.T) {
 			t.Fatalf("TOOL_EVENT %v", f.data())
 		}
 	}
+}
+
+// A pre_tool_use policy that modifies the arguments: TOOL_START, sent once the call's final
+// arguments are known, shows the arguments the tool runs with, not the model's; with an ask
+// after the modify in the chain, TOOL_START and PERMISSION_ASK show the same modified ones.
+func TestToolStartCarriesHookModifiedArguments(t *testing.T) {
+	e := newTEnvWith(t, agenttest.Options{Script: `{"scripts":[{"match":"write","steps":[
+		{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"w.md","content":"hello"}}]},{"text":"ok"}]}]}`})
+	e.env.Hook(t, `{"hookName":"write-mod","hookType":"pre_tool_use","priority":-1,"toolNameMatch":"workspace_write_file",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"m","when":"true","decision":"modify",
+		"modifiedValue":"args.with({'content': 'MODIFIED'})"}]}}`)
+	const modified = `{"content":"MODIFIED","path":"w.md"}`
+	arguments := func(fs []frame, typ string) string {
+		t.Helper()
+		for _, f := range fs {
+			if f.EventType == typ {
+				return canonicalJSON(t, f.str("arguments"))
+			}
+		}
+		t.Fatalf("no %s in %s", typ, types(fs))
+		return ""
+	}
+	fs := withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).rest(nil))
+	if got := types(fs); !strings.Contains(got, "TOOL_START TOOL_RUNNING ATTACHMENT_CHANGED TOOL_COMPLETED") {
+		t.Fatalf("frames %s", got)
+	}
+	if got := arguments(fs, "TOOL_START"); got != modified {
+		t.Fatalf("TOOL_START arguments %s, want %s", got, modified)
+	}
+
+	e.env.Hook(t, `{"hookName":"write-ask","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"a","when":"true","decision":"ask","reason":"'a person approves writes'"}]}}`)
+	fs = withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).until("PERMISSION_ASK", nil))
+	if start, ask := arguments(fs, "TOOL_START"), arguments(fs, "PERMISSION_ASK"); start != modified || ask != modified {
+		t.Fatalf("TOOL_START arguments %s, PERMISSION_ASK %s, want both %s", start, ask, modified)
+	}
+}
+
+// canonicalJSON is s with its keys sorted and no spaces.
+func canonicalJSON(t *testing.T, s string) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("not JSON: %q", s)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // A key bound to an agent runs as that agent: its runs get the agent's hooks (here a policy that

@@ -147,6 +147,7 @@ type opts struct {
 	keys      []wire.APIKey
 	tools     []tools.Tool
 	heartbeat time.Duration
+	hooks     []string // registered as the admin API's JSON
 }
 
 type env struct {
@@ -162,7 +163,11 @@ func newEnv(t *testing.T, o opts) *env {
 	if db == nil {
 		db = storagetest.SQLite(t)
 	}
-	rt := agenttest.New(t, db, agenttest.Options{Script: o.script, Config: o.cfg, Tools: o.tools}).Runtime
+	ae := agenttest.New(t, db, agenttest.Options{Script: o.script, Config: o.cfg, Tools: o.tools})
+	for _, h := range o.hooks {
+		ae.Hook(t, h)
+	}
+	rt := ae.Runtime
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	hb := o.heartbeat

@@ -168,6 +168,61 @@ func TestGoldenApprovalRoundTrip(t *testing.T) {
 	})
 }
 
+// A pre_tool_use policy that modifies the arguments: the argument deltas are the model's own,
+// the final TOOL_DELTA (final: true) carries the arguments the tool runs with, as TOOL_END
+// does; with an ask after the modify in the chain, the TOOL_APPROVAL asks about the same ones.
+func TestFinalToolDeltaCarriesHookModifiedArguments(t *testing.T) {
+	modify := `{"hookName":"write-mod","hookType":"pre_tool_use","priority":-1,"toolNameMatch":"workspace_write_file",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"m","when":"true","decision":"modify",
+		"modifiedValue":"args.with({'content': 'MODIFIED'})"}]}}`
+	ask := `{"hookName":"write-ask","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"a","when":"true","decision":"ask","reason":"'a person approves writes'"}]}}`
+	isModified := func(what, args string) {
+		t.Helper()
+		var v map[string]string
+		if json.Unmarshal([]byte(args), &v) != nil || v["content"] != "MODIFIED" || v["path"] != "tasks.md" {
+			t.Fatalf("%s arguments %q, want the hook's", what, args)
+		}
+	}
+	// final is the arguments of the final TOOL_DELTA, after checking the deltas before it.
+	final := func(fs []frame) string {
+		t.Helper()
+		var deltas strings.Builder
+		for _, f := range fs {
+			if f.ev.Type != volo.TypeToolDelta || f.ev.Tool.Stream != "arguments" {
+				continue
+			}
+			if f.ev.Tool.Final {
+				if got := deltas.String(); !strings.Contains(got, "- [ ] a") {
+					t.Fatalf("argument deltas %q, want the model's own", got)
+				}
+				return f.ev.Tool.Arguments
+			}
+			deltas.WriteString(f.ev.Tool.Delta)
+		}
+		t.Fatalf("no final TOOL_DELTA: %s", names(fs))
+		return ""
+	}
+
+	e := newEnv(t, opts{script: script, hooks: []string{modify}})
+	_, fs := e.stream("POST", intentPath("s-mod"), map[string]any{"userMessage": "write my tasks", "executionMode": "MAX"})
+	isModified("final TOOL_DELTA", final(fs))
+	end := find(fs, volo.TypeToolEnd)
+	if end == nil || end.ev.Tool.Status != agent.ToolSuccess {
+		t.Fatalf("tool end: %s", names(fs))
+	}
+	isModified("TOOL_END", end.ev.Tool.Arguments)
+
+	e = newEnv(t, opts{script: script, hooks: []string{modify, ask}})
+	_, fs = e.stream("POST", intentPath("s-mod-ask"), map[string]any{"userMessage": "write my tasks", "executionMode": "MAX"})
+	isModified("final TOOL_DELTA", final(fs))
+	in := find(fs, volo.TypeInteraction)
+	if in == nil || in.ev.Interaction.InteractionType != volo.InteractionToolApproval {
+		t.Fatalf("no approval: %s", names(fs))
+	}
+	isModified("TOOL_APPROVAL", in.ev.Interaction.Arguments)
+}
+
 // resume?turnId= carrying the response answers the pending interaction itself; free text denies
 // the call and is given to the model as the reason.
 func TestResumeWithResponse(t *testing.T) {
