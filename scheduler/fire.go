@@ -202,20 +202,42 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 		logArgs = append(logArgs, "errorCode", f.run.ErrorCode, "errorMessage", f.run.ErrorMessage)
 	}
 	s.log.InfoContext(ctx, "task firing ended", logArgs...)
+	s.report(ctx, f.task, f.run)
+}
 
+// report sends post_scheduled_task for the firing run of task, once its end is recorded.
+func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.TaskRun) {
 	// The session actually used, else the task's bound one, else null.
-	session := f.run.SessionID
+	session := run.SessionID
 	if session == nil {
-		session = f.boundSession()
+		session = (&firing{task: task}).boundSession()
 	}
-	c := &dispatcher.PostScheduledTaskContext{TaskID: f.task.ID, TaskName: f.task.Name,
-		Succeeded: f.run.Status == storage.TaskRunSucceeded, DurationMs: f.run.DurationMs, RequestID: f.run.RequestID}
+	c := &dispatcher.PostScheduledTaskContext{TaskID: task.ID, TaskName: task.Name,
+		Succeeded: run.Status == storage.TaskRunSucceeded, DurationMs: run.DurationMs, RequestID: run.RequestID}
 	if !c.Succeeded {
-		c.ErrorCode, c.ErrorMessage = optional(f.run.ErrorCode), optional(f.run.ErrorMessage)
+		c.ErrorCode, c.ErrorMessage = optional(run.ErrorCode), optional(run.ErrorMessage)
 	}
-	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: f.run.TraceID,
-		SessionID: session, PrincipalID: f.task.PrincipalID, AgentID: f.task.AgentID, Context: c}); err != nil {
-		s.log.ErrorContext(ctx, "post_scheduled_task event not queued", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: run.TraceID,
+		SessionID: session, PrincipalID: task.PrincipalID, AgentID: task.AgentID, Context: c}); err != nil {
+		s.log.ErrorContext(ctx, "post_scheduled_task event not queued", "taskId", task.ID, "taskRunId", run.ID, "err", err)
+	}
+}
+
+// reportAbandoned sends post_scheduled_task for firings whose daemon died before they ended
+// (RescueTaskRuns recorded them ABANDONED): every claimed firing is reported, these included.
+// Their task as it is now stands in for the one they were claimed with; a deleted task's firing
+// is reported with its id alone.
+func (s *Scheduler) reportAbandoned(ctx context.Context, runs []storage.TaskRun) {
+	for _, run := range runs {
+		task, err := s.db.GetTask(ctx, run.TaskID)
+		if err != nil {
+			if !errors.Is(err, storage.ErrNotFound) {
+				s.log.ErrorContext(ctx, "post_scheduled_task of an abandoned firing: reading its task failed",
+					"taskId", run.TaskID, "taskRunId", run.ID, "err", err)
+			}
+			task = storage.Task{ID: run.TaskID}
+		}
+		s.report(ctx, task, run)
 	}
 }
 

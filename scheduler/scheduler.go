@@ -170,10 +170,11 @@ func (s *Scheduler) start(ctx context.Context) error {
 		// One process owns a SQLite file, so whatever it left running died with it.
 		staleBefore = s.now().Add(time.Hour)
 	}
-	if n, err := s.db.RescueTaskRuns(ctx, staleBefore, s.now()); err != nil {
+	if runs, err := s.db.RescueTaskRuns(ctx, staleBefore, s.now()); err != nil {
 		return err
-	} else if n > 0 {
-		s.log.Warn("task firings left running by a stopped daemon were ended", "count", n)
+	} else if len(runs) > 0 {
+		s.log.Warn("task firings left running by a stopped daemon were ended", "count", len(runs))
+		s.reportAbandoned(ctx, runs)
 	}
 	if err := s.Reload(ctx); err != nil {
 		return err
@@ -434,10 +435,11 @@ func (s *Scheduler) poll() {
 			s.log.Warn("renewing task firing leases failed", "err", err)
 		}
 	}
-	if n, err := s.db.RescueTaskRuns(ctx, now.Add(-s.cfg.Lease), now); err != nil && ctx.Err() == nil {
+	if runs, err := s.db.RescueTaskRuns(ctx, now.Add(-s.cfg.Lease), now); err != nil && ctx.Err() == nil {
 		s.log.Warn("ending abandoned task firings failed", "err", err)
-	} else if n > 0 {
-		s.log.Warn("task firings of a silent daemon were ended", "count", n)
+	} else if len(runs) > 0 {
+		s.log.Warn("task firings of a silent daemon were ended", "count", len(runs))
+		s.reportAbandoned(ctx, runs)
 	}
 }
 

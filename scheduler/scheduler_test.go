@@ -637,10 +637,13 @@ func TestTwoSchedulersOneDatabase(t *testing.T) {
 }
 
 // TestAbandonedFiring: a firing left running by a daemon that died stops blocking its task: on
-// SQLite the next start ends it, on PostgreSQL the lease runs out while other daemons go on.
+// SQLite the next start ends it, on PostgreSQL the lease runs out while other daemons go on. It
+// is reported like every claimed firing: post_scheduled_task, failed, ABANDONED.
 func TestAbandonedFiring(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		e := newEnv(t, db, script)
+		post := newReceiver(t, nil)
+		e.hook(dispatcher.PostScheduledTask, post.srv.URL)
 		ctx := context.Background()
 		task := storage.Task{Name: "orphaned", Cron: "@every 1s", Input: "hello", Enabled: true,
 			NextRunAt: time.Now().Truncate(time.Second).Add(time.Second)}
@@ -661,6 +664,13 @@ func TestAbandonedFiring(t *testing.T) {
 		got, _ := db.GetTaskRun(ctx, dead.ID)
 		if got.Status != storage.TaskRunInterrupted || got.ErrorCode != "ABANDONED" {
 			t.Fatalf("orphaned firing: %+v", got)
+		}
+		eventually(t, 10*time.Second, "the orphaned firing's post_scheduled_task", func() bool {
+			return post.byTrace(dispatcher.PostScheduledTask, "x") != nil
+		})
+		if c := post.byTrace(dispatcher.PostScheduledTask, "x").ctx; c["succeeded"] != false || c["errorCode"] != "ABANDONED" ||
+			c["taskName"] != "orphaned" || c["taskId"] != float64(task.ID) {
+			t.Fatalf("the orphaned firing's post_scheduled_task: %v", c)
 		}
 		if err := s.Delete(ctx, task.ID); err != nil {
 			t.Fatal(err)

@@ -391,14 +391,21 @@ func (db *DB) TouchTaskRuns(ctx context.Context, owner string, at time.Time) err
 }
 
 // RescueTaskRuns ends the running firings whose lease was last renewed before staleBefore (their
-// daemon died): they stop blocking their task. It returns how many it ended.
-func (db *DB) RescueTaskRuns(ctx context.Context, staleBefore, at time.Time) (int64, error) {
-	res := db.w.WithContext(ctx).Model(&taskRunRow{}).
-		Where("status = ? AND heartbeat_at < ?", TaskRunRunning, ms(staleBefore)).
-		Updates(map[string]any{"status": TaskRunInterrupted, "error_code": "ABANDONED",
-			"error_message": "the scheduler running it stopped before the run ended", "finished_at": ms(at)})
-	if res.Error != nil {
-		return 0, fmt.Errorf("storage: rescue task runs: %w", res.Error)
+// daemon died), so they stop blocking their task, and returns them as they now are: interrupted,
+// ABANDONED, their duration from the claim to their last heartbeat (the end itself is unknown).
+func (db *DB) RescueTaskRuns(ctx context.Context, staleBefore, at time.Time) ([]TaskRun, error) {
+	var rows []taskRunRow
+	err := db.w.WithContext(ctx).Raw(`UPDATE task_runs SET status = ?, error_code = 'ABANDONED', error_message = ?, finished_at = ?,
+		duration_ms = CASE WHEN heartbeat_at > started_at THEN heartbeat_at - started_at ELSE 0 END
+		WHERE status = ? AND heartbeat_at < ? RETURNING *`,
+		TaskRunInterrupted, "the scheduler running it stopped before the run ended", ms(at), TaskRunRunning, ms(staleBefore)).
+		Scan(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("storage: rescue task runs: %w", err)
 	}
-	return res.RowsAffected, nil
+	out := make([]TaskRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
 }

@@ -124,8 +124,10 @@ func TestClaimTaskFire(t *testing.T) {
 		if err := db.TouchTaskRuns(ctx, "a", time.Now().Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := db.RescueTaskRuns(ctx, time.Now().Add(-time.Minute), time.Now()); err != nil || n != 1 {
-			t.Fatalf("rescue: %v %d", err, n)
+		if rescued, err := db.RescueTaskRuns(ctx, time.Now().Add(-time.Minute), time.Now()); err != nil || len(rescued) != 1 ||
+			rescued[0].ID != run2.ID || rescued[0].Status != storage.TaskRunInterrupted || rescued[0].ErrorCode != "ABANDONED" ||
+			rescued[0].FinishedAt == nil {
+			t.Fatalf("rescue: %v %+v", err, rescued)
 		}
 		runs, err := db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: task.ID})
 		if err != nil || len(runs) != 4 {
