@@ -103,6 +103,8 @@ func TestTaskValidation(t *testing.T) {
 		{"cron", `"CRON_TZ=Mars/Olympus 0 9 * * *"`},
 		{"cron", `"@fortnightly"`},
 		{"cron", `"0 0 30 2 *"`},
+		{"cron", `"@every -5s"`}, // the parser would make it 1 s: a typo firing every second
+		{"cron", `"@every 0s"`},
 		{"input", `<absent>`},
 		{"input", `""`},
 		{"input", `["a"]`},

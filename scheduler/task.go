@@ -69,6 +69,12 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	if err != nil {
 		return nil, invalid("cron", "%v", err)
 	}
+	if _, every, ok := strings.Cut(t.Cron, "@every "); ok {
+		// The parser turns any interval under 1 s into 1 s: -5s, a typo, would fire every second.
+		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d <= 0 {
+			return nil, invalid("cron", "@every needs a positive interval, not %s", strings.TrimSpace(every))
+		}
+	}
 	if sched.Next(now).IsZero() {
 		return nil, invalid("cron", "%q never fires", t.Cron)
 	}
