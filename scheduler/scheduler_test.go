@@ -132,6 +132,10 @@ func TestPreHookDenyAndModify(t *testing.T) {
 				t.Fatalf("denied firing: %+v", r)
 			}
 		}
+		// A denied firing never ran: lastRunAt is the last that did, and the denied task has none.
+		if got, err := s.Get(context.Background(), deny.ID); err != nil || got.LastRunAt != nil {
+			t.Fatalf("lastRunAt of a task whose every firing was denied: %v %v", got.LastRunAt, err)
+		}
 		for _, r := range history(t, s, modify.ID) {
 			if r.Status != storage.TaskRunSucceeded || r.Input != "modified input" || r.Output != "answer to the modified" {
 				t.Fatalf("modified firing: %+v", r)

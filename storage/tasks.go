@@ -304,11 +304,7 @@ func (db *DB) ClaimTaskFire(ctx context.Context, f TaskFire) (TaskRun, Task, err
 			recorded = false
 			return nil
 		}
-		if run.Status == TaskRunRunning {
-			task.LastRunAt = at
-			return tx.Exec(`UPDATE tasks SET last_run_at = ? WHERE id = ?`, at, f.TaskID).Error
-		}
-		return nil
+		return nil // last_run_at moves when the firing's run starts (UpdateTaskRun): a denied one never ran
 	})
 	if errors.Is(err, ErrTaskChanged) || errors.Is(err, ErrNotFound) {
 		return TaskRun{}, Task{}, err
@@ -332,8 +328,15 @@ func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 	if r.FinishedAt != nil {
 		fields["finished_at"] = ms(*r.FinishedAt)
 	}
-	res := db.w.WithContext(ctx).Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunRunning).Updates(fields)
-	return oneRow(res, "update task run %d", r.ID)
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunRunning).Updates(fields)
+		if err := oneRow(res, "update task run %d", r.ID); err != nil || r.RequestID == nil {
+			return err
+		}
+		// A firing with an agent run actually ran: the task's lastRunAt is its start.
+		at := ms(r.StartedAt)
+		return tx.Exec(`UPDATE tasks SET last_run_at = ? WHERE id = ? AND last_run_at < ?`, at, r.TaskID, at).Error
+	})
 }
 
 // GetTaskRun reads one firing; ErrNotFound if there is none.

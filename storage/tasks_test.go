@@ -83,7 +83,8 @@ func TestClaimTaskFire(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if run.Status != storage.TaskRunRunning || run.Input != "go" || got.LastRunAt.IsZero() || !got.NextRunAt.Equal(t0.Add(time.Second)) {
+		// Claimed is not run: lastRunAt moves once the firing's run starts (below).
+		if run.Status != storage.TaskRunRunning || run.Input != "go" || !got.LastRunAt.IsZero() || !got.NextRunAt.Equal(t0.Add(time.Second)) {
 			t.Fatalf("claim: %+v %+v", run, got)
 		}
 		// The same tick again (another daemon that saw the same next_run_at): not its to fire.
@@ -112,6 +113,9 @@ func TestClaimTaskFire(t *testing.T) {
 		run.FinishedAt = &fin
 		if err := db.UpdateTaskRun(ctx, &run); err != nil {
 			t.Fatal(err)
+		}
+		if task, err := db.GetTask(ctx, task.ID); err != nil || !task.LastRunAt.Equal(run.StartedAt) {
+			t.Fatalf("lastRunAt after the run: %v, want %v (%v)", task.LastRunAt, run.StartedAt, err)
 		}
 		if err := db.UpdateTaskRun(ctx, &run); !errors.Is(err, storage.ErrNotFound) {
 			t.Fatalf("a final run changed again: %v", err)
