@@ -69,6 +69,11 @@ func TestInterceptToleranceRules(t *testing.T) {
 			w.Write([]byte(`{"decision":"allow"}`))
 		}, failure: true},
 		{name: "unparsable body", answer: reply(200, `not json`), failure: true},
+		// A well-formed deny past what hookd reads: a failure that says so, not a parse error.
+		{name: "answer over the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
+			strings.Repeat("x", maxResponseBody)+`"}`), failure: true},
+		{name: "answer at the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
+			strings.Repeat("x", maxResponseBody-len(`{"decision":"deny","reason":"r","pad":""}`))+`"}`), want: Deny, reason: "r"},
 	}
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		h := newHarness(t, db, Settings{})
@@ -135,6 +140,9 @@ func TestInterceptToleranceRules(t *testing.T) {
 					}
 					if row.failure && logged.Error == "" {
 						t.Error("failure logged without its error")
+					}
+					if strings.HasSuffix(row.name, "over the read limit") && logged.Error != "the answer is over 64 KiB, more than hookd reads of an answer" {
+						t.Errorf("an answer over the limit logged as %q", logged.Error)
 					}
 					if row.timeoutMs > 0 && !strings.Contains(logged.Error, "timeout") {
 						t.Errorf("timeout logged as %q", logged.Error)

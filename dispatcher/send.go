@@ -20,7 +20,8 @@ import (
 	"github.com/hookd/hookd/tracing"
 )
 
-// Response bodies are read up to this size; the rest is discarded unread.
+// Response bodies are read up to this size; the rest is discarded unread. An interceptive answer
+// longer than this is a failure saying so (failureMode), not the parse error of its first part.
 const maxResponseBody = 64 << 10
 
 // sender performs one HTTP exchange with a receiver: it renders the envelope, signs it, adds the
@@ -37,6 +38,7 @@ type attempt struct {
 	body       []byte // the exact bytes sent
 	status     int    // 0 when no response arrived
 	respBody   []byte
+	bodyOver   bool // the response body went on past maxResponseBody: respBody is its start
 	retryAfter time.Duration
 	latency    time.Duration
 	err        error // set when no response arrived, or the request could not be made
@@ -143,6 +145,11 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 	}
 	defer resp.Body.Close()
 	a.respBody, err = readBody(resp.Body, resp.ContentLength)
+	if err == nil && len(a.respBody) == maxResponseBody {
+		var one [1]byte
+		n, _ := io.ReadFull(resp.Body, one[:])
+		a.bodyOver = n == 1
+	}
 	end := time.Now()
 	a.latency = end.Sub(start)
 	a.status = resp.StatusCode
