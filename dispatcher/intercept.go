@@ -365,11 +365,13 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 	if a.status/100 != 2 {
 		return Decision{}, a.status, breakerState, fmt.Errorf("receiver answered HTTP %d", a.status)
 	}
-	if a.bodyOver {
-		return Decision{}, a.status, breakerState, fmt.Errorf("the answer is over %d KiB, more than hookd reads of an answer", maxResponseBody>>10)
-	}
 	dec, err = parseAnswer(a.respBody, ev.HookType)
 	if err != nil {
+		if a.bodyOver {
+			// Not the receiver's JSON that broke: its answer went on past what hookd reads.
+			err = fmt.Errorf("the answer is over %d KiB, more than hookd reads of an answer, and no whole answer ends within them",
+				maxResponseBody>>10)
+		}
 		return Decision{}, a.status, breakerState, err
 	}
 	if dec.Decision == Modify && dec.ModifiedValue == nil {

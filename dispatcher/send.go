@@ -21,7 +21,8 @@ import (
 )
 
 // Response bodies are read up to this size; the rest is discarded unread. An interceptive answer
-// longer than this is a failure saying so (failureMode), not the parse error of its first part.
+// is what ends within it (trailing whitespace past it aside); one that does not end there is a
+// failure saying so (failureMode), not the parse error of its first part.
 const maxResponseBody = 64 << 10
 
 // sender performs one HTTP exchange with a receiver: it renders the envelope, signs it, adds the
