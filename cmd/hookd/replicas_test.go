@@ -409,11 +409,15 @@ func TestReplicas(t *testing.T) {
 					t.Errorf("dispatch %d: %v", i, err)
 					return
 				}
-				var out struct{ Data struct{ EventIDs []string } }
+				var out struct {
+					Data    struct{ EventIDs []string }
+					Message string
+				}
 				json.NewDecoder(resp.Body).Decode(&out)
 				resp.Body.Close()
 				if resp.StatusCode != 202 || len(out.Data.EventIDs) != 1 {
-					t.Errorf("dispatch %d on %s: %d %v", i, d.addr, resp.StatusCode, out.Data.EventIDs)
+					t.Errorf("dispatch %d on %s: %d %v %q; its errors:\n%s", i, d.addr, resp.StatusCode, out.Data.EventIDs, out.Message,
+						errorLines(d.log()))
 					return
 				}
 				queued <- out.Data.EventIDs[0]
@@ -696,4 +700,15 @@ func waitAll(t *testing.T, db *storage.DB, got *atomic.Int64, n int64, start tim
 			t.Fatalf("%d of %d delivered", got.Load(), n)
 		}
 	}
+}
+
+// errorLines are the lines of a daemon's log at level ERROR or WARN: what a failure needs beside it.
+func errorLines(log string) string {
+	var out []string
+	for _, l := range strings.Split(log, "\n") {
+		if strings.Contains(l, "ERROR") || strings.Contains(l, "WARN") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
