@@ -43,9 +43,9 @@ func (f *firing) notify() {
 }
 
 // boundSession is the session a reuseSession task's runs go to, once its first run created it.
-func (f *firing) boundSession() *int64 {
-	if f.task.ReuseSession {
-		return f.task.SessionID
+func boundSession(t storage.Task) *int64 {
+	if t.ReuseSession {
+		return t.SessionID
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func (s *Scheduler) execute(ctx context.Context, f *firing) {
 func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok bool) {
 	t := &f.task
 	dec, err := s.hooks.Intercept(ctx, dispatcher.Event{HookType: dispatcher.PreScheduledTask, TraceID: f.run.TraceID,
-		SessionID: f.boundSession(), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
+		SessionID: boundSession(f.task), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
 		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name}})
 	switch {
 	case ctx.Err() != nil:
@@ -210,7 +210,7 @@ func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.T
 	// The session actually used, else the task's bound one, else null.
 	session := run.SessionID
 	if session == nil {
-		session = (&firing{task: task}).boundSession()
+		session = boundSession(task)
 	}
 	c := &dispatcher.PostScheduledTaskContext{TaskID: task.ID, TaskName: task.Name,
 		Succeeded: run.Status == storage.TaskRunSucceeded, DurationMs: run.DurationMs, RequestID: run.RequestID}
