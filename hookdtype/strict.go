@@ -281,11 +281,7 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 		}
 		switch {
 		case !known:
-			msg := "unknown field"
-			if s := Suggest(string(k), fields.names); s != "" {
-				msg += " (did you mean " + strconv.Quote(s) + "?)"
-			}
-			err = leaf(k, msg)
+			err = leaf(k, fields.unknown(string(k)))
 		case err == nil && fields != nil && fields.nonEmpty[string(k)] && emptyLiteral(w.b[SkipSpace(w.b, i):end]):
 			err = leaf(k, "is empty; leave it out for the default, or give a value")
 		case err != nil:
@@ -339,6 +335,30 @@ type structFields struct {
 }
 
 var fieldCache sync.Map // reflect.Type -> *structFields
+
+// unknown is the message for a field k these fields do not have: with the known field k is
+// likely a typo of, else with the field of that name one object further in ("failureMode" sent
+// beside hookName: did you mean "dispatchConfig.failureMode"?).
+func (f *structFields) unknown(k string) string {
+	if s := Suggest(k, f.names); s != "" {
+		return "unknown field (did you mean " + strconv.Quote(s) + "?)"
+	}
+	for _, name := range f.names {
+		t := f.types[name]
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct {
+			continue
+		}
+		for _, in := range fieldsOf(t).names {
+			if foldName(in) == foldName(k) {
+				return "unknown field here (did you mean " + strconv.Quote(name+"."+in) + "?)"
+			}
+		}
+	}
+	return "unknown field"
+}
 
 func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {

@@ -261,11 +261,7 @@ func refFields(node any, t reflect.Type, path string) error {
 		for _, k := range keys {
 			ft, known := fields.types[k]
 			if !known {
-				msg := "unknown field"
-				if s := Suggest(k, fields.names); s != "" {
-					msg += " (did you mean " + strconv.Quote(s) + "?)"
-				}
-				return Invalid(join(path, k, k), "%s", msg)
+				return Invalid(join(path, k, k), "%s", fields.unknown(k))
 			}
 			if err := refFields(obj[k], ft, join(path, k, k)); err != nil {
 				return err

@@ -39,6 +39,11 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"HookName":"x"}`, "", "HookName", `unknown field (did you mean "hookName"?)`},
 		{`{"dispatchConfig":{"failure_mode":"DENY"}}`, "", "dispatchConfig.failure_mode", `unknown field (did you mean "failureMode"?)`},
 		{`{"ptr":{"zzz":1}}`, "", "ptr.zzz", "unknown field"},
+		// A field sent one object too far out is pointed to where it belongs; a close name at
+		// the field's own level is the likelier typo and wins.
+		{`{"failure_mode":"DENY"}`, "", "failure_mode", `unknown field here (did you mean "dispatchConfig.failureMode"?)`},
+		{`{"when":"a"}`, "", "when", "unknown field"},
+		{`{"timeout":1}`, "", "timeout", `unknown field (did you mean "timeoutMs"?)`},
 		{`{"dispatchConfig":{"rules":[{"when":"a"},{"wehn":"b"}]}}`, "", "dispatchConfig.rules[1].wehn", `unknown field (did you mean "when"?)`},
 		{`{"Ignored":1}`, "", "Ignored", "unknown field"},
 		{`{"skipped":1}`, "", "skipped", "unknown field"},

@@ -5,13 +5,10 @@ import "strings"
 // Suggest returns the candidate closest to s when it is close enough to be a likely typo, else "".
 // Case and the separators '_' and '-' are ignored first, so `failure_mode` finds `failureMode`.
 func Suggest(s string, candidates []string) string {
-	fold := func(v string) string {
-		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(v))
-	}
-	fs := fold(s)
+	fs := foldName(s)
 	best, bestD := "", min(len(s)/3+1, 3)
 	for _, c := range candidates {
-		fc := fold(c)
+		fc := foldName(c)
 		if fc == fs {
 			return c
 		}
@@ -42,4 +39,9 @@ func distance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(rb)]
+}
+
+// foldName is a field name without case and the separators '_' and '-'.
+func foldName(v string) string {
+	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(v))
 }
