@@ -169,8 +169,10 @@ func planApply(desired, current []dispatcher.Hook, owner string, resendSecrets b
 	return plan, nil
 }
 
+// hasSecrets reports whether the files give h a secret (a cleared one is none).
 func hasSecrets(h dispatcher.Hook) bool {
-	return h.DispatchConfig.SigningSecret != nil || h.DispatchConfig.Auth != nil
+	dc := h.DispatchConfig
+	return dc.SigningSecret != nil && *dc.SigningSecret != "" || dc.Auth != nil && dc.Auth.Type != dispatcher.AuthNone
 }
 
 // hookChanges lists the fields in which the daemon's hook differs from the file's, as the daemon
@@ -264,7 +266,13 @@ func (p applyPlan) print(w io.Writer) {
 		case "delete":
 			fmt.Fprintf(w, "- delete %s (id %d)\n", s.hook.HookName, s.id)
 		case "keep":
-			fmt.Fprintf(w, "= keep   %s (id %d)\n", s.hook.HookName, s.id)
+			// The daemon never shows a secret, so "unchanged" cannot cover the secrets: the plan
+			// says so rather than claim a rotated secret is in place.
+			if hasSecrets(s.hook) {
+				fmt.Fprintf(w, "= keep   %s (id %d; secrets not compared: --resend-secrets sends them)\n", s.hook.HookName, s.id)
+			} else {
+				fmt.Fprintf(w, "= keep   %s (id %d)\n", s.hook.HookName, s.id)
+			}
 		}
 	}
 	fmt.Fprintf(w, "plan: %d to create, %d to update, %d to delete, %d unchanged\n",
