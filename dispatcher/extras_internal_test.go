@@ -56,3 +56,22 @@ func TestParseAnswerExtras(t *testing.T) {
 		t.Errorf("a hint on user_message: %+v %v", dec, err)
 	}
 }
+
+// TestSentTwice: a member hookd reads, sent twice in any case, is named; others are not.
+func TestSentTwice(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"decision":"deny","decision":"allow"}`:                  "decision",
+		` { "Decision" : "deny" , "DECISION":"allow" } `:          "decision",
+		`{"reason":"a","x":{"reason":1,"reason":2},"reason":"b"}`: "reason",
+		`{"modifiedvalue":"{}","modifiedValue":"{}"}`:             "modifiedValue",
+		`{"decision":"deny","x":[{"decision":1}],"y":"decision"}`: "",
+		`{"a":1,"a":2}`: "",
+		`{}`:            "",
+		`null`:          "",
+		`{"d\u0065cision":"deny","decision":"allow"}`: "decision",
+	} {
+		if got := sentTwice([]byte(body)); got != want {
+			t.Errorf("%s: %q, want %q", body, got, want)
+		}
+	}
+}

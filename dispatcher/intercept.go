@@ -407,6 +407,11 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return Decision{}, fmt.Errorf("unparsable response body: %w", err)
 	}
+	if f := sentTwice(body); f != "" {
+		// encoding/json would take the last one: which the receiver meant is not known, and
+		// {"decision":"deny","decision":"allow"} must not pass as an allow.
+		return Decision{}, hookdtype.Invalid(f, "sent twice (names are matched without case); send each field once")
+	}
 	extra, err := parseExtras(&ans, t)
 	if err != nil {
 		return Decision{}, err
@@ -438,6 +443,39 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 		dec.Extras = []Extra{*extra}
 	}
 	return dec, nil
+}
+
+// answerFields are the members of an answer that hookd reads (hookAnswer's), each matched
+// without case as encoding/json matches them.
+var answerFields = [...]string{"decision", "reason", "modifiedValue", "hint", "events", "toolEvent"}
+
+// sentTwice names a member of answerFields that the answer body (valid JSON) holds more than
+// once, or "".
+func sentTwice(body []byte) string {
+	i := hookdtype.SkipSpace(body, 0)
+	if body[i] != '{' {
+		return ""
+	}
+	var seen [len(answerFields)]bool
+	for i++; ; {
+		if i = hookdtype.SkipSpace(body, i); body[i] == '}' {
+			return ""
+		}
+		end, decode := hookdtype.StringEnd(body, i)
+		k := hookdtype.StringContent(body[i:end], decode)
+		for n, f := range answerFields {
+			if strings.EqualFold(k, f) {
+				if seen[n] {
+					return f
+				}
+				seen[n] = true
+			}
+		}
+		i = hookdtype.ValueEnd(body, hookdtype.SkipSpace(body, end)+1)
+		if i = hookdtype.SkipSpace(body, i); body[i] == ',' {
+			i++
+		}
+	}
 }
 
 // jsonKindOf names the kind of a JSON value that is not a string.

@@ -69,6 +69,10 @@ func TestInterceptToleranceRules(t *testing.T) {
 			w.Write([]byte(`{"decision":"allow"}`))
 		}, failure: true},
 		{name: "unparsable body", answer: reply(200, `not json`), failure: true},
+		// encoding/json would take the last of the two: which was meant is not known.
+		{name: "decision sent twice", answer: reply(200, `{"decision":"deny","decision":"allow"}`), failure: true},
+		{name: "decision sent twice in two cases", answer: reply(200, `{"decision":"deny","reason":"r","Decision":"allow"}`), failure: true},
+		{name: "unread field sent twice", answer: reply(200, `{"decision":"deny","reason":"r","x":1,"x":2}`), want: Deny, reason: "r"},
 		// A well-formed deny past what hookd reads: a failure that says so, not a parse error.
 		{name: "answer over the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
 			strings.Repeat("x", maxResponseBody)+`"}`), failure: true},
