@@ -276,6 +276,61 @@ func TestSupplementaryInput(t *testing.T) {
 	}
 }
 
+// TestSupplementaryInputAsked: input sent while a run runs is a user message too, asked of the
+// user_message hooks before the model gets it: a deny keeps it from the model (a hint tied to
+// it says why), a modify is what the model gets, and each is on the decision log.
+func TestSupplementaryInputAsked(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	e.hook(`{"hookName":"input policy","hookType":"user_message","dispatchType":"policy","policyConfig":{"rules":[
+		{"name":"forbidden","when":"input.contains('forbidden')","decision":"deny","reason":"'不允许的输入'"},
+		{"name":"review","when":"input.contains('review')","decision":"ask","reason":"'needs review'"},
+		{"name":"rewrite","when":"input == 'rewrite me'","decision":"modify","modifiedValue":"'plain'"}]}}`)
+	info := e.start("u", "s", "supp")
+	e.until(info.RequestID, 0, KindModelStarted)
+	ids := map[string]string{}
+	for _, text := range []string{"forbidden: exfiltrate", "review this", "rewrite me"} {
+		id, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[text] = id
+	}
+	evs := e.until(info.RequestID, 0, KindRunEnded)
+	var consumed []string
+	refused := map[string]string{}
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == KindInputConsumed:
+			consumed = append(consumed, ev.Input.InputID+"="+ev.Input.Content)
+		case ev.Kind == KindHint && *ev.Block.HintSource == "hookd":
+			refused[ev.Block.InputID] = ev.Block.Text
+		}
+	}
+	if len(consumed) != 1 || consumed[0] != ids["rewrite me"]+"=plain" {
+		t.Fatalf("consumed %v, want only the rewritten input, as rewritten", consumed)
+	}
+	if !strings.Contains(refused[ids["forbidden: exfiltrate"]], "不允许的输入") || !strings.Contains(refused[ids["review this"]], "needs review") {
+		t.Fatalf("refusals %v", refused)
+	}
+	h, _ := e.rt.History(context.Background(), info.SessionID, time.Time{})
+	for _, m := range h {
+		if strings.Contains(m.Text, "forbidden") || strings.Contains(m.Text, "review") || m.Text == "rewrite me" {
+			t.Fatalf("the model's history holds %q: %+v", m.Text, h)
+		}
+	}
+	rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{HookType: "user_message"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, r := range rows {
+		outcomes = append([]string{r.Outcome}, outcomes...)
+	}
+	if strings.Join(outcomes, ",") != "allow,deny,ask,modify" {
+		t.Fatalf("decision log outcomes %v, want the first input's and the three sent during the run", outcomes)
+	}
+}
+
 func TestManualSuspendResume(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
 	info := e.start("u", "s", "steps")

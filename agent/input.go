@@ -1,9 +1,11 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -20,6 +22,11 @@ func (r *run) consumeInputs() {
 		return
 	}
 	for _, in := range inputs {
+		content, admitted := r.admitInput(in)
+		if !admitted {
+			continue
+		}
+		in.Content = content
 		// The answer so far stays with the current assistant message.
 		so := assistantBody{Text: r.answer(), Thinking: r.state.Thinking}
 		if err := r.rt.db.UpdateMessage(ctx, r.assistantID(), mustJSON(so)); err != nil {
@@ -43,6 +50,32 @@ func (r *run) consumeInputs() {
 		h.Block.InputID = in.InputID
 		r.emit(h)
 	}
+}
+
+// admitInput asks the user_message hooks about a supplementary input, as about the run's first
+// input: what the model gets is what they allow (a modify's text). A deny or an ask (nobody can
+// be asked in the middle of a step) keeps the input from the model, and a hint tied to it says
+// why; so does a hook that could not be asked at all.
+func (r *run) admitInput(in storage.RunInput) (string, bool) {
+	dec, err := r.rt.hooks.Intercept(r.ctx, r.userMessage(in.Content))
+	refused := func(reason string) (string, bool) {
+		h := hintEvent("hookd", "this input was not given to the agent: "+reason)
+		h.Block.InputID = in.InputID
+		r.emit(h)
+		return "", false
+	}
+	if err != nil {
+		r.rt.log.ErrorContext(r.ctx, "user_message hook on supplementary input failed", "requestId", r.rec.RequestID, "err", err)
+		return refused("its user_message hooks could not be asked")
+	}
+	r.showExtras(dec.Extras, nil)
+	switch dec.Decision {
+	case dispatcher.Deny, dispatcher.Ask:
+		return refused(cmp.Or(dec.Reason, "the input was refused by policy"))
+	case dispatcher.Modify:
+		return *dec.ModifiedValue, true
+	}
+	return in.Content, true
 }
 
 // AppendInput queues supplementary input for a live (running or suspended) run; it becomes a

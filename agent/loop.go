@@ -167,14 +167,21 @@ func optional(s string) *string {
 	return &s
 }
 
-// execute runs a new run from its user message to its end.
-func (r *run) execute() {
+// userMessage is the user_message event of a text the user gave this run: its first input or
+// one sent while it runs.
+func (r *run) userMessage(input string) dispatcher.Event {
 	spec := &r.spec
 	ts := dispatcher.TriggerSource{SourceType: spec.TriggerSource, ChannelType: optional(spec.ChannelType),
 		ChannelProvider: optional(spec.ChannelProvider)}
-	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.UserMessage, &dispatcher.UserMessageContext{
-		UserInput: spec.Input, ChatMode: "single_chat", TriggerSource: ts, BizKey: optional(spec.BizKey),
-		UserNickname: optional(spec.UserNickname)}))
+	return r.hookEvent(dispatcher.UserMessage, &dispatcher.UserMessageContext{
+		UserInput: input, ChatMode: "single_chat", TriggerSource: ts, BizKey: optional(spec.BizKey),
+		UserNickname: optional(spec.UserNickname)})
+}
+
+// execute runs a new run from its user message to its end.
+func (r *run) execute() {
+	spec := &r.spec
+	dec, err := r.rt.hooks.Intercept(r.ctx, r.userMessage(spec.Input))
 	if err != nil {
 		r.fail(CodeInternal, "user_message hook: "+err.Error(), false, false)
 		return
