@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,8 +50,8 @@ func isStatus(t *testing.T, rt *Runtime, user, requestID, status string) {
 	}
 }
 
-// until reads a run's events from `after` until one of kind k arrives (inclusive).
-func (e *env) until(requestID string, after int64, k Kind) []Event {
+// until reads a run's events from `after` until one of the kinds ks arrives (inclusive).
+func (e *env) until(requestID string, after int64, ks ...Kind) []Event {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -61,14 +62,14 @@ func (e *env) until(requestID string, after int64, k Kind) []Event {
 	var out []Event
 	for ev := range ch {
 		out = append(out, ev)
-		if ev.Kind == k {
+		if slices.Contains(ks, ev.Kind) {
 			cancel()
 			for range ch { // closed once the follower is closed: it no longer counts as a reader
 			}
 			return out
 		}
 	}
-	e.t.Fatalf("no %s in run %s: %s", k, requestID, kinds(out))
+	e.t.Fatalf("no %v in run %s: %s", ks, requestID, kinds(out))
 	return nil
 }
 
@@ -273,6 +274,55 @@ func TestSupplementaryInput(t *testing.T) {
 	}
 	if _, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, "late"); !errors.Is(err, ErrNotLive) {
 		t.Fatalf("append to an ended run: %v", err)
+	}
+}
+
+// TestEditedArgumentsReconsidered: arguments a person edits while approving face the hooks
+// again; a hook's ask on them goes back to a person with those arguments (approved as they
+// are, they run), and a deny stops the call.
+func TestEditedArgumentsReconsidered(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{DefaultBehavior: BehaviorAsk})
+	e.hook(`{"hookName":"write policy","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file","dispatchType":"policy",
+		"policyConfig":{"rules":[
+		{"name":"forbidden","when":"args.content.contains('forbidden')","decision":"deny","reason":"'no forbidden writes'"},
+		{"name":"secret","when":"args.content.contains('secret')","decision":"ask","reason":"'secrets need review'"}]}}`)
+	dir := func(info RunInfo) string { d, _ := e.rt.ws.Dir(info.SessionID); return d }
+	approve := func(info RunInfo, after int64, call AskCall, input string) []Event {
+		t.Helper()
+		ans := Answer{AskID: call.AskID, Approved: true, Arguments: json.RawMessage(call.Arguments)}
+		if input != "" {
+			ans.Input = json.RawMessage(input)
+		}
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); err != nil {
+			t.Fatal(err)
+		}
+		return e.until(info.RequestID, after, KindSuspended, KindRunEnded)
+	}
+
+	info := e.start("alice", "s1", "write")
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	first := find(evs, KindAsk).Ask.Calls[0]
+	rest := approve(info, evs[len(evs)-1].Seq, first, `{"path":"a.txt","content":"a secret"}`)
+	again := find(rest, KindAsk)
+	if again == nil || !strings.Contains(again.Ask.Calls[0].Arguments, "a secret") || again.Ask.Calls[0].RuleDescription != "secrets need review" {
+		t.Fatalf("the edited call was not asked again: %s", kinds(rest))
+	}
+	if _, err := os.Stat(filepath.Join(dir(info), "a.txt")); err == nil {
+		t.Fatal("the edited call ran before its second approval")
+	}
+	end := approve(info, rest[len(rest)-1].Seq, again.Ask.Calls[0], "")
+	if b, _ := os.ReadFile(filepath.Join(dir(info), "a.txt")); string(b) != "a secret" || end[len(end)-1].Kind != KindRunEnded {
+		t.Fatalf("approved as asked, the call did not run: %q %s", b, kinds(end))
+	}
+
+	info = e.start("alice", "s2", "write")
+	evs = e.until(info.RequestID, 0, KindSuspended)
+	end = approve(info, evs[len(evs)-1].Seq, find(evs, KindAsk).Ask.Calls[0], `{"path":"a.txt","content":"forbidden"}`)
+	if te := find(end, KindToolResultEnded).Tool; te.State != ToolDenied || !strings.Contains(te.Error, "no forbidden writes") {
+		t.Fatalf("denied edit: %+v", te)
+	}
+	if _, err := os.Stat(filepath.Join(dir(info), "a.txt")); err == nil {
+		t.Fatal("a denied edit was written")
 	}
 }
 

@@ -138,7 +138,7 @@ func (r *run) resume() {
 			if len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args) {
 				ans.Input = string(a.Input)
 				p.Args = string(a.Input)
-				r.preToolUse(p, false) // edited arguments face the hooks again; the call ended before the pause
+				r.reconsider(p)
 			}
 		case storage.AskExpired:
 			ans.Reason = "等待超时"
@@ -173,6 +173,28 @@ func (r *run) resume() {
 		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State, Output: p.Result.Text}})
 	}
 	r.loop()
+}
+
+// reconsider puts the arguments a person edited in approving p before what decided p the first
+// time: the pre_tool_use hooks (the call ended before the pause: no second tool.call.ended) and
+// the permission rules' deny. The person approved these arguments and no others, so when a hook
+// asks, or its modify changes them, p goes back to a person with the arguments it would run
+// with; approved as they are, they run.
+func (r *run) reconsider(p *pendingCall) {
+	approved := p.Args
+	p.HookAsk = ""
+	if !r.preToolUse(p, false) {
+		return // denied, or the hooks failed: p.Stage says which
+	}
+	if tool, known := r.rt.tools.Get(p.Name); known {
+		if behavior, _, _ := r.permission(tool.Spec(), json.RawMessage(p.Args)); behavior == BehaviorDeny {
+			p.Stage, p.Reason = stageDenied, "denied by a permission rule"
+			return
+		}
+	}
+	if p.HookAsk != "" || argsHash(p.Args) != argsHash(approved) {
+		p.Stage, p.AskID = stageAsking, "ask_"+newEventID()[:20]
+	}
 }
 
 // sweep expires asks nobody answered in time, which lets their runs go on (as denied).
