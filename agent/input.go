@@ -70,7 +70,7 @@ func (r *run) admitInput(in storage.RunInput) (string, bool) {
 	}
 	r.showExtras(dec.Extras, nil)
 	switch dec.Decision {
-	case dispatcher.Deny, dispatcher.Ask:
+	case dispatcher.Deny: // an ask too (userMessage)
 		return refused(cmp.Or(dec.Reason, "the input was refused by policy"))
 	case dispatcher.Modify:
 		return *dec.ModifiedValue, true

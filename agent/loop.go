@@ -173,9 +173,11 @@ func (r *run) userMessage(input string) dispatcher.Event {
 	spec := &r.spec
 	ts := dispatcher.TriggerSource{SourceType: spec.TriggerSource, ChannelType: optional(spec.ChannelType),
 		ChannelProvider: optional(spec.ChannelProvider)}
-	return r.hookEvent(dispatcher.UserMessage, &dispatcher.UserMessageContext{
+	ev := r.hookEvent(dispatcher.UserMessage, &dispatcher.UserMessageContext{
 		UserInput: input, ChatMode: "single_chat", TriggerSource: ts, BizKey: optional(spec.BizKey),
 		UserNickname: optional(spec.UserNickname)})
+	ev.Enforce = dispatcher.RefuseAsk("nobody can be asked before the run takes the input")
+	return ev
 }
 
 // execute runs a new run from its user message to its end.
@@ -189,9 +191,7 @@ func (r *run) execute() {
 	r.showExtras(dec.Extras, nil)
 	input := spec.Input
 	switch dec.Decision {
-	case dispatcher.Deny, dispatcher.Ask:
-		// A run has no one to ask before it starts: an ask on the input refuses it, with the
-		// hook's reason (docs/policies.md).
+	case dispatcher.Deny: // an ask too: nobody can be asked before the run starts (userMessage)
 		reason := dec.Reason
 		if reason == "" {
 			reason = "the input was refused by policy"

@@ -138,12 +138,6 @@ func (r *run) decide(p *pendingCall) {
 		return
 	}
 	if external {
-		if p.HookAsk != "" {
-			// The client runs the call the moment it is handed over: there is no point left
-			// at which a person could be asked, so the call does not run.
-			p.Stage, p.Reason = stageDenied, "a hook asks a person to approve this call, and a client-executed tool cannot wait for one: "+p.HookAsk
-			return
-		}
 		p.External, p.Stage, p.AskID = true, stageExternal, "ext_"+newEventID()[:20]
 		return
 	}
@@ -165,8 +159,14 @@ func (r *run) decide(p *pendingCall) {
 // ends the call (callEnded) as soon as the hooks' verdict fixed its arguments, before what the
 // hooks sent with the verdict is shown: a tool event about the call follows the call's end.
 func (r *run) preToolUse(p *pendingCall, end bool) bool {
-	dec, err := r.rt.hooks.Intercept(r.ctx, r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
-		ToolName: p.Name, ToolCallID: p.ID, Arguments: dispatcher.Value(p.Args)}))
+	ev := r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{
+		ToolName: p.Name, ToolCallID: p.ID, Arguments: dispatcher.Value(p.Args)})
+	if r.isExternal(p.Name) {
+		// The client runs the call the moment it is handed over: no point is left at which a
+		// person could be asked.
+		ev.Enforce = dispatcher.RefuseAsk("a client-executed tool cannot wait for a person")
+	}
+	dec, err := r.rt.hooks.Intercept(r.ctx, ev)
 	if err == nil && dec.ModifiedValue != nil && (dec.Decision == dispatcher.Modify || dec.Decision == dispatcher.Ask) {
 		p.Args = *dec.ModifiedValue // an ask's person is asked about the call as modified
 	}

@@ -107,6 +107,33 @@ func TestDecisionRecordIsWhatWasEnforced(t *testing.T) {
 			}
 		})
 
+		// A caller that enforces something else than the chain's verdict (nobody to ask): the
+		// rows that answered the verdict record what took effect; the others stay as answered.
+		t.Run("enforced by the caller", func(t *testing.T) {
+			asks := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"ask","reason":"review"}` })
+			allows := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"allow"}` })
+			agent := int64(5)
+			h.add(Hook{HookName: "asker", HookType: PreToolUse, AgentID: &agent, Priority: 1, DispatchConfig: DispatchConfig{URL: asks.srv.URL}})
+			h.add(Hook{HookName: "allower", HookType: PreToolUse, AgentID: &agent, Priority: 2, DispatchConfig: DispatchConfig{URL: allows.srv.URL}})
+			ev := event(agent)
+			var seen Decision
+			ev.Enforce = func(d Decision) Decision {
+				seen = d
+				if d.Decision == Ask {
+					return Decision{Decision: Deny, Reason: d.Reason + " (nobody can be asked here)", DecisionID: d.DecisionID}
+				}
+				return d
+			}
+			dec, err := h.d.Intercept(ctx, ev)
+			if err != nil || dec.Decision != Deny || dec.Reason != "review (nobody can be asked here)" || seen.Decision != Ask {
+				t.Fatalf("%+v %v (Enforce saw %+v)", dec, err, seen)
+			}
+			rows := h.decisions(dec.DecisionID, 2)
+			if rows[0].Outcome != Deny || rows[0].Reason != dec.Reason || rows[1].Outcome != Allow {
+				t.Fatalf("rows %s %q, %s", rows[0].Outcome, rows[0].Reason, rows[1].Outcome)
+			}
+		})
+
 		t.Run("user input is hashed", func(t *testing.T) {
 			rec := newRecorder(t, nil)
 			agent := int64(4)

@@ -23,6 +23,11 @@ type Event struct {
 	Context any
 	// OccurredAt defaults to now.
 	OccurredAt time.Time
+	// Enforce, when set, turns the chain's verdict into what the caller will enforce where that
+	// differs: a caller with nobody to ask refuses an ask, a coding agent that cannot take new
+	// arguments blocks a modify. Intercept returns what it returns, and the decision log records
+	// that: the rows that answered the verdict it replaced take its outcome and reason.
+	Enforce func(Decision) Decision
 }
 
 // normalizeContext turns the other accepted forms of a context into the pointer form that

@@ -231,12 +231,45 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		if askReason != nil {
 			verdict.Decision, verdict.Reason = Ask, *askReason
 		}
+		if ev.Enforce != nil {
+			verdict = enforced(recs, verdict, ev.Enforce(verdict))
+		}
 		return verdict, nil
 	}()
 	if rerr := d.recordDecisions(ctx, recs, subjs); rerr != nil {
 		return Decision{}, rerr
 	}
 	return verdict, err
+}
+
+// RefuseAsk is the Event.Enforce of a caller with nobody to ask (why says so): an ask is
+// refused, and recorded as the deny it is, its reason saying why.
+func RefuseAsk(why string) func(Decision) Decision {
+	return func(d Decision) Decision {
+		if d.Decision == Ask {
+			reason := d.Reason
+			if reason == "" {
+				reason = "a hook asks a person to approve this"
+			}
+			d.Decision, d.ModifiedValue, d.Reason = Deny, nil, reason+" ("+why+", so it is refused)"
+		}
+		return d
+	}
+}
+
+// enforced is what the caller enforces in place of verdict (Event.Enforce): the rows that
+// answered verdict's decision, which did not take effect, are recorded as what did, with its
+// reason.
+func enforced(recs []storage.Decision, verdict, e Decision) Decision {
+	if e.Decision == verdict.Decision {
+		return e
+	}
+	for i := range recs {
+		if recs[i].Outcome == verdict.Decision {
+			recs[i].Outcome, recs[i].Reason = e.Decision, e.Reason
+		}
+	}
+	return e
 }
 
 // hookResult is what asking one hook came to, as a dispatch enforces it.

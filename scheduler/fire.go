@@ -89,7 +89,8 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	t := &f.task
 	dec, err := s.hooks.Intercept(ctx, dispatcher.Event{HookType: dispatcher.PreScheduledTask, TraceID: f.run.TraceID,
 		SessionID: boundSession(f.task), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
-		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name}})
+		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name},
+		Enforce: dispatcher.RefuseAsk("nobody can be asked at a scheduled firing")})
 	switch {
 	case ctx.Err() != nil:
 		f.end(storage.TaskRunInterrupted, codeShutdown, context.Cause(ctx).Error())
@@ -97,7 +98,7 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	case err != nil:
 		f.end(storage.TaskRunFailed, agent.CodeInternal, "pre_scheduled_task hook: "+err.Error())
 		return "", false
-	case dec.Decision == dispatcher.Deny, dec.Decision == dispatcher.Ask: // nobody to ask at a cron tick
+	case dec.Decision == dispatcher.Deny:
 		reason := dec.Reason
 		if reason == "" {
 			reason = "denied by a pre_scheduled_task hook"

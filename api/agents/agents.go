@@ -31,7 +31,12 @@ type Adapter interface {
 	// Map reads one hook input. For an event without a point only Event is set. An error on an
 	// event with a point still returns the Mapped, so that the caller can answer it with a block.
 	Map(in Input) (Mapped, error)
-	// Answer renders hookd's verdict on m as the harness's output body; nil means an empty body.
+	// Enforce is the verdict on m as the harness enforces it: an ask it cannot put to a person, a
+	// rewrite it cannot apply, is a block whose reason says so. Dispatches record this (Event.
+	// Enforce), and Answer renders it.
+	Enforce(m Mapped, v Verdict) Verdict
+	// Answer renders hookd's verdict on m, as Enforce has it, as the harness's output body; nil
+	// means an empty body.
 	Answer(m Mapped, v Verdict) []byte
 }
 
@@ -279,18 +284,24 @@ func rewriteAsBlock(harness, what string, v Verdict) string {
 		what, harness, *v.Modified)
 }
 
-// promptRefusal is the reason a prompt hook refuses the prompt with: every verdict but allow
-// refuses, since no harness can ask about or rewrite a prompt from its hook.
-func promptRefusal(v Verdict, harness string) (string, bool) {
+// block is v as a deny with reason, its hint and notice kept.
+func (v Verdict) block(reason string) Verdict {
+	v.Decision, v.Reason, v.Modified = dispatcher.Deny, reason, nil
+	return v
+}
+
+// promptEnforced is a prompt hook's verdict as every harness enforces it: anything but allow
+// refuses the prompt, since no harness can ask about or rewrite a prompt from its hook.
+func promptEnforced(v Verdict, harness string) Verdict {
 	switch {
 	case v.Decision == Ask:
-		return v.askAsBlock(harness, "prompt"), true
-	case v.blocks():
-		return v.reason(), true
+		return v.block(v.askAsBlock(harness, "prompt"))
+	case v.Decision == dispatcher.Deny:
+		return v.block(v.reason())
 	case v.Decision == dispatcher.Modify && v.Modified != nil:
-		return rewriteAsBlock(harness, "prompt", v), true
+		return v.block(rewriteAsBlock(harness, "prompt", v))
 	}
-	return "", false
+	return v
 }
 
 // modifiedObject is a modify's new arguments as a JSON object, or nil when they are not one.

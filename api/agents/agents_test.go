@@ -130,3 +130,31 @@ func TestExtrasOf(t *testing.T) {
 		t.Errorf("ExtrasOf(nil): %q %q %d", hint, notice, events)
 	}
 }
+
+// TestEnforceIsWhatIsAnswered: the decision log records Enforce's verdict, so it must be what the
+// answer tells the harness: on every interceptive fixture and every verdict, the answer to the
+// enforced verdict is the answer to the verdict, and enforcing again changes nothing. A harness
+// that cannot ask from a hook enforces an ask as a deny.
+func TestEnforceIsWhatIsAnswered(t *testing.T) {
+	obj, text := `{"command":"make test"}`, `not an object`
+	verdicts := []agents.Verdict{{Decision: dispatcher.Allow}, {Decision: dispatcher.Deny, Reason: "no"},
+		{Decision: agents.Ask, Reason: "ask finance"}, {Decision: dispatcher.Modify, Modified: &obj, Reason: "masked"},
+		{Decision: dispatcher.Modify, Modified: &text}, {Decision: agents.Ask, Hint: "a hint", Notice: "a notice"}}
+	eachFixture(t, func(ad agents.Adapter, f string, m agents.Mapped) {
+		if !m.Point.Interceptive() {
+			return
+		}
+		for _, v := range verdicts {
+			e := ad.Enforce(m, v)
+			if !bytes.Equal(ad.Answer(m, v), ad.Answer(m, e)) {
+				t.Errorf("%s %s %+v: the answer is not the enforced verdict's %+v", ad.Kind(), m.Event, v, e)
+			}
+			if again := ad.Enforce(m, e); again.Decision != e.Decision || again.Reason != e.Reason {
+				t.Errorf("%s %s %+v: enforced twice %+v, once %+v", ad.Kind(), m.Event, v, again, e)
+			}
+			if e.Decision == agents.Ask && (ad.Kind() == agents.Codex || ad.Kind() == agents.GeminiCLI || m.Point == dispatcher.UserMessage) {
+				t.Errorf("%s %s: an ask enforced as an ask, where the harness cannot ask", ad.Kind(), m.Event)
+			}
+		}
+	})
+}

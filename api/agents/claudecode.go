@@ -90,7 +90,8 @@ func toolError(in Input) (string, bool) {
 // says nothing, so Claude Code's own permission rules still apply; its hint alone is
 // hookSpecificOutput.additionalContext without a permissionDecision. A tool event's notice is the
 // top-level systemMessage, which Claude Code shows the user.
-func (claudeCode) Answer(m Mapped, v Verdict) []byte {
+func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
+	v = c.Enforce(m, v)
 	switch m.Point {
 	case dispatcher.PreToolUse:
 		out := claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}
@@ -98,13 +99,7 @@ func (claudeCode) Answer(m Mapped, v Verdict) []byte {
 		case v.blocks():
 			out.PermissionDecision, out.PermissionDecisionReason = v.Decision, v.reason()
 		case v.Decision == dispatcher.Modify:
-			args := modifiedObject(v)
-			if args == nil {
-				out.PermissionDecision = dispatcher.Deny
-				out.PermissionDecisionReason = rewriteAsBlock("Claude Code", "tool arguments", v)
-				break
-			}
-			out.PermissionDecision, out.UpdatedInput = dispatcher.Ask, args
+			out.PermissionDecision, out.UpdatedInput = dispatcher.Ask, modifiedObject(v)
 			out.PermissionDecisionReason = "hookd modified the tool arguments"
 			if v.Reason != "" {
 				out.PermissionDecisionReason = v.Reason
@@ -114,9 +109,23 @@ func (claudeCode) Answer(m Mapped, v Verdict) []byte {
 		}
 		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
 	case dispatcher.UserMessage:
-		return claudePrompt(m, v, "Claude Code")
+		return claudePrompt(m, v)
 	}
 	return nil
+}
+
+// Enforce: Claude Code asks and takes new tool arguments (as an ask about the rewritten call);
+// arguments that are not an object, and anything but an allow on a prompt, block.
+func (claudeCode) Enforce(m Mapped, v Verdict) Verdict {
+	switch m.Point {
+	case dispatcher.PreToolUse:
+		if v.Decision == dispatcher.Modify && v.Modified != nil && modifiedObject(v) == nil {
+			return v.block(rewriteAsBlock("Claude Code", "tool arguments", v))
+		}
+	case dispatcher.UserMessage:
+		return promptEnforced(v, "Claude Code")
+	}
+	return v
 }
 
 // claudeAnswer is the output of Claude Code's hooks, which Codex reads too.
@@ -143,12 +152,13 @@ func (s *claudeSpecific) orNil() *claudeSpecific {
 	return s
 }
 
-// claudePrompt is the answer of a prompt hook (Claude Code and Codex): {"decision": "block",
-// "reason"} for any verdict but allow; an allow's hint as hookSpecificOutput.additionalContext,
-// which joins the prompt. A refused prompt starts no turn, so its hint has no one to reach.
-func claudePrompt(m Mapped, v Verdict, harness string) []byte {
-	if reason, refused := promptRefusal(v, harness); refused {
-		return encode(claudeAnswer{Decision: "block", Reason: reason})
+// claudePrompt is the answer of a prompt hook (Claude Code and Codex) on an enforced verdict:
+// {"decision": "block", "reason"} for a deny; an allow's hint as
+// hookSpecificOutput.additionalContext, which joins the prompt. A refused prompt starts no turn,
+// so its hint has no one to reach.
+func claudePrompt(m Mapped, v Verdict) []byte {
+	if v.Decision == dispatcher.Deny {
+		return encode(claudeAnswer{Decision: "block", Reason: v.reason()})
 	}
 	if v.Hint == "" {
 		return nil

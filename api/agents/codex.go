@@ -28,19 +28,32 @@ func (codex) Point(event string) dispatcher.HookType { return codexPoints[event]
 
 func (codex) Map(in Input) (Mapped, error) { return mapClaudeShape(Codex, codexPoints, in) }
 
+// Enforce: Codex neither asks nor rewrites from a hook, so an ask or a modify blocks.
+func (codex) Enforce(m Mapped, v Verdict) Verdict {
+	switch m.Point {
+	case dispatcher.PreToolUse:
+		switch {
+		case v.Decision == Ask:
+			return v.block(v.askAsBlock("Codex", "call"))
+		case v.Decision == dispatcher.Modify && v.Modified != nil:
+			return v.block(rewriteAsBlock("Codex", "tool arguments", v))
+		}
+	case dispatcher.UserMessage:
+		return promptEnforced(v, "Codex")
+	}
+	return v
+}
+
 // Answer: every block is a deny in hookSpecificOutput; a hint is hookSpecificOutput.additionalContext
 // (PreToolUse and UserPromptSubmit take it) and a tool event's notice the top-level systemMessage.
-func (codex) Answer(m Mapped, v Verdict) []byte {
+func (c codex) Answer(m Mapped, v Verdict) []byte {
+	v = c.Enforce(m, v)
 	switch m.Point {
 	case dispatcher.PreToolUse:
 		out := claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}
 		switch {
-		case v.Decision == Ask:
-			out.PermissionDecisionReason = v.askAsBlock("Codex", "call")
 		case v.blocks():
 			out.PermissionDecisionReason = v.reason()
-		case v.Decision == dispatcher.Modify && v.Modified != nil:
-			out.PermissionDecisionReason = rewriteAsBlock("Codex", "tool arguments", v)
 		case v.Hint == "" && v.Notice == "":
 			return nothing
 		}
@@ -49,7 +62,7 @@ func (codex) Answer(m Mapped, v Verdict) []byte {
 		}
 		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
 	case dispatcher.UserMessage:
-		if b := claudePrompt(m, v, "Codex"); b != nil {
+		if b := claudePrompt(m, v); b != nil {
 			return b
 		}
 	}

@@ -146,22 +146,17 @@ type cursorPermission struct {
 // deny that says why. beforeSubmitPrompt can only refuse ({"continue": false}). A hint joins
 // agent_message and a tool event's notice user_message; with an allow they are not forwarded, since
 // Cursor reads those messages only beside a permission, and hookd's allow is not the user's.
-func (cursor) Answer(m Mapped, v Verdict) []byte {
+func (c cursor) Answer(m Mapped, v Verdict) []byte {
+	v = c.Enforce(m, v)
 	switch m.Point {
 	case dispatcher.PreToolUse:
 		out := cursorPermission{Permission: v.Decision}
 		switch {
-		case v.Decision == Ask && m.Event == "beforeReadFile":
-			out.Permission, out.AgentMessage = dispatcher.Deny, v.askAsBlock("Cursor", "call")
 		case v.blocks():
 			out.AgentMessage = v.reason()
 		case v.Decision == dispatcher.Modify && v.Modified != nil:
-			if args := modifiedObject(v); m.Event == "preToolUse" && args != nil {
-				out.Permission, out.UpdatedInput = "allow", args
-				out.AgentMessage = v.Reason
-				break
-			}
-			out.Permission, out.AgentMessage = dispatcher.Deny, rewriteAsBlock("Cursor", "tool arguments", v)
+			out.Permission, out.UpdatedInput = "allow", modifiedObject(v)
+			out.AgentMessage = v.Reason
 		default:
 			return nothing
 		}
@@ -169,9 +164,29 @@ func (cursor) Answer(m Mapped, v Verdict) []byte {
 		out.AgentMessage = with(out.AgentMessage, v.Hint)
 		return encode(out)
 	case dispatcher.UserMessage:
-		if reason, refused := promptRefusal(v, "Cursor"); refused {
-			return encode(map[string]any{"continue": false, "user_message": reason})
+		if v.Decision == dispatcher.Deny {
+			return encode(map[string]any{"continue": false, "user_message": v.reason()})
 		}
 	}
 	return nothing
+}
+
+// Enforce: only preToolUse takes updated_input and beforeReadFile cannot ask, so there a modify
+// or an ask blocks; beforeSubmitPrompt can only refuse.
+func (cursor) Enforce(m Mapped, v Verdict) Verdict {
+	switch m.Point {
+	case dispatcher.PreToolUse:
+		switch {
+		case v.Decision == Ask && m.Event == "beforeReadFile":
+			return v.block(v.askAsBlock("Cursor", "call"))
+		case v.Decision == dispatcher.Modify && v.Modified != nil:
+			if args := modifiedObject(v); m.Event == "preToolUse" && args != nil {
+				return v
+			}
+			return v.block(rewriteAsBlock("Cursor", "tool arguments", v))
+		}
+	case dispatcher.UserMessage:
+		return promptEnforced(v, "Cursor")
+	}
+	return v
 }

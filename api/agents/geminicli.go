@@ -30,26 +30,17 @@ func (geminiCLI) Map(in Input) (Mapped, error) { return mapClaudeShape(GeminiCLI
 // hookSpecificOutput.additionalContext; BeforeTool has no such field, so there a hint joins the
 // deny's reason (which the model reads) and is not forwarded with an allow. A tool event's notice
 // is the top-level systemMessage, which Gemini CLI shows the user.
-func (geminiCLI) Answer(m Mapped, v Verdict) []byte {
+func (g geminiCLI) Answer(m Mapped, v Verdict) []byte {
 	if m.Point != dispatcher.PreToolUse && m.Point != dispatcher.UserMessage {
 		return nothing
 	}
+	v = g.Enforce(m, v)
 	out := geminiAnswer{SystemMessage: v.Notice}
-	what, blocked := "tool arguments", "call"
-	if m.Point == dispatcher.UserMessage {
-		what, blocked = "prompt", "prompt"
-	}
 	switch {
-	case v.Decision == Ask:
-		out.Reason = v.askAsBlock("Gemini CLI", blocked)
 	case v.blocks():
 		out.Reason = v.reason()
 	case v.Decision == dispatcher.Modify && v.Modified != nil:
-		if args := modifiedObject(v); m.Point == dispatcher.PreToolUse && args != nil && keepsKeys(m.ToolInput, args) {
-			out.HookSpecificOutput = map[string]any{"tool_input": args}
-			break
-		}
-		out.Reason = rewriteAsBlock("Gemini CLI", what, v)
+		out.HookSpecificOutput = map[string]any{"tool_input": modifiedObject(v)}
 	case m.Point == dispatcher.UserMessage && v.Hint != "":
 		out.HookSpecificOutput = map[string]any{"hookEventName": m.Event, "additionalContext": v.Hint}
 	}
@@ -60,6 +51,28 @@ func (geminiCLI) Answer(m Mapped, v Verdict) []byte {
 		}
 	}
 	return encode(out)
+}
+
+// Enforce: Gemini CLI cannot ask from a hook; it merges new tool arguments into the model's, so
+// it takes only a rewrite that keeps every key, and it cannot rewrite a prompt. The rest blocks.
+func (geminiCLI) Enforce(m Mapped, v Verdict) Verdict {
+	if m.Point != dispatcher.PreToolUse && m.Point != dispatcher.UserMessage {
+		return v
+	}
+	what, blocked := "tool arguments", "call"
+	if m.Point == dispatcher.UserMessage {
+		what, blocked = "prompt", "prompt"
+	}
+	switch {
+	case v.Decision == Ask:
+		return v.block(v.askAsBlock("Gemini CLI", blocked))
+	case v.Decision == dispatcher.Modify && v.Modified != nil:
+		if args := modifiedObject(v); m.Point == dispatcher.PreToolUse && args != nil && keepsKeys(m.ToolInput, args) {
+			return v
+		}
+		return v.block(rewriteAsBlock("Gemini CLI", what, v))
+	}
+	return v
 }
 
 type geminiAnswer struct {

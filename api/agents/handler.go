@@ -160,6 +160,13 @@ func (h *handler) hook(c *gin.Context) {
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
+	// The log records what the harness is told to do, not what it cannot do (an ask it cannot
+	// put to a person is a block).
+	ev.Enforce = func(d dispatcher.Decision) dispatcher.Decision {
+		v := ad.Enforce(m, Verdict{Decision: d.Decision, Reason: d.Reason, Modified: d.ModifiedValue})
+		d.Decision, d.Reason, d.ModifiedValue = v.Decision, v.Reason, v.Modified
+		return d
+	}
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
 	if err != nil {
 		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}

@@ -321,9 +321,16 @@ func TestAgentGoldens(t *testing.T) {
 			t.Errorf("decision row of a Claude Code hook has agentKind %q", r.AgentKind)
 		}
 	}
-	for _, want := range []string{"pre_tool_use:deny", "user_message:deny", "pre_tool_use:modify"} {
+	for _, want := range []string{"pre_tool_use:deny", "user_message:deny", "pre_tool_use:modify", "pre_tool_use:ask"} {
 		if !slices.Contains(outcomes, want) {
 			t.Errorf("decision log of the Claude Code session lacks %s: %v", want, outcomes)
+		}
+	}
+	// Claude Code cannot ask about or rewrite a prompt, so those answers were blocks: the log
+	// says what the harness was told, not what the hook answered.
+	for _, never := range []string{"user_message:ask", "user_message:modify"} {
+		if slices.Contains(outcomes, never) {
+			t.Errorf("decision log of the Claude Code session records %s, which Claude Code enforced as a block: %v", never, outcomes)
 		}
 	}
 }
