@@ -55,6 +55,10 @@ func TestBrowserCannotDriveDevelopmentMode(t *testing.T) {
 		{dev, req{name: "Origin null", method: "POST", path: hooks, contentType: "application/json", origin: "null", want: 403}},
 		{dev, req{name: "rebinding: foreign Host", method: "POST", path: hooks, contentType: "application/json", host: "evil.example", want: 421}},
 		{dev, req{name: "rebinding: GET", method: "GET", path: hooks, host: "evil.example:8080", want: 421}},
+		// Development mode checks no bearer: one sent is no proof that a page did not send it.
+		{dev, req{name: "rebinding: any bearer", method: "POST", path: hooks, contentType: "text/plain", host: "evil.example:8080",
+			origin: "http://evil.example:8080", bearer: "anything", want: 421}},
+		{dev, req{name: "rebinding: any bearer, GET", method: "GET", path: hooks, host: "evil.example:8080", bearer: "anything", want: 421}},
 		{dev, req{name: "SSE GET from a foreign Origin", method: "GET", path: "/api/agent/run/stream?requestId=x", origin: "http://evil.example", want: 403}},
 		{dev, req{name: "chat write as text/plain", method: "POST", path: "/harness/chat", contentType: "text/plain", want: 415}},
 		{dev, req{name: "DELETE with a text/plain body", method: "DELETE", path: hooks + "/1", contentType: "text/plain", want: 415}},

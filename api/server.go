@@ -227,15 +227,18 @@ func adminAuth(tokens []string, dev bool, sessions *console.Sessions) gin.Handle
 // loopback name in development mode (421; DNS rebinding), and an Origin other than the daemon's
 // own or one of allowed (403; SSE GETs included). A request with a bearer token cannot be forged by
 // a page (setting Authorization cross-origin needs a preflight hookd never grants), so it keeps
-// any Content-Type: coding agents' hooks may not send one.
+// any Content-Type (coding agents' hooks may not send one); but in development mode, where no
+// bearer is checked, its Host must still be a loopback name.
 func browserSafe(dev bool, allowed []string) gin.HandlerFunc {
 	return func(c *gin.Context) {
 		r := c.Request
-		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || (!dev && r.Header.Get("Cookie") == "") {
+		if dev && !loopbackHost(r.Host) {
+			// Before the bearer's exemption: development mode checks no bearer, so after DNS
+			// rebinding a page, same-origin with the daemon, could send any.
+			wire.Fail(c, http.StatusMisdirectedRequest, "Host %q is not this daemon: in development mode it answers loopback names only", r.Host)
 			return
 		}
-		if dev && !loopbackHost(r.Host) {
-			wire.Fail(c, http.StatusMisdirectedRequest, "Host %q is not this daemon: in development mode it answers loopback names only", r.Host)
+		if strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") || (!dev && r.Header.Get("Cookie") == "") {
 			return
 		}
 		if o := r.Header.Get("Origin"); o != "" && !sameOrigin(o, r.Host) && !slices.Contains(allowed, o) {
