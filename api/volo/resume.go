@@ -154,9 +154,14 @@ func checkRules(rules []agent.RuleSpec, scope string) *apiError {
 		}
 	}
 	switch scope {
-	case "", "session", "user", "global":
+	case "", "session", "user":
+	case "global":
+		// A global rule decides every user's calls: it is the operator's, set with the admin
+		// API (/api/rules), never one user's answer to an ask.
+		return &apiError{status: http.StatusForbidden, key: errForbidden,
+			detail: "ruleScope: global rules apply to every user and are set through the admin API (/api/rules), not by a chat user"}
 	default:
-		return badRequest("ruleScope: %q is not one of session, user, global", scope)
+		return badRequest("ruleScope: %q is not one of session, user", scope)
 	}
 	return nil
 }

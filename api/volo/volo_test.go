@@ -103,6 +103,13 @@ func TestGoldenInteractionRoundTrip(t *testing.T) {
 		}
 		turn := turnOf(fs)
 		ipath := prefix + "/interaction-response/" + in.ev.Interaction.InteractionID
+		// A rule for every user is the operator's: a chat user's answer cannot set one, and the
+		// refused answer leaves the interaction waiting.
+		global := map[string]any{"approved": true, "ruleScope": "global",
+			"rules": []map[string]any{{"tool_name": "*", "rule_content": "*", "behavior": "allow", "source": "userSettings"}}}
+		if code, r, _ := e.call("POST", ipath, global); code != 403 || r.Message != "agent.error.forbidden" {
+			t.Fatalf("a global rule from a chat user: %d %+v", code, r)
+		}
 		code, _, raw := e.call("POST", ipath, map[string]any{"response": "approve"})
 		g.request("POST", ipath, code)
 		g.body(raw)
