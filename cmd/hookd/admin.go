@@ -56,7 +56,7 @@ func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMe
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot reach hookd at %s: %w", c.addr, err)
+		return nil, nil, fmt.Errorf("cannot reach hookd at %s: %w", shownAddr(c.addr), err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
@@ -149,4 +149,14 @@ func envOr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// shownAddr is a daemon address as messages show it: a password in it is "xxxxx" (the forwarder's
+// messages reach the coding agent's user and model).
+func shownAddr(addr string) string {
+	u, err := url.Parse(addr)
+	if err != nil {
+		return "(unparsable address)"
+	}
+	return u.Redacted()
 }

@@ -141,9 +141,9 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 	resp, err := forwardClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("no answer from %s within %s", f.addr, f.timeout)
+			return nil, fmt.Errorf("no answer from %s within %s", shownAddr(f.addr), f.timeout)
 		}
-		return nil, fmt.Errorf("cannot reach the daemon at %s", f.addr)
+		return nil, fmt.Errorf("cannot reach the daemon at %s", shownAddr(f.addr))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))

@@ -117,6 +117,14 @@ func TestHookForwarder(t *testing.T) {
 					t.Errorf("%s %s %s: exit %d stdout %q stderr %q", kind, ev, c.name, code, out, errs)
 				}
 			}
+			// A password in the address is not shown to the harness or its user.
+			if i == 0 {
+				withPassword := strings.Replace(down, "://", "://user:hunter2-secret@", 1)
+				out, errs, _ := runHook(t, withPassword, agentKey, in, "--agent", kind, ev, "--timeout", "300ms")
+				if strings.Contains(out+errs, "hunter2-secret") || !strings.Contains(errs, "user:xxxxx@") {
+					t.Errorf("%s %s: the address's password shown: stdout %q stderr %q", kind, ev, out, errs)
+				}
+			}
 			// --on-error allow lets a tool call through when the daemon is down, saying so.
 			if i == 0 {
 				_, errs, code := runHook(t, down, agentKey, in, "--agent", kind, ev, "--on-error", "allow")
