@@ -41,6 +41,7 @@ func (db *DB) Commit(ctx context.Context, b *WriteBatch) error {
 	if b.Empty() {
 		return nil
 	}
+	b.clean()
 	if appended, err := db.appendAlone(ctx, b); appended || err != nil {
 		return err
 	}
