@@ -276,3 +276,30 @@ func TestCanonicalJSONSortsAndCompacts(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchedDecisionsOutlastAWriteBlip: a batched decision is acted on before its row is
+// written, so a commit that fails on a passing fault (the database refusing writes for a moment)
+// is tried again, and the row lands once writes are possible again.
+func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
+	p := storagetest.PostgresWithRole(t)
+	db, err := storage.Open(context.Background(), p.URL, storage.Options{Key: storagetest.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := newHarness(t, db, Settings{DecisionDurability: DurabilityBatched})
+	rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"deny","reason":"no"}` })
+	h.add(Hook{HookName: "deny", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+	p.SetReadOnly(true)
+	dec, err := h.d.Intercept(context.Background(), Event{HookType: PreToolUse,
+		Context: &PreToolUseContext{ToolName: "x", ToolCallID: "c", Arguments: `{}`}})
+	if err != nil || dec.Decision != Deny {
+		t.Fatalf("%+v %v", dec, err)
+	}
+	h.logs.await(t, "write failed; trying again")
+	p.SetReadOnly(false)
+	h.d.Stop(context.Background()) // its writer ends with the rows it holds
+	if rows, err := db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: dec.DecisionID}); err != nil || len(rows) != 1 {
+		t.Fatalf("the acted-on decision's row: %d %v", len(rows), err)
+	}
+}

@@ -239,8 +239,9 @@ func (r *recorder) envelopes(t testing.TB) []Envelope {
 // logCapture is a slog handler that keeps records, so tests can see the warnings the
 // dispatcher promises.
 type logCapture struct {
-	mu   sync.Mutex
-	recs []capturedLog
+	mu      sync.Mutex
+	recs    []capturedLog
+	changed chan struct{} // closed at the next record (await)
 }
 
 type capturedLog struct {
@@ -260,8 +261,38 @@ func (c *logCapture) Handle(_ context.Context, r slog.Record) error {
 	})
 	c.mu.Lock()
 	c.recs = append(c.recs, l)
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 	c.mu.Unlock()
 	return nil
+}
+
+// await returns once a record with message msg has been logged, and fails the test when none
+// has been after 10 s.
+func (c *logCapture) await(t *testing.T, msg string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		c.mu.Lock()
+		for _, l := range c.recs {
+			if l.msg == msg {
+				c.mu.Unlock()
+				return
+			}
+		}
+		if c.changed == nil {
+			c.changed = make(chan struct{})
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("no %q logged", msg)
+		}
+	}
 }
 
 // find returns the records at level whose attribute key equals value.

@@ -56,65 +56,88 @@ func (d *Dispatcher) registerWriterMetrics(reg prometheus.Registerer) {
 // commitCycle writes one cycle's requests in one transaction. New outbox rows are handed to idle
 // delivery slots right here, marked claimed in the same transaction, and their deliveries start
 // once it has committed (persist, then announce); rows with no free slot are written pending for
-// the claim loop. If the shared transaction fails, each kind is retried in a transaction of its
-// own, so one kind's failure is not every caller's.
+// the claim loop. If the shared transaction fails, each request is retried in a transaction of
+// its own (commitApart), so one caller's failure is not every caller's.
 func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 	var b storage.WriteBatch
-	for _, r := range reqs {
+	spans := make([][2]int, len(reqs)) // each request's rows in b's slice of its kind
+	for i, r := range reqs {
 		switch r.kind {
 		case writeOutbox:
+			spans[i] = [2]int{len(b.Deliveries), len(b.Deliveries) + len(r.deliveries)}
 			b.Deliveries = append(b.Deliveries, r.deliveries...)
 		case writeOutcome:
+			spans[i] = [2]int{len(b.Outcomes), len(b.Outcomes) + len(r.outcomes)}
 			b.Outcomes = append(b.Outcomes, r.outcomes...)
 		case writeDecision:
 			r.digestSubjects(d.set.RecordArguments)
+			spans[i] = [2]int{len(b.Decisions), len(b.Decisions) + len(r.decisions)}
 			b.Decisions = append(b.Decisions, r.decisions...)
 		case writeRunEvents:
+			spans[i] = [2]int{len(b.RunEvents), len(b.RunEvents)}
 			if len(r.events.Events) > 0 {
 				b.RunEvents = append(b.RunEvents, r.events)
+				spans[i][1]++
 			}
 		}
 	}
 	handed := d.handOff(&b)
-	var errs [numWriteKinds]error
+	errs := make([]error, len(reqs))
 	if err := d.db.Commit(context.Background(), &b); err != nil {
-		errs = d.commitApart(&b, err)
+		d.commitApart(reqs, spans, &b, err, errs)
 	}
-	if errs[writeOutbox] == nil {
-		// Counted before any caller is answered: Stop's barrier may be one of them, and it waits
-		// for the deliveries in flight once answered.
-		d.inflight.Add(len(handed))
-	}
-	// The callers first: they wait, and what they do next is queue the next cycle's rows. The
-	// deliveries started below then queue behind them, not in front.
-	ev := 0
-	for _, r := range reqs {
-		if r.kind == writeRunEvents && len(r.events.Events) > 0 {
-			r.events.Dropped = b.RunEvents[ev].Dropped
-			ev++
+	// A handed row is delivered when its request committed; the slots of the others are freed.
+	written := make([]bool, len(b.Deliveries))
+	var failed [numWriteKinds]int
+	var firstErr [numWriteKinds]error
+	for i, r := range reqs {
+		if errs[i] != nil {
+			failed[r.kind] += r.rows()
+			if firstErr[r.kind] == nil {
+				firstErr[r.kind] = errs[i]
+			}
+		} else if r.kind == writeOutbox {
+			for j := spans[i][0]; j < spans[i][1]; j++ {
+				written[j] = true
+			}
 		}
-		if r.done != nil {
-			r.done <- errs[r.kind]
-		}
 	}
-	if errs[writeOutbox] != nil {
-		d.log.Error("outbox commit failed", "rows", len(b.Deliveries), "err", errs[writeOutbox])
-		for range handed {
+	var start []int
+	for _, j := range handed {
+		if written[j] {
+			start = append(start, j)
+		} else {
 			<-d.deliverySlots
 		}
-	} else {
-		for _, i := range handed {
-			go d.deliver(b.Deliveries[i])
+	}
+	// Counted before any caller is answered: Stop's barrier may be one of them, and it waits
+	// for the deliveries in flight once answered.
+	d.inflight.Add(len(start))
+	// The callers first: they wait, and what they do next is queue the next cycle's rows. The
+	// deliveries started below then queue behind them, not in front.
+	for i, r := range reqs {
+		if r.kind == writeRunEvents && spans[i][1] > spans[i][0] {
+			r.events.Dropped = b.RunEvents[spans[i][0]].Dropped
 		}
-		if len(handed) < len(b.Deliveries) {
-			d.mayBeDue.Store(true) // no slot was free for some: the claim loop takes them
-			d.poke()
+		if r.done != nil {
+			r.done <- errs[i]
 		}
 	}
-	if err := errs[writeOutcome]; err != nil {
+	for _, j := range start {
+		go d.deliver(b.Deliveries[j])
+	}
+	if len(handed) < len(b.Deliveries) && failed[writeOutbox] < len(b.Deliveries) {
+		d.mayBeDue.Store(true) // no slot was free for some: the claim loop takes them
+		d.poke()
+	}
+	if err := firstErr[writeOutbox]; err != nil {
+		d.log.Error("outbox commit failed", "rows", failed[writeOutbox], "err", err)
+	}
+	if err := firstErr[writeOutcome]; err != nil {
 		// The rows stay claimed; the rescuer hands them out again when the lease ends.
-		d.log.Error("recording delivery outcomes failed", "count", len(b.Outcomes), "err", err)
-	} else {
+		d.log.Error("recording delivery outcomes failed", "count", failed[writeOutcome], "err", err)
+	}
+	if failed[writeOutcome] < len(b.Outcomes) {
 		for _, o := range b.Outcomes {
 			if o.Status == storage.StatusPending {
 				d.mayBeDue.Store(true)
@@ -123,8 +146,54 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 			}
 		}
 	}
-	if err := errs[writeDecision]; err != nil {
-		d.log.Error("decision log write failed", "entries", len(b.Decisions), "err", err)
+	if err := firstErr[writeDecision]; err != nil {
+		d.log.Error("decision log write failed", "entries", failed[writeDecision], "err", err)
+	}
+	if err := firstErr[writeRunEvents]; err != nil {
+		d.log.Error("run events write failed", "events", failed[writeRunEvents], "err", err)
+	}
+}
+
+// retryApart are the pauses before each further try of rows nobody waits for (outcomes, batched
+// decisions): their callers acted on them already, so a commit that failed on a passing fault (a
+// connection lost, a busy database) is tried again before the rows are given up, loudly.
+var retryApart = []time.Duration{50 * time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond,
+	400 * time.Millisecond, 800 * time.Millisecond}
+
+// commitApart writes each of a cycle's requests in a transaction of its own after the shared
+// one (b) failed with err, and sets errs[i] to request i's error: one request's rows (a value the
+// database refuses, say) fail that caller alone. A request alone in the cycle has had its try.
+// spans[i] are request i's rows in b's slice of its kind.
+func (d *Dispatcher) commitApart(reqs []*writeReq, spans [][2]int, b *storage.WriteBatch, err error, errs []error) {
+	part := func(i int) *storage.WriteBatch {
+		s := spans[i]
+		switch reqs[i].kind {
+		case writeOutbox:
+			return &storage.WriteBatch{Deliveries: b.Deliveries[s[0]:s[1]], ClaimedUntil: b.ClaimedUntil}
+		case writeOutcome:
+			return &storage.WriteBatch{Outcomes: b.Outcomes[s[0]:s[1]]}
+		case writeDecision:
+			return &storage.WriteBatch{Decisions: b.Decisions[s[0]:s[1]]}
+		}
+		return &storage.WriteBatch{RunEvents: b.RunEvents[s[0]:s[1]]}
+	}
+	for i, r := range reqs {
+		if len(reqs) == 1 {
+			errs[i] = err
+		} else {
+			errs[i] = d.db.Commit(context.Background(), part(i))
+		}
+		if r.done != nil || r.kind == writeOutbox || r.kind == writeRunEvents {
+			continue // their callers are told, and decide
+		}
+		for try, pause := range retryApart {
+			if errs[i] == nil {
+				break
+			}
+			d.log.Warn("write failed; trying again", "kind", writeKindNames[r.kind], "rows", r.rows(), "try", try+1, "in", pause, "err", errs[i])
+			time.Sleep(pause)
+			errs[i] = d.db.Commit(context.Background(), part(i))
+		}
 	}
 }
 
@@ -149,34 +218,6 @@ func (d *Dispatcher) handOff(b *storage.WriteBatch) []int {
 		b.ClaimedUntil = time.Now().Add(d.set.Lease)
 	}
 	return handed
-}
-
-// commitApart writes each kind of b in a transaction of its own after the shared one failed with
-// err, and returns each kind's error.
-func (d *Dispatcher) commitApart(b *storage.WriteBatch, err error) [numWriteKinds]error {
-	var errs [numWriteKinds]error
-	parts := [numWriteKinds]storage.WriteBatch{
-		writeOutbox:    {Deliveries: b.Deliveries, ClaimedUntil: b.ClaimedUntil},
-		writeOutcome:   {Outcomes: b.Outcomes},
-		writeDecision:  {Decisions: b.Decisions},
-		writeRunEvents: {RunEvents: b.RunEvents},
-	}
-	n := 0
-	for k := range parts {
-		if !parts[k].Empty() {
-			n++
-		}
-	}
-	if n <= 1 {
-		for k := range errs {
-			errs[k] = err
-		}
-		return errs
-	}
-	for k := range parts {
-		errs[k] = d.db.Commit(context.Background(), &parts[k])
-	}
-	return errs
 }
 
 // AppendRunEvents makes run events durable (agent runs): on SQLite in the writer's next cycle,
