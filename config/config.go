@@ -47,6 +47,9 @@ const DefaultYAML = `# hookd configuration. Every key is optional; a missing key
 
 listen: 127.0.0.1:8080                # host:port of the HTTP API
 database: sqlite:./data/hookd.db      # or postgres://user@host:5432/db?sslmode=disable
+databaseMaxConns: 32                  # PostgreSQL: connections this daemon's pool opens at most (1 to 1000), and one
+                                      # more to LISTEN; replicas × (this + 1) must stay below the server's
+                                      # max_connections. SQLite ignores it (one writer, 8 readers)
 masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
 masterKeys: []                        # rotation: [new, old…] instead of masterKey; the first seals, any opens
                                       # (then run hookd keys rotate, and drop the old ones)
@@ -157,9 +160,12 @@ otel:
 
 // Config is hookd's whole configuration.
 type Config struct {
-	Listen    string `yaml:"listen"`
-	Database  string `yaml:"database"`
-	MasterKey string `yaml:"masterKey"`
+	Listen   string `yaml:"listen"`
+	Database string `yaml:"database"`
+	// DatabaseMaxConns caps the PostgreSQL pool: replicas share the server's max_connections
+	// (each also holds one LISTEN connection outside the pool). SQLite's pools are fixed.
+	DatabaseMaxConns int    `yaml:"databaseMaxConns"`
+	MasterKey        string `yaml:"masterKey"`
 	// MasterKeys replaces MasterKey during a rotation: the first seals, every one opens.
 	MasterKeys []string `yaml:"masterKeys"`
 	// MasterKeyFiles is MasterKeys kept out of the config: each file holds one base64 key (a
@@ -416,12 +422,13 @@ func parseDuration(s string) (Duration, error) {
 // Default returns the configuration used when there is no file and no environment.
 func Default() Config {
 	return Config{
-		Listen:          "127.0.0.1:8080",
-		Database:        "sqlite:./data/hookd.db",
-		ShutdownTimeout: Duration(10 * time.Second),
-		MasterKeys:      []string{},
-		MasterKeyFiles:  []string{},
-		Auth:            Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
+		Listen:           "127.0.0.1:8080",
+		Database:         "sqlite:./data/hookd.db",
+		DatabaseMaxConns: 32,
+		ShutdownTimeout:  Duration(10 * time.Second),
+		MasterKeys:       []string{},
+		MasterKeyFiles:   []string{},
+		Auth:             Auth{AdminTokens: []string{}, APIKeys: []APIKey{}, Chat: "enabled"},
 		Webhooks: Webhooks{
 			AllowCIDRs: []string{},
 			Retry: Retry{
@@ -995,6 +1002,9 @@ func (c Config) Validate() error {
 		}
 	default:
 		bad("database", `must start with "sqlite:", "postgres://" or "postgresql://"`)
+	}
+	if n := c.DatabaseMaxConns; n < 1 || n > 1000 {
+		bad("databaseMaxConns", "must be from 1 to 1000")
 	}
 
 	if c.MasterKey != "" {

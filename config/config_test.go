@@ -44,6 +44,7 @@ func TestDefault(t *testing.T) {
 	}{
 		{"listen", d.Listen, "127.0.0.1:8080"},
 		{"database", d.Database, "sqlite:./data/hookd.db"},
+		{"databaseMaxConns", d.DatabaseMaxConns, 32},
 		{"masterKey", d.MasterKey, ""},
 		{"dataDir", d.DataDir, ""},
 		{"shutdownTimeout", d.ShutdownTimeout, sec(10)},
@@ -107,6 +108,7 @@ func TestEmptyFile(t *testing.T) {
 const fullFile = `
 listen: 0.0.0.0:9090
 database: postgres://hookd@db:5432/hookd?sslmode=disable
+databaseMaxConns: 12
 masterKey: ` + "%s" + `
 dataDir: /var/lib/hookd
 shutdownTimeout: 45s
@@ -149,13 +151,14 @@ func TestFullFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Config{
-		Listen:          "0.0.0.0:9090",
-		Database:        "postgres://hookd@db:5432/hookd?sslmode=disable",
-		MasterKey:       validKey,
-		MasterKeys:      []string{},
-		MasterKeyFiles:  []string{},
-		DataDir:         "/var/lib/hookd",
-		ShutdownTimeout: sec(45),
+		Listen:           "0.0.0.0:9090",
+		Database:         "postgres://hookd@db:5432/hookd?sslmode=disable",
+		DatabaseMaxConns: 12,
+		MasterKey:        validKey,
+		MasterKeys:       []string{},
+		MasterKeyFiles:   []string{},
+		DataDir:          "/var/lib/hookd",
+		ShutdownTimeout:  sec(45),
 		Auth: Auth{
 			AdminTokens: []string{"adm-1", "adm-2"},
 			APIKeys: []APIKey{
@@ -220,6 +223,7 @@ func TestEnvOverrides(t *testing.T) {
 	}{
 		{"string", []string{"HOOKD_LISTEN=127.0.0.1:9999"}, func(c *Config) { c.Listen = "127.0.0.1:9999" }},
 		{"database", []string{"HOOKD_DATABASE=postgresql://u@h/db"}, func(c *Config) { c.Database = "postgresql://u@h/db" }},
+		{"database pool", []string{"HOOKD_DATABASE_MAX_CONNS=8"}, func(c *Config) { c.DatabaseMaxConns = 8 }},
 		{"master key", []string{"HOOKD_MASTER_KEY=" + validKey}, func(c *Config) { c.MasterKey = validKey }},
 		{"value with =", []string{"HOOKD_MODEL_SCRIPT=./a=b.txt"}, func(c *Config) { c.Model.Script = "./a=b.txt" }},
 		{"nested string", []string{"HOOKD_LOG_LEVEL=debug", "HOOKD_LOG_FORMAT=text"}, func(c *Config) {
@@ -321,6 +325,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AUTH_CHAT",
 		"HOOKD_CONSOLE_SESSION_TTL",
 		"HOOKD_DATABASE",
+		"HOOKD_DATABASE_MAX_CONNS",
 		"HOOKD_DATA_DIR",
 		"HOOKD_DECISIONS_DURABILITY",
 		"HOOKD_DECISIONS_RECORD_ARGUMENTS",
@@ -389,6 +394,9 @@ func TestValidate(t *testing.T) {
 		{"listen port range", func(c *Config) { c.Listen = "127.0.0.1:70000" }, `config: listen: "127.0.0.1:70000": port must be…`},
 		{"database scheme", func(c *Config) { c.Database = "mysql://u:pw@h/db" }, `config: database: must start with…`},
 		{"database sqlite path", func(c *Config) { c.Database = "sqlite:" }, `config: database: sqlite: needs a file path…`},
+		{"databaseMaxConns 0", func(c *Config) { c.DatabaseMaxConns = 0 }, `config: databaseMaxConns: must be from 1 to 1000`},
+		{"databaseMaxConns negative", func(c *Config) { c.DatabaseMaxConns = -4 }, `config: databaseMaxConns: must be from 1 to 1000`},
+		{"databaseMaxConns too many", func(c *Config) { c.DatabaseMaxConns = 1001 }, `config: databaseMaxConns: must be from 1 to 1000`},
 		{"masterKey base64", func(c *Config) { c.MasterKey = "not base64!!" }, `config: masterKey: not valid base64…`},
 		{"masterKey length", func(c *Config) { c.MasterKey = base64.StdEncoding.EncodeToString(make([]byte, 16)) },
 			`config: masterKey: must decode to exactly 32 bytes, got 16`},
@@ -528,6 +536,11 @@ func TestValidateAccepts(t *testing.T) {
 		{"defaults", func(c *Config) {}},
 		{"postgresql", func(c *Config) { c.Database = "postgresql://u@h:5432/db?sslmode=disable" }},
 		{"sqlite absolute", func(c *Config) { c.Database = "sqlite:/var/lib/hookd/hookd.db" }},
+		{"pool lower bound", func(c *Config) { c.Database, c.DatabaseMaxConns = "postgres://u@h/db", 1 }},
+		{"pool upper bound", func(c *Config) { c.Database, c.DatabaseMaxConns = "postgres://u@h/db", 1000 }},
+		// It has no effect on SQLite, like the other PostgreSQL-only keys: accepted, so one file
+		// serves both.
+		{"pool on sqlite", func(c *Config) { c.DatabaseMaxConns = 4 }},
 		{"master key", func(c *Config) { c.MasterKey = validKey }},
 		{"ephemeral port", func(c *Config) { c.Listen = "127.0.0.1:0" }},
 		{"public admin API alone", func(c *Config) {
@@ -586,6 +599,8 @@ func TestFileErrors(t *testing.T) {
 		{"bad duration in list", "webhooks:\n  retry:\n    fast: [1s, soon]\n", `config: webhooks.retry.fast[1]: "soon" is not a duration`},
 		{"bad int", "agent:\n  maxIters: many\n", `config: agent.maxIters: "many" is not an integer`},
 		{"float for int", "webhooks:\n  bulkhead:\n    interceptiveConcurrency: 1.5\n", `config: webhooks.bulkhead.interceptiveConcurrency: "1.5" is not an integer`},
+		{"pool not an integer", "databaseMaxConns: 8.5\n", `config: databaseMaxConns: "8.5" is not an integer`},
+		{"pool out of range", "databaseMaxConns: 0\n", `config: databaseMaxConns: must be from 1 to 1000`},
 		{"bad bool", "webhooks:\n  allowPrivateNetworks: perhaps\n", `config: webhooks.allowPrivateNetworks: "perhaps" is not a boolean (true or false)`},
 		{"bad float", "webhooks:\n  retry:\n    jitter: lots\n", `config: webhooks.retry.jitter: "lots" is not a number`},
 		{"list for scalar", "listen: [a, b]\n", `config: listen: expected a string, got a list`},
@@ -659,6 +674,8 @@ func TestEnvErrors(t *testing.T) {
 		{"empty bool", []string{"HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS="},
 			`config: HOOKD_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: webhooks.allowPrivateNetworks: "" is not a boolean (true or false)`},
 		{"bad int", []string{"HOOKD_AGENT_MAX_ITERS=ten"}, `config: HOOKD_AGENT_MAX_ITERS: agent.maxIters: "ten" is not an integer`},
+		{"pool not an integer", []string{"HOOKD_DATABASE_MAX_CONNS=eight"}, `config: HOOKD_DATABASE_MAX_CONNS: databaseMaxConns: "eight" is not an integer`},
+		{"pool refused", []string{"HOOKD_DATABASE_MAX_CONNS=0"}, `config: HOOKD_DATABASE_MAX_CONNS: databaseMaxConns: must be from 1 to 1000`},
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
 		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
 		{"writer", []string{"HOOKD_WRITER_MAX_DELAY=2s"}, `config: HOOKD_WRITER_MAX_DELAY: writer.maxDelay: must be from 0 to 1s`},

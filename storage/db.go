@@ -3,6 +3,7 @@
 package storage
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
@@ -55,9 +56,17 @@ type Options struct {
 	Key []byte
 	// OldKeys open secrets sealed before a rotation; Key seals (masterKeys: [Key, OldKeys…]).
 	OldKeys [][]byte
-	// Logger receives slow-query and error logs; nil discards them.
+	// MaxConns is how many connections the PostgreSQL pool opens at most (databaseMaxConns);
+	// 0 is DefaultMaxConns. Listen holds one more, outside the pool. SQLite ignores it: one
+	// writer and 8 readers.
+	MaxConns int
+	// Logger is told when the pool may take more than half of the server's connections; nil
+	// discards that.
 	Logger *slog.Logger
 }
+
+// DefaultMaxConns is the PostgreSQL pool's size when Options.MaxConns is 0.
+const DefaultMaxConns = 32
 
 // Open connects to the database named by rawURL ("sqlite:PATH" or "postgres://...") and runs the
 // pending migrations.
@@ -101,15 +110,19 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		sqlR.SetMaxIdleConns(8) // reopening a reader re-runs its setup; keep them
 		db.dialect = SQLite
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
+		if opt.MaxConns < 0 {
+			return nil, fmt.Errorf("storage: MaxConns %d: want 0 (%d) or more", opt.MaxConns, DefaultMaxConns)
+		}
 		if db.w, err = gorm.Open(postgres.Open(withSessionLimits(rawURL)), gcfg); err != nil {
 			// The driver's message may quote the URL with its query intact: scrubbed, and so not
 			// wrapped (the original would still print through %+v or errors.Unwrap).
 			return nil, fmt.Errorf("storage: open postgres %s: %s", redactURL(rawURL),
 				hookdtype.ScrubSecrets(err.Error(), hookdtype.DSNSecrets(rawURL)))
 		}
+		pool := cmp.Or(opt.MaxConns, DefaultMaxConns)
 		sqlW, _ := db.w.DB()
-		sqlW.SetMaxOpenConns(32)
-		sqlW.SetMaxIdleConns(32)
+		sqlW.SetMaxOpenConns(pool)
+		sqlW.SetMaxIdleConns(pool)
 		db.r = db.w
 		db.dialect = Postgres
 	default:
@@ -118,6 +131,9 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 	if err := db.migrate(ctx); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if db.dialect == Postgres && opt.Logger != nil {
+		db.warnPoolSize(ctx, opt.Logger)
 	}
 	if db.dialect == SQLite {
 		sqlW, _ := db.w.DB()
@@ -131,6 +147,23 @@ func Open(ctx context.Context, rawURL string, opt Options) (*DB, error) {
 		}
 	}
 	return db, nil
+}
+
+// warnPoolSize warns when this pool alone may take more than half of the server's
+// max_connections: a second replica, or anything else on the server, would then be refused
+// connections ("too many clients", SQLSTATE 53300) once the pools fill.
+func (db *DB) warnPoolSize(ctx context.Context, log *slog.Logger) {
+	sqlDB, _ := db.w.DB()
+	var server int
+	if err := sqlDB.QueryRowContext(ctx, "SHOW max_connections").Scan(&server); err != nil {
+		log.Debug("PostgreSQL max_connections unknown; the pool size is not checked against it", "err", err)
+		return
+	}
+	if pool := sqlDB.Stats().MaxOpenConnections; pool > server/2 {
+		log.Warn("the PostgreSQL pool may take more than half of the server's connections: with replicas, "+
+			"lower databaseMaxConns so that replicas × (databaseMaxConns + 1) stays below max_connections",
+			"databaseMaxConns", pool, "max_connections", server)
+	}
 }
 
 // Dialect tells which database this is.

@@ -1,9 +1,19 @@
 package storage
 
-import "context"
+import (
+	"context"
+	"database/sql"
+)
 
 // Exec runs a statement on db's writer: the tests edit rows behind the API's back, as an
 // attacker with database access would.
 func Exec(ctx context.Context, db *DB, q string, args ...any) error {
 	return db.w.WithContext(ctx).Exec(q, args...).Error
+}
+
+// Pool is the writer's connection pool (on PostgreSQL every query's): the tests read its limits
+// and hold its connections.
+func Pool(db *DB) *sql.DB {
+	s, _ := db.w.DB()
+	return s
 }

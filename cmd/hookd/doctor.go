@@ -103,7 +103,8 @@ func (d *doctor) run(ctx context.Context, path string) {
 		d.note("schema", "version %d; serve will migrate it to %d (sealed secrets and receivers not checked before that)", newest, known)
 		return
 	}
-	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], Logger: slog.New(slog.DiscardHandler)})
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], MaxConns: cfg.DatabaseMaxConns,
+		Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		var tooNew *storage.SchemaTooNewError
 		if errors.As(err, &tooNew) {

@@ -56,7 +56,7 @@ func openSealed(ctx context.Context, cfg config.Config, log *slog.Logger) (*stor
 	if err != nil {
 		return nil, err
 	}
-	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], Logger: log})
+	db, err := storage.Open(ctx, cfg.Database, storage.Options{Key: keys[0], OldKeys: keys[1:], MaxConns: cfg.DatabaseMaxConns, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -45,13 +45,17 @@ type cluster struct {
 	key      string
 	script   string
 	inFlight int
+	// maxConns is each replica's databaseMaxConns. The tests keep it small: replicas × (it + 1)
+	// stays far below the server's max_connections, which go test ./... shares with every other
+	// package's PostgreSQL tests.
+	maxConns int
 	nodes    []*daemon
 	dirs     []string
 }
 
 func newCluster(t *testing.T, inFlight int) *cluster {
 	t.Helper()
-	c := &cluster{t: t, database: storagetest.PostgresURL(t), inFlight: inFlight,
+	c := &cluster{t: t, database: storagetest.PostgresURL(t), inFlight: inFlight, maxConns: 8,
 		key: base64.StdEncoding.EncodeToString([]byte("replicas-share-one-master-key-32"))}
 	c.script = filepath.Join(t.TempDir(), "script.json")
 	if err := os.WriteFile(c.script, []byte(replicaScript()), 0o600); err != nil {
@@ -66,6 +70,7 @@ func (c *cluster) start() *daemon {
 	dir := c.t.TempDir()
 	cfg := writeConfig(c.t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
+databaseMaxConns: %d
 dataDir: %s
 masterKey: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
@@ -76,7 +81,7 @@ webhooks:
   retry: {fast: [200ms, 300ms, 400ms], ladder: [1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s, 1s], jitter: 0}
 model: {provider: scripted, script: %s}
 agent: {toolDefault: ask, maxIters: 100}
-`, c.database, dir, c.key, c.inFlight, c.script))
+`, c.database, c.maxConns, dir, c.key, c.inFlight, c.script))
 	d := startDaemon(c.t, cfg)
 	c.nodes = append(c.nodes, d)
 	c.dirs = append(c.dirs, dir)
@@ -615,6 +620,7 @@ func TestReplicaThroughput(t *testing.T) {
 			}))
 			defer recv.Close()
 			c := newCluster(t, 1024)
+			c.maxConns = storage.DefaultMaxConns // measured with the daemon's default pool
 			first := c.start()
 			var hook struct{ ID int64 }
 			if st := first.call("POST", "/api/hooks", `{"hookName":"audit","hookType":"post_tool_use",

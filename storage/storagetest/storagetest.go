@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -104,7 +105,8 @@ func open(t testing.TB, u string) *storage.DB {
 // failover onto a standby: URL connects as a role of its own that owns a fresh schema, and
 // SetReadOnly(true) makes every session of that role read-only (default_transaction_read_only),
 // ending its open sessions so that the pool reconnects into the new mode; SetReadOnly(false)
-// undoes it the same way. It skips the test when no server is configured.
+// undoes it the same way. LimitConnections and EndSessions make the server refuse the role's
+// connections instead. It skips the test when no server is configured.
 type PostgresReadOnly struct {
 	URL   string
 	role  string
@@ -123,7 +125,7 @@ func PostgresWithRole(t testing.TB) *PostgresReadOnly {
 		}
 	}
 	t.Cleanup(func() {
-		p.endSessions()
+		p.EndSessions()
 		admin.Exec("DROP SCHEMA " + role + " CASCADE")
 		admin.Exec("DROP ROLE " + role)
 		if s, err := admin.DB(); err == nil {
@@ -152,12 +154,23 @@ func (p *PostgresReadOnly) SetReadOnly(on bool) {
 	if err := p.admin.Exec(q).Error; err != nil {
 		p.t.Fatalf("postgres: %s: %v", q, err)
 	}
-	p.endSessions()
+	p.EndSessions()
 }
 
-// endSessions ends the role's open sessions; the server's own wait (pg_terminate_backend with a
+// LimitConnections has the server refuse the role an (n+1)th session at a time, as one at its
+// max_connections refuses anyone ("too many connections for role", SQLSTATE 53300 like "too many
+// clients"), without taking connections from anyone else. Sessions already open stay.
+func (p *PostgresReadOnly) LimitConnections(n int) {
+	p.t.Helper()
+	q := fmt.Sprintf("ALTER ROLE %s CONNECTION LIMIT %d", p.role, n)
+	if err := p.admin.Exec(q).Error; err != nil {
+		p.t.Fatalf("postgres: %s: %v", q, err)
+	}
+}
+
+// EndSessions ends the role's open sessions; the server's own wait (pg_terminate_backend with a
 // timeout) returns once each is gone, so sessions opened after this run under the new settings.
-func (p *PostgresReadOnly) endSessions() {
+func (p *PostgresReadOnly) EndSessions() {
 	var pids []int64 // listed first, then ended one by one: nobody else's session is touched
 	if err := p.admin.Raw("SELECT pid FROM pg_stat_activity WHERE usename = ?", p.role).Scan(&pids).Error; err != nil {
 		p.t.Fatalf("postgres: sessions of %s: %v", p.role, err)
