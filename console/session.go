@@ -92,8 +92,8 @@ func (s *Sessions) SignIn(ctx context.Context, credential string) (string, Ident
 	now := s.now()
 	id.ExpiresAt = now.Add(s.ttl).Truncate(time.Millisecond)
 	id.CSRF = csrfOf(token)
-	err := s.db.AddConsoleSession(ctx, storage.ConsoleSession{TokenHash: hashOf(token), Role: id.Role,
-		Subject: id.Subject, Reviews: id.Reviews, ExpiresAt: id.ExpiresAt, CreatedAt: now})
+	err := s.db.AddConsoleSession(ctx, storage.ConsoleSession{TokenHash: hashOf(token), Credential: credentialMAC(token, credential),
+		Role: id.Role, Subject: id.Subject, Reviews: id.Reviews, ExpiresAt: id.ExpiresAt, CreatedAt: now})
 	if err != nil {
 		return "", Identity{}, err
 	}
@@ -121,6 +121,29 @@ func (s *Sessions) identify(credential string) (Identity, bool) {
 	return id, found == 1
 }
 
+// current is the identity of the configured credential that a session of token was signed in
+// with (mac, credentialMAC's), and whether one still is: every candidate is tried, in constant
+// time each.
+func (s *Sessions) current(token string, mac []byte) (Identity, bool) {
+	var id Identity
+	found := 0
+	try := func(credential string, as Identity) {
+		if hmac.Equal(credentialMAC(token, credential), mac) {
+			found, id = 1, as
+		}
+	}
+	if s.dev {
+		try("", Identity{Role: RoleAdmin, Subject: "local"})
+	}
+	for _, t := range s.adminTokens {
+		try(string(t), Identity{Role: RoleAdmin, Subject: "admin"})
+	}
+	for _, k := range s.reviewers {
+		try(k.Key, Identity{Role: RoleReviewer, Subject: k.UserID, Reviews: k.Reviews})
+	}
+	return id, found == 1
+}
+
 // Check returns the identity of r's session cookie. A write (any method but GET, HEAD, OPTIONS)
 // must also carry the session's CSRF token: a page elsewhere can make the browser send the
 // cookie, but it cannot read the token.
@@ -136,7 +159,14 @@ func (s *Sessions) Check(r *http.Request) (Identity, error) {
 	if err != nil {
 		return Identity{}, err
 	}
-	id := Identity{Role: row.Role, Subject: row.Subject, Reviews: row.Reviews, CSRF: csrfOf(c.Value), ExpiresAt: row.ExpiresAt}
+	// The session is as good as the credential it was signed in with, now: a token rotated out of
+	// adminTokens, a reviewer key removed, development mode left, ends it; a reviewer's reviews
+	// are the key's as configured now.
+	id, current := s.current(c.Value, row.Credential)
+	if !current || id.Role != row.Role || id.Subject != row.Subject {
+		return Identity{}, ErrNoSession
+	}
+	id.CSRF, id.ExpiresAt = csrfOf(c.Value), row.ExpiresAt
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
@@ -165,6 +195,16 @@ func (s *Sessions) cookie(token string, maxAge int, secure bool) *http.Cookie {
 func hashOf(token string) []byte {
 	h := sha256.Sum256([]byte(token))
 	return h[:]
+}
+
+// credentialMAC identifies the credential a session of token was signed in with. Keyed by the
+// token, which the database does not hold, it tells nothing of the credential to whoever reads
+// the table.
+func credentialMAC(token, credential string) []byte {
+	m := hmac.New(sha256.New, []byte(token))
+	m.Write([]byte("hookd console credential\x00"))
+	m.Write([]byte(credential))
+	return m.Sum(nil)
 }
 
 // csrfOf derives the session's CSRF token from its cookie token, so it needs no storage.

@@ -14,20 +14,24 @@ import (
 // the table gives nobody a usable session.
 type ConsoleSession struct {
 	TokenHash []byte
-	Role      string
-	Subject   string
-	Reviews   []string
-	ExpiresAt time.Time
-	CreatedAt time.Time
+	// Credential identifies the admin token or reviewer key the session was signed in with,
+	// without revealing it: an HMAC keyed by the session's token, which only its cookie holds.
+	Credential []byte
+	Role       string
+	Subject    string
+	Reviews    []string
+	ExpiresAt  time.Time
+	CreatedAt  time.Time
 }
 
 type consoleSessionRow struct {
-	TokenHash []byte `gorm:"primaryKey"`
-	Role      string
-	Subject   string
-	Reviews   string
-	ExpiresAt int64
-	CreatedAt int64 `gorm:"autoCreateTime:false"`
+	TokenHash  []byte `gorm:"primaryKey"`
+	Credential []byte
+	Role       string
+	Subject    string
+	Reviews    string
+	ExpiresAt  int64
+	CreatedAt  int64 `gorm:"autoCreateTime:false"`
 }
 
 func (consoleSessionRow) TableName() string { return "console_sessions" }
@@ -42,7 +46,7 @@ func (db *DB) AddConsoleSession(ctx context.Context, s ConsoleSession) error {
 		if err := tx.Where("expires_at <= ?", s.CreatedAt.UnixMilli()).Delete(&consoleSessionRow{}).Error; err != nil {
 			return fmt.Errorf("storage: prune console sessions: %w", err)
 		}
-		row := consoleSessionRow{TokenHash: s.TokenHash, Role: s.Role, Subject: s.Subject, Reviews: string(reviews),
+		row := consoleSessionRow{TokenHash: s.TokenHash, Credential: s.Credential, Role: s.Role, Subject: s.Subject, Reviews: string(reviews),
 			ExpiresAt: ms(s.ExpiresAt), CreatedAt: ms(s.CreatedAt)}
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("storage: add console session: %w", err)
@@ -62,7 +66,7 @@ func (db *DB) ConsoleSession(ctx context.Context, tokenHash []byte, now time.Tim
 	if err != nil {
 		return ConsoleSession{}, fmt.Errorf("storage: console session: %w", err)
 	}
-	s := ConsoleSession{TokenHash: r.TokenHash, Role: r.Role, Subject: r.Subject, ExpiresAt: fromMs(r.ExpiresAt),
+	s := ConsoleSession{TokenHash: r.TokenHash, Credential: r.Credential, Role: r.Role, Subject: r.Subject, ExpiresAt: fromMs(r.ExpiresAt),
 		CreatedAt: fromMs(r.CreatedAt)}
 	if err := json.Unmarshal([]byte(r.Reviews), &s.Reviews); err != nil {
 		return ConsoleSession{}, fmt.Errorf("storage: console session: reviews: %w", err)

@@ -349,6 +349,13 @@ var migrations = []migration{
 			(SELECT hash FROM decisions ORDER BY id DESC LIMIT 1),
 			(SELECT pruned_hash FROM decision_chain WHERE id = 1), '')`,
 	}},
+	{29, "console session credentials", []string{
+		// Which credential a session was signed in with, as an HMAC keyed by the session's own
+		// token: a session whose credential is no longer configured ends. Sessions from before
+		// have none, and end.
+		`DELETE FROM console_sessions`,
+		`ALTER TABLE console_sessions ADD COLUMN credential {{blob}}`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

@@ -654,3 +654,56 @@ func TestConsolePagesAreClean(t *testing.T) {
 	visit("phone", zh)
 	b.clean()
 }
+
+// TestConsoleSessionsEndWithTheirCredential: a console session is as good as the credential it
+// was signed in with, now: after a restart with the admin token rotated, the reviewer key
+// removed, or development mode left, the old cookies open nothing; the new token signs in.
+func TestConsoleSessionsEndWithTheirCredential(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "hookd.db")
+	start := func(auth string) *daemon {
+		return startDaemon(t, writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: sqlite:%s\n%s", db, auth)))
+	}
+	opens := func(c *consoleClient) bool {
+		resp, _ := c.do("GET", "/api/hooks", "", false)
+		return resp.StatusCode == http.StatusOK
+	}
+	// Development mode: the empty sign-in is the admin.
+	d := start("")
+	local, st := signIn(t, d, "")
+	if st != http.StatusCreated || !opens(local) {
+		t.Fatalf("development sign-in: %d", st)
+	}
+	d.kill()
+	keys := "auth: {adminTokens: [adm-old], apiKeys: [{key: key-user, userId: user-1, principalId: 1},\n" +
+		"  {key: rev-old, userId: reviewer-1, principalId: 2, role: reviewer, reviews: [user-1]}]}\n"
+	d = start(keys)
+	local.d = d
+	if opens(local) {
+		t.Fatal("a development-mode session outlived development mode")
+	}
+	adm, _ := signIn(t, d, "adm-old")
+	rev, _ := signIn(t, d, "rev-old")
+	if adm == nil || rev == nil || !opens(adm) {
+		t.Fatal("sign-in with the configured credentials failed")
+	}
+	if resp, _ := rev.do("GET", "/api/approvals", "", false); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the reviewer's inbox: %d", resp.StatusCode)
+	}
+	d.kill()
+	// The admin token rotated, the reviewer key removed.
+	d = start("auth: {adminTokens: [adm-new], apiKeys: [{key: key-user, userId: user-1, principalId: 1}]}\n")
+	adm.d, rev.d = d, d
+	if opens(adm) {
+		t.Fatal("an admin session outlived its rotated token")
+	}
+	if resp, _ := rev.do("GET", "/api/approvals", "", false); resp.StatusCode == http.StatusOK {
+		t.Fatal("a reviewer session outlived its removed key")
+	}
+	if resp, body := rev.do("GET", "/console/session", "", false); strings.Contains(string(body), "reviewer-1") {
+		t.Fatalf("the removed reviewer's session is still shown: %d %s", resp.StatusCode, body)
+	}
+	if c, st := signIn(t, d, "adm-new"); st != http.StatusCreated || !opens(c) {
+		t.Fatalf("the new token: %d", st)
+	}
+}
