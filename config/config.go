@@ -1072,6 +1072,28 @@ func (c Config) Validate() error {
 			bad(p+".role", "%q is not one of user, reviewer", k.Role)
 		}
 	}
+	// A user's keys are one identity (several keys let one be rotated), and a principal is one
+	// user: chat sessions are the userId's, coding agents' sessions and hooks the principal's, so
+	// keys that disagreed would let one act in the other's sessions.
+	byUser, byPrincipal := map[string]int{}, map[int64]int{}
+	for i, k := range c.Auth.APIKeys {
+		p := fmt.Sprintf("auth.apiKeys[%d]", i)
+		if j, seen := byUser[k.UserID]; seen {
+			o := c.Auth.APIKeys[j]
+			if o.PrincipalID != k.PrincipalID || o.AgentID != k.AgentID || o.Role != k.Role || !slices.Equal(o.Reviews, k.Reviews) {
+				bad(p, "userId %q is also auth.apiKeys[%d], with another principalId, agentId, role or reviews; "+
+					"a user's keys must name one identity", k.UserID, j)
+			}
+		} else {
+			byUser[k.UserID] = i
+		}
+		if j, seen := byPrincipal[k.PrincipalID]; seen && c.Auth.APIKeys[j].UserID != k.UserID {
+			bad(p+".principalId", "%d is also auth.apiKeys[%d]'s, userId %q: one principal is one user",
+				k.PrincipalID, j, c.Auth.APIKeys[j].UserID)
+		} else if !seen {
+			byPrincipal[k.PrincipalID] = i
+		}
+	}
 	if c.Auth.Chat != "enabled" && c.Auth.Chat != "disabled" {
 		bad("auth.chat", "%q is not one of enabled, disabled", c.Auth.Chat)
 	}

@@ -408,6 +408,12 @@ func TestValidate(t *testing.T) {
 		{"apiKey duplicate", func(c *Config) {
 			c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}, {Key: "k", UserID: "v", PrincipalID: 2}}
 		}, `config: auth.apiKeys[1].key: same key as auth.apiKeys[0]`},
+		{"apiKey user with two identities", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k1", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "u", PrincipalID: 2}}
+		}, `config: auth.apiKeys[1]: userId "u" is also auth.apiKeys[0], with another principalId, agentId, role or reviews; a user's keys must name one identity`},
+		{"apiKey principal of two users", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k1", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "v", PrincipalID: 1}}
+		}, `config: auth.apiKeys[1].principalId: 1 is also auth.apiKeys[0]'s, userId "u": one principal is one user`},
 		{"allowCIDRs", func(c *Config) { c.Webhooks.AllowCIDRs = []string{"10.0.0.0/8", "10.0.0.0/99"} },
 			`config: webhooks.allowCIDRs[1]: "10.0.0.0/99" is not a CIDR or IP address`},
 		{"allowCIDRs word", func(c *Config) { c.Webhooks.AllowCIDRs = []string{"intranet"} },
