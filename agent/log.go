@@ -39,6 +39,9 @@ type eventLog struct {
 	// it, so a full channel cannot deadlock against a flush.
 	stopMu  sync.RWMutex
 	stopped bool
+	// giveUp is closed when a stop's deadline passes while the database still refuses writes:
+	// the events then waiting are given up, loudly, so that shutdown ends.
+	giveUp chan struct{}
 }
 
 type logItem struct {
@@ -64,7 +67,7 @@ type runEventWriter interface {
 
 func newEventLog(db *storage.DB, hooks Hooks, log *slog.Logger, owner string, wake func(runID int64)) *eventLog {
 	l := &eventLog{db: db, write: db.AppendRunEvents, log: log, owner: owner, wake: wake, in: make(chan logItem, 8192), feeds: map[int64]*feed{},
-		done: make(chan struct{})}
+		done: make(chan struct{}), giveUp: make(chan struct{})}
 	if w, ok := hooks.(runEventWriter); ok {
 		l.write = w.AppendRunEvents
 	}
@@ -124,7 +127,9 @@ func (l *eventLog) barrier() {
 }
 
 // stop flushes and ends the writer; later events are dropped (the process is exiting).
-func (l *eventLog) stop() {
+// stop writes what is queued and ends the writer; past ctx's deadline it gives up events the
+// database still refuses (flush), so that a shutdown ends within its timeout.
+func (l *eventLog) stop(ctx context.Context) {
 	l.stopMu.Lock()
 	if l.stopped {
 		l.stopMu.Unlock()
@@ -133,7 +138,12 @@ func (l *eventLog) stop() {
 	l.stopped = true
 	close(l.in)
 	l.stopMu.Unlock()
-	<-l.done
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		close(l.giveUp)
+		<-l.done
+	}
 }
 
 func (l *eventLog) writer() {
@@ -165,6 +175,7 @@ func (l *eventLog) flush(batch []logItem) {
 			rows = append(rows, storage.RunEvent{RunID: it.runID, Seq: it.ev.Seq, Body: it.body})
 		}
 	}
+	written := true
 	for attempt := 0; len(rows) > 0; attempt++ {
 		dropped, err := l.write(context.Background(), l.owner, rows)
 		if err == nil {
@@ -173,9 +184,18 @@ func (l *eventLog) flush(batch []logItem) {
 			}
 			break
 		}
-		// The database is the source of truth for replays: keep trying rather than drop events.
+		// The database is the source of truth for replays: keep trying rather than drop events,
+		// until a shutdown's deadline says to give up.
 		l.log.Error("persisting run events failed; retrying", "events", len(rows), "attempt", attempt+1, "err", err)
-		time.Sleep(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second))
+		select {
+		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, 2*time.Second)):
+			continue
+		case <-l.giveUp:
+		}
+		l.log.Error("run events lost: the database refused them until the shutdown's deadline",
+			"events", len(rows), "err", err)
+		written = false
+		break
 	}
 	l.mu.Lock()
 	woken := map[int64]bool{}
@@ -185,7 +205,7 @@ func (l *eventLog) flush(batch []logItem) {
 		}
 		woken[it.runID] = true
 		f := l.feeds[it.runID]
-		if f == nil || it.ev.Seq <= f.durable {
+		if !written || f == nil || it.ev.Seq <= f.durable {
 			continue
 		}
 		f.durable = it.ev.Seq

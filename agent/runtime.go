@@ -173,7 +173,7 @@ func (rt *Runtime) shutdown(ctx context.Context) {
 		rt.stopReplicas()
 		rt.replicas.Wait()
 	}
-	rt.elog.stop()
+	rt.elog.stop(ctx)
 }
 
 // every calls fn every d until ctx ends.
