@@ -134,8 +134,8 @@ writer:                               # the database writer: one transaction (on
                                       # time (at least 16; 0: rows alone decide): short commits for whoever waits
   maxDelay: 10ms                      # rows nobody waits for (outcomes, batched decisions) gather at most this
                                       # long; a cycle holding a waited-for row never waits (0: none gather)
-  queue: 4096                         # queued writes per kind (outbox, outcome, decision, run_event); past it
-                                      # writers wait; hookd_write_queue_rows{kind} is its length
+  queue: 4096                         # queued write requests per kind (outbox, outcome, decision, run_event), 1 to
+                                      # 1048576; past it writers wait; hookd_write_queue_rows{kind} counts their rows
 
 retention:
   deliveries: 720h                    # finished deliveries (delivered, failed, dead) older than this are
@@ -1200,8 +1200,9 @@ func (c Config) Validate() error {
 	if d := c.Writer.MaxDelay; d < 0 || d > Duration(time.Second) {
 		bad("writer.maxDelay", "must be from 0 to 1s")
 	}
-	if c.Writer.Queue < 1 {
-		bad("writer.queue", "must be at least 1")
+	if c.Writer.Queue < 1 || c.Writer.Queue > 1<<20 {
+		// Each kind's queue is allocated whole at start.
+		bad("writer.queue", "must be from 1 to 1048576")
 	}
 	if r := c.Retention.Deliveries; r != 0 && r < Duration(time.Hour) {
 		bad("retention.deliveries", "must be 0 (keep) or at least 1h")

@@ -685,6 +685,7 @@ func TestEnvErrors(t *testing.T) {
 		{"bad float", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=half"}, `config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: "half" is not a number`},
 		{"durability", []string{"HOOKD_DECISIONS_DURABILITY=async"}, `config: HOOKD_DECISIONS_DURABILITY: decisions.durability: "async" is not one of sync, batched`},
 		{"writer", []string{"HOOKD_WRITER_MAX_DELAY=2s"}, `config: HOOKD_WRITER_MAX_DELAY: writer.maxDelay: must be from 0 to 1s`},
+		{"writer queue", []string{"HOOKD_WRITER_QUEUE=100000000"}, `config: HOOKD_WRITER_QUEUE: writer.queue: must be from 1 to 1048576`},
 		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
