@@ -130,8 +130,9 @@ decisions:
 writer:                               # the database writer: one transaction (on SQLite one fsync) per cycle
                                       # holds the new outbox rows, delivery outcomes, decisions and run events
   maxRows: 2000                       # rows one cycle takes at most (give or take one request)
-  maxTime: 2ms                        # SQLite: and no more than its recent cost per row says fit in this
-                                      # time (at least 16; 0: rows alone decide): short commits for whoever waits
+  maxTime: 2ms                        # SQLite: and no more than their recent cost per row (the commit's fsync
+                                      # aside) says fit in this time (at least 16; 0: rows alone decide): short
+                                      # commits for whoever waits
   maxDelay: 10ms                      # rows nobody waits for (outcomes, batched decisions) gather at most this
                                       # long; a cycle holding a waited-for row never waits (0: none gather)
   queue: 4096                         # queued write requests per kind (outbox, outcome, decision, run_event), 1 to

@@ -29,8 +29,8 @@ var writeKindNames = [numWriteKinds]string{"outbox", "outcome", "decision", "run
 type WriterLimits struct {
 	// MaxRows is the most rows one cycle (one transaction) takes, give or take one request.
 	MaxRows int
-	// MaxTime bounds a cycle by time: it takes no more rows than the recent cost per row says fit
-	// in MaxTime (at least minCycleRows), so that a caller arriving during a cycle waits for
+	// MaxTime bounds a cycle by time: it takes no more rows than the recent cost per row (the
+	// commit's fixed part aside) says fit in MaxTime (at least minCycleRows), so that a caller arriving during a cycle waits for
 	// short commits, not for one that swallowed every row queued. 0: rows alone bound it. Only
 	// SQLite's shared writer uses it (writer.go).
 	MaxTime time.Duration
@@ -93,8 +93,10 @@ func (r *writeReq) rows() int {
 // committer takes every kind (one connection writes, so one transaction a cycle is the most that
 // can be shared); on PostgreSQL each kind has its own, and they commit concurrently.
 type committer struct {
-	lim    WriterLimits
-	write  func([]*writeReq) // commits one cycle and answers every request's done
+	lim WriterLimits
+	// write commits one cycle and answers every request's done; it returns the part of the
+	// cycle's time that does not grow with its rows (the COMMIT, its fsync), or 0.
+	write  func([]*writeReq) time.Duration
 	queues [numWriteKinds]chan *writeReq
 	queued [numWriteKinds]atomic.Int64 // rows waiting, per kind: the queue length metric
 	wake   chan struct{}               // one token: something was queued
@@ -117,7 +119,7 @@ type committer struct {
 	done    chan struct{}
 }
 
-func newCommitter(lim WriterLimits, kinds []writeKind, write func([]*writeReq)) *committer {
+func newCommitter(lim WriterLimits, kinds []writeKind, write func([]*writeReq) time.Duration) *committer {
 	c := &committer{lim: lim, write: write, wake: make(chan struct{}, 1), closing: make(chan struct{}),
 		done: make(chan struct{})}
 	for _, k := range kinds {
@@ -271,17 +273,25 @@ func (c *committer) take(reqs []*writeReq, rows int, waiting bool) ([]*writeReq,
 // flush commits one cycle's requests, rows in all, and answers them. The caller holds c.cycle.
 func (c *committer) flush(reqs []*writeReq, rows int) {
 	start := time.Now()
-	c.write(reqs)
+	fixed := c.write(reqs)
 	if rows > 0 {
-		// The cost per row, fixed cost shared out included: MaxTime over it converges on the rows
-		// that fill MaxTime (a weighted average, so one slow fsync does not halve a cycle).
-		cost := float64(time.Since(start)) / float64(rows)
+		// The cost per row beyond the commit's fixed part: MaxTime bounds what the rows add to a
+		// commit, which a cycle's size can change. Were the fixed part shared out, a commit whose
+		// fsync alone takes MaxTime would keep every cycle at minCycleRows, and callers would wait
+		// for many small commits instead of one (a weighted average, so one slow cycle does not
+		// halve the next).
+		cost := rowCostOf(time.Since(start), fixed, rows)
 		if c.rowCost == 0 {
 			c.rowCost = cost
 		} else {
 			c.rowCost = 0.8*c.rowCost + 0.2*cost
 		}
 	}
+}
+
+// rowCostOf is a cycle's cost per row (ns): its time but the fixed part, over its rows.
+func rowCostOf(took, fixed time.Duration, rows int) float64 {
+	return float64(max(took-fixed, 0)) / float64(rows)
 }
 
 func (c *committer) run() {

@@ -13,7 +13,7 @@ import (
 // reported on cycles, and returns once release has a token.
 func heldCommitter(t *testing.T, lim WriterLimits) (c *committer, cycles chan []writeKind, release chan struct{}) {
 	cycles, release = make(chan []writeKind, 16), make(chan struct{})
-	c = newCommitter(lim, []writeKind{writeOutbox, writeOutcome, writeDecision, writeRunEvents}, func(reqs []*writeReq) {
+	c = newCommitter(lim, []writeKind{writeOutbox, writeOutcome, writeDecision, writeRunEvents}, func(reqs []*writeReq) time.Duration {
 		kinds := make([]writeKind, 0, len(reqs))
 		for _, r := range reqs {
 			for range r.rows() {
@@ -27,6 +27,7 @@ func heldCommitter(t *testing.T, lim WriterLimits) (c *committer, cycles chan []
 				r.done <- nil
 			}
 		}
+		return 0
 	})
 	t.Cleanup(func() {
 		close(release)
@@ -204,5 +205,22 @@ func TestCommitterGathersRowsNobodyWaitsFor(t *testing.T) {
 	release <- struct{}{}
 	if err := <-returned; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCycleRowsLeaveTheFixedCostOut: writer.maxTime bounds what a cycle's rows add to its commit,
+// not the commit's fixed part: a commit slower than maxTime by its fsync alone does not shrink
+// the cycles to minCycleRows, where callers would wait for many small commits instead of one.
+func TestCycleRowsLeaveTheFixedCostOut(t *testing.T) {
+	c := &committer{lim: WriterLimits{MaxRows: 2000, MaxTime: 2 * time.Millisecond}}
+	// A 5 ms fsync and 10 µs a row: 100 rows took 6 ms.
+	c.rowCost = rowCostOf(6*time.Millisecond, 5*time.Millisecond, 100)
+	if got := c.cycleRows(); got != 200 {
+		t.Fatalf("cycles of %d rows, want 200 (2 ms of 10 µs rows)", got)
+	}
+	// All of a cycle's time its commit's own: the rows cost nothing, MaxRows bounds.
+	c.rowCost = rowCostOf(6*time.Millisecond, 7*time.Millisecond, 100)
+	if got := c.cycleRows(); got != 2000 {
+		t.Fatalf("cycles of %d rows, want MaxRows", got)
 	}
 }

@@ -58,7 +58,7 @@ func (d *Dispatcher) registerWriterMetrics(reg prometheus.Registerer) {
 // once it has committed (persist, then announce); rows with no free slot are written pending for
 // the claim loop. If the shared transaction fails, each request is retried in a transaction of
 // its own (commitApart), so one caller's failure is not every caller's.
-func (d *Dispatcher) commitCycle(reqs []*writeReq) {
+func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 	var b storage.WriteBatch
 	spans := make([][2]int, len(reqs)) // each request's rows in b's slice of its kind
 	for i, r := range reqs {
@@ -152,6 +152,7 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) {
 	if err := firstErr[writeRunEvents]; err != nil {
 		d.log.Error("run events write failed", "events", failed[writeRunEvents], "err", err)
 	}
+	return b.Committed
 }
 
 // retryApart are the pauses before each further try of rows nobody waits for (outcomes, batched
