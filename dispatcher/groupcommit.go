@@ -165,9 +165,19 @@ func (c *committer) enqueue(ctx context.Context, r *writeReq) error {
 	c.queued[r.kind].Add(n)
 	select {
 	case c.queues[r.kind] <- r:
-	case <-ctx.Done():
-		c.queued[r.kind].Add(-n)
-		return ctx.Err()
+	default:
+		// The queue is full. A writer gathering rows nobody waits for is not taking any until
+		// woken: wake it, so that the room this waits for is made now, not at the gathering's end.
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+		select {
+		case c.queues[r.kind] <- r:
+		case <-ctx.Done():
+			c.queued[r.kind].Add(-n)
+			return ctx.Err()
+		}
 	}
 	if r.done == nil {
 		c.gatherMu.Lock()

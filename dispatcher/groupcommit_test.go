@@ -224,3 +224,29 @@ func TestCycleRowsLeaveTheFixedCostOut(t *testing.T) {
 		t.Fatalf("cycles of %d rows, want MaxRows", got)
 	}
 }
+
+// TestGatheringMakesRoom: a writer gathering rows nobody waits for (writer.maxDelay) still takes
+// them when a queue is full, so a writer of such rows waits for room, not for the gathering's end.
+func TestGatheringMakesRoom(t *testing.T) {
+	c := newCommitter(WriterLimits{MaxRows: 2000, MaxDelay: time.Hour, Queue: 1}, []writeKind{writeOutcome},
+		func([]*writeReq) time.Duration { return 0 })
+	t.Cleanup(c.close)
+	queued := make(chan error)
+	go func() {
+		for range 4 {
+			if err := c.submit(context.Background(), &writeReq{kind: writeOutcome, outcomes: make([]storage.Outcome, 1)}); err != nil {
+				queued <- err
+				return
+			}
+		}
+		queued <- nil
+	}()
+	select {
+	case err := <-queued:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("writers of rows nobody waits for are held by a full queue while the writer gathers")
+	}
+}
