@@ -249,10 +249,14 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 	return pause.Seq, nil
 }
 
-// resumeStream is GET /ai-sdk/chat/{id}/stream, the AI SDK's resumeStream: the response of
-// the chat's run in progress, from its start (the client replaces what it had), then live; a
-// run a restart or a suspend paused goes on; 204 when nothing streams (no run, or one that
-// waits for the client's answers).
+// resumeStream is GET /ai-sdk/chat/{id}/stream, the AI SDK's resumeStream. The SDK takes a
+// resumed stream as a replay (DefaultChatTransport's resumeStreamIsReplay): at its first start
+// it drops the message it holds and builds it from the stream. So the stream is always the
+// whole assistant message of the chat's run — every response of the run, from the run's start,
+// as each was streamed — then live to the finish of the latest one: a run a restart, a crash or
+// a suspend paused goes on first; one that waits for the client's answers is replayed up to its
+// approval requests; one that ended within recentEnd is replayed to its end. 204 when nothing
+// is left to show (no run, another user's chat, a run that ended before that).
 func (h *handler) resumeStream(c *gin.Context) {
 	caller, err := h.Keys.Identify(c.Request, "")
 	if err != nil {
@@ -265,7 +269,7 @@ func (h *handler) resumeStream(c *gin.Context) {
 	chat := c.Param("id")
 	ctx := c.Request.Context()
 	rt := h.Runtime
-	live, found, err := h.liveRun(ctx, caller.UserID, chat)
+	run, found, err := h.latestRun(ctx, caller.UserID, chat)
 	if err != nil {
 		h.Internal(c, "looking up the chat's run failed", err)
 		return
@@ -274,27 +278,50 @@ func (h *handler) resumeStream(c *gin.Context) {
 		c.Status(http.StatusNoContent)
 		return
 	}
-	var after int64
-	replay := true
-	if live.Status == dialect.StatusSuspended || h.Pausing(ctx, caller.UserID, live.RequestID) {
-		pause, err := rt.Pause(ctx, caller.UserID, live.RequestID)
-		if err != nil || len(pause.Suspend.PendingCalls) > 0 && waits(pause.Suspend.PendingCalls) {
-			c.Status(http.StatusNoContent) // its stream is complete; the client answers first
+	if pause, err := rt.Pause(ctx, caller.UserID, run.RequestID); err == nil && !waits(pause.Suspend.PendingCalls) {
+		// A pause that waits for nobody goes on. A concurrent resume may win the race
+		// (ErrNotWaiting): this stream then follows what that one resumed.
+		if err := rt.Resume(ctx, caller.UserID, run.RequestID); err != nil && !errors.Is(err, agent.ErrNotWaiting) {
+			h.Internal(c, "resuming the run failed", err)
 			return
 		}
-		if err := rt.Resume(ctx, caller.UserID, live.RequestID); err != nil {
-			c.Status(http.StatusNoContent)
-			return
-		}
-		after, replay = pause.Seq, false
 	}
-	f, err := rt.Follow(ctx, caller.UserID, live.RequestID, after)
+	f, err := rt.Follow(ctx, caller.UserID, run.RequestID, 0)
 	if err != nil {
 		h.Internal(c, "following the run failed", err)
 		return
 	}
 	defer f.Close()
-	h.stream(c, f, NewMapper(chat, nil), replay)
+	clientTools := make([]string, len(run.Request.ExternalTools))
+	for i, t := range run.Request.ExternalTools {
+		clientTools[i] = t.Name
+	}
+	h.stream(c, f, Replay(chat, clientTools), true)
+}
+
+// recentEnd is how long after its end a run's message is still replayed by GET …/stream. The
+// client cannot say what it holds, and a drop just before the end leaves it without the tail
+// of the answer, with no other route to fetch it; a replay rebuilds the message under the same
+// id, so one the client holds whole is replaced by its equal. The AI SDK's own chatbot template
+// restores the last assistant message for 15 s after its stream concluded; so does hookd.
+var recentEnd = 15 * time.Second
+
+// latestRun is the run GET …/stream shows: the chat's latest run when it is live (running or
+// paused) or ended less than recentEnd ago.
+func (h *handler) latestRun(ctx context.Context, userID, chat string) (agent.RunView, bool, error) {
+	sess, err := h.Runtime.Session(ctx, userID, chat)
+	if errors.Is(err, agent.ErrNotFound) {
+		return agent.RunView{}, false, nil
+	}
+	if err != nil {
+		return agent.RunView{}, false, err
+	}
+	runs, err := h.Runtime.SessionRuns(ctx, sess.ID, 1)
+	if err != nil || len(runs) == 0 {
+		return agent.RunView{}, false, err
+	}
+	r := runs[0]
+	return r, r.Live() || time.Since(r.UpdatedAt) < recentEnd, nil
 }
 
 // waits reports whether a pause's calls wait for the client (an approval, a client-side tool).
@@ -308,53 +335,35 @@ func waits(calls []agent.PendingCall) bool {
 }
 
 // stream writes the run's parts until the response's finish or the client goes away (the run
-// goes on; GET …/stream picks it up). With replay, the run's stored events are read from its
-// start and only the share of its latest response is written: each resume starts a response
-// afresh, and until the reader has caught up with the log it cannot know which is the latest.
-func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, replay bool) {
+// goes on; GET …/stream picks it up). whole: the follower reads from the run's start and the
+// stream is the run's whole message — each response in turn (a pause's finish, then the next
+// response's start under the same message id, as the client saw them live) — ending at a
+// pause nothing follows yet, or at the run's end.
+func (h *handler) stream(c *gin.Context, f *agent.Follower, m *Mapper, whole bool) {
 	ctx := c.Request.Context()
 	sse := wire.StartSSE(c.Writer, http.Header{Header: {"v1"}})
 	tick := time.NewTicker(h.Heartbeat)
 	defer tick.Stop()
-	var held []Part
 	for {
 		select {
 		case <-f.Ready():
 			evs, err := f.Next(ctx)
-			if err != nil {
+			switch {
+			case m.Done() && (err != nil || len(evs) == 0): // a pause, caught up: nothing follows it yet
+				_ = done(sse)
+				return
+			case err != nil:
 				h.brokeOff(ctx, sse, m, err)
 				return
 			}
-			if replay && len(evs) == 0 { // caught up: what is held is the latest response so far
-				replay = false
-				if writeAll(sse, held) != nil {
-					return
-				}
-				held = nil
-				if m.Done() {
-					_ = done(sse)
-					return
-				}
-				continue
-			}
 			for _, ev := range evs {
-				if replay {
-					if ev.Source == "" && ev.Kind == agent.KindResumed {
-						m, held = NewMapper(m.sessionKey, nil), nil // a later response begins
-					}
-					held = append(held, m.Map(ev)...)
-					if ev.Source == "" && ev.Kind == agent.KindRunEnded { // nothing follows the end
-						if writeAll(sse, held) == nil {
-							_ = done(sse)
-						}
-						return
-					}
-					continue
+				if whole && m.Done() && ev.Source == "" {
+					m = m.Next() // a later response of the run: its resume, or the end of its pause
 				}
 				if writeAll(sse, m.Map(ev)) != nil {
 					return
 				}
-				if m.Done() {
+				if m.Done() && (!whole || ev.Kind == agent.KindRunEnded) {
 					_ = done(sse)
 					return
 				}

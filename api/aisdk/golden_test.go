@@ -5,6 +5,7 @@ import (
 	"flag"
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -188,8 +189,10 @@ var scenarios = []scenario{
 		if p2.Comments == 0 {
 			t.Fatal("no heartbeat while the model was slow")
 		}
-		if p3 := r.resume("c-resume"); p3.Status != http.StatusNoContent {
-			t.Fatalf("finished run: %d", p3.Status)
+		// Soon after the end the message replays whole, the same again: the SDK replaces the
+		// message it holds by its equal.
+		if p3 := r.resume("c-resume"); !reflect.DeepEqual(p3.Events, p2.Events) {
+			t.Fatalf("a run that just ended:\n got  %s\n want %s", types(p3.Events), types(p2.Events))
 		}
 	}},
 	{name: "resume_after_restart", run: func(t *testing.T, r *recorder) {
@@ -201,13 +204,22 @@ var scenarios = []scenario{
 		if last(p1.Events)["finishReason"] != "other" || last(p1.Events)["messageMetadata"].(map[string]any)["generateReason"] != agent.SuspendShutdown {
 			t.Fatalf("pause %v", last(p1.Events))
 		}
+		// The resumed stream is the whole message: the response the restart paused, then the
+		// continuation, under the same message id.
 		p2 := r.resume("c-restart")
-		if first(t, p2.Events, "start")["messageId"] != aisdk.MessageID(requestID(t, p1)) || last(p2.Events)["finishReason"] != "stop" ||
-			!strings.Contains(textOf(p2.Events), "after the restart") {
+		if got, want := types(p2.Events)[:len(types(p1.Events))], types(p1.Events); got != want {
+			t.Fatalf("the replay does not begin with what was streamed:\n got  %s\n want %s", got, want)
+		}
+		if last(p2.Events)["finishReason"] != "stop" || !strings.Contains(textOf(p2.Events), "after the restart") {
 			t.Fatalf("resume %s", types(p2.Events))
 		}
-		if p3 := r.resume("c-restart"); p3.Status != http.StatusNoContent {
-			t.Fatalf("after the end: %d", p3.Status)
+		for _, p := range p2.Events {
+			if p["type"] == "start" && p["messageId"] != aisdk.MessageID(requestID(t, p1)) {
+				t.Fatalf("a start of another message: %v", p)
+			}
+		}
+		if p3 := r.resume("c-restart"); !reflect.DeepEqual(p3.Events, p2.Events) {
+			t.Fatalf("a run that just ended:\n got  %s\n want %s", types(p3.Events), types(p2.Events))
 		}
 	}},
 }

@@ -2,6 +2,7 @@ package aisdk_test
 
 import (
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -35,8 +36,8 @@ func TestAPIKeysAndIsolation(t *testing.T) {
 	if r := e.resume("c-1", bob); r.Status != http.StatusNoContent {
 		t.Fatalf("bob resumed alice's stream: %d", r.Status)
 	}
-	if r := e.resume("c-1", alice); r.Status != http.StatusNoContent {
-		t.Fatalf("a stream that waits for an approval is complete: %d", r.Status)
+	if r := e.resume("c-1", alice); r.Status != http.StatusOK || !reflect.DeepEqual(r.Events, p1.Events) {
+		t.Fatalf("a stream that waits for an approval replays to its request: %d %s", r.Status, types(r.Events))
 	}
 	p2 := e.do(chat("c-1", msgs), alice)
 	if last(p2.Events)["finishReason"] != "stop" {

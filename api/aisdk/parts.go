@@ -71,6 +71,9 @@ const (
 type Mapper struct {
 	sessionKey string
 	client     map[string]bool // the client-side tools, by name
+	// replay: the parts rebuild the message from nothing, so the outputs of client-side
+	// calls, which the client once sent, are sent back to it.
+	replay bool
 
 	requestID string
 	started   bool
@@ -92,6 +95,22 @@ func NewMapper(sessionKey string, clientTools []string) *Mapper {
 		m.client[n] = true
 	}
 	return m
+}
+
+// Replay is a mapper for the parts that rebuild the whole message of a run: NewMapper's, but
+// the outputs of the client's own calls are sent back (the client holds nothing to keep them in).
+func Replay(sessionKey string, clientTools []string) *Mapper {
+	m := NewMapper(sessionKey, clientTools)
+	m.replay = true
+	return m
+}
+
+// Next is the mapper of the run's next response (a resume, or the end of a paused run): what
+// m knows of the chat, nothing of the response m mapped.
+func (m *Mapper) Next() *Mapper {
+	n := NewMapper(m.sessionKey, nil)
+	n.client, n.replay = m.client, m.replay
+	return n
 }
 
 // Done reports whether the last event mapped ended the response (a finish part was written).
@@ -174,8 +193,11 @@ func (m *Mapper) Map(ev agent.Event) []Part {
 			m.ranByUser[r.CallID] = true
 		}
 	case agent.KindToolResultEnded:
-		if !m.ranByUser[ev.Tool.CallID] {
+		switch {
+		case !m.ranByUser[ev.Tool.CallID]:
 			out = append(out, m.toolResult(ev.Tool)...)
+		case m.replay:
+			out = append(out, clientResult(ev.Tool))
 		}
 	case agent.KindResult:
 		m.result = ev.Result
@@ -236,6 +258,20 @@ func (m *Mapper) toolResult(t *agent.ToolInfo) []Part {
 		text += ": " + t.Output
 	}
 	return []Part{{Type: "tool-output-error", ToolCallID: t.CallID, ErrorText: text}}
+}
+
+// clientResult is the output a client-side call's client sent, as the part it had: the
+// runtime keeps it as text (outputText), so JSON text goes back as its JSON value and other
+// text as a string.
+func clientResult(t *agent.ToolInfo) Part {
+	if t.State == agent.ToolError {
+		return Part{Type: "tool-output-error", ToolCallID: t.CallID, ErrorText: t.Output}
+	}
+	out := json.RawMessage(t.Output)
+	if !json.Valid(out) {
+		out = jsonString(t.Output)
+	}
+	return Part{Type: "tool-output-available", ToolCallID: t.CallID, Output: out}
 }
 
 func (m *Mapper) end(ev agent.Event) []Part {

@@ -58,6 +58,20 @@ function tee(stream, seen) {
   return stream.pipeThrough(new TransformStream({ transform(c, ctl) { seen(c); ctl.enqueue(c); } }));
 }
 
+// dropAt sends words as a new turn of chatId and drops the connection at the first part of
+// type typ, as a client whose network goes away; the run goes on.
+async function dropAt(transport, chatId, words, typ) {
+  const abort = new AbortController();
+  const stream = await transport.sendMessages({ chatId, trigger: "submit-message", abortSignal: abort.signal,
+    messages: [{ id: unique("m"), role: "user", parts: [{ type: "text", text: words }] }] });
+  const reader = stream.getReader();
+  for (;;) {
+    const { value } = await reader.read();
+    if (value.type === typ) break;
+  }
+  abort.abort();
+}
+
 const last = (chat) => chat.messages.at(-1);
 const text = (m) => m.parts.filter((p) => p.type === "text").map((p) => p.text).join("");
 const toolParts = (m) => m.parts.filter((p) => p.type === "dynamic-tool" || p.type.startsWith("tool-"));
@@ -160,22 +174,48 @@ test("an error", async () => {
 
 test("a resume: the stream is replayed from the event log, then live", async () => {
   const { chat, transport } = newChat("c-resume");
-  const abort = new AbortController();
-  const stream = await transport.sendMessages({ chatId: chat.id, trigger: "submit-message", abortSignal: abort.signal,
-    messages: [{ id: unique("m"), role: "user", parts: [{ type: "text", text: "slow work" }] }] });
-  const reader = stream.getReader();
-  for (;;) { // read up to the first step, then drop the connection
-    const { value } = await reader.read();
-    if (value.type === "start-step") break;
-  }
-  abort.abort();
+  await dropAt(transport, chat.id, "slow work", "start-step");
   const resumed = await transport.reconnectToStream({ chatId: chat.id });
   assert.ok(resumed, "a stream to resume");
   let message;
   for await (const m of readUIMessageStream({ stream: resumed })) message = m;
   assert.equal(text(message), "Done after the restart.");
   assert.equal(toolParts(message)[0].state, "output-available");
-  assert.equal(await transport.reconnectToStream({ chatId: chat.id }), null, "nothing to resume after the finish");
+  // Soon after the finish a reconnect replays the same message: the SDK replaces it by its equal.
+  let again;
+  for await (const m of readUIMessageStream({ stream: await transport.reconnectToStream({ chatId: chat.id }) })) again = m;
+  assert.deepEqual(again, message, "the same message again");
+});
+
+test("a reconnect during the answer after an approval: the whole message comes back", async () => {
+  const { chat, chunk } = newChat("c-ask-drop");
+  await chat.sendMessage({ text: "write slowly" });
+  const [call] = toolParts(last(chat));
+  assert.equal(call.state, "approval-requested");
+  await chat.addToolApprovalResponse({ id: call.approval.id, approved: true });
+  const ran = chunk((c) => c.type === "tool-output-available");
+  const sending = chat.sendMessage();
+  await ran;
+  await chat.stop(); // the connection drops while the answer is still to come
+  await sending;
+  await chat.resumeStream();
+  assert.equal(chat.status, "ready", String(chat.error));
+  const [after] = toolParts(last(chat));
+  assert.equal(after.state, "output-available");
+  assert.equal(after.approval.approved, true);
+  assert.equal(text(last(chat)), "Noted, slowly.");
+  assert.equal(chat.messages.filter((m) => m.role === "assistant").length, 1);
+});
+
+test("a drop before the approval request: resumeStream brings it", async () => {
+  const { chat, transport } = newChat("c-ask-early");
+  await dropAt(transport, chat.id, "write a note", "tool-input-start");
+  await chat.resumeStream();
+  const [call] = toolParts(last(chat));
+  assert.equal(call.state, "approval-requested", "the client learns what to approve");
+  await chat.addToolApprovalResponse({ id: call.approval.id, approved: true });
+  await chat.sendMessage();
+  assert.equal(text(last(chat)), "Noted.");
 });
 
 test("a resume after a daemon restart", async () => {

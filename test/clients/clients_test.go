@@ -30,6 +30,7 @@ const script = `{"scripts":[
  {"match":"hello","steps":[{"thinking":"a greeting","text":"Hello there.","usage":{"inputTokens":10,"outputTokens":5,"reasoningTokens":2}}]},
  {"match":"/list my files/","steps":[{"toolCalls":[{"name":"workspace_list_files","arguments":{"path":"."}}]},{"text":"Listed."}]},
  {"match":"/read the secret/","steps":[{"toolCalls":[{"name":"workspace_read_file","arguments":{"path":"secret.txt"}}]},{"text":"I may not read it."}]},
+ {"match":"/write slowly/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"slow.txt","content":"hi"}}]},{"text":"Noted, slowly.","delayMs":1500}]},
  {"match":"/write a note/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"note.txt","content":"hi"}}]},{"text":"Noted."}]},
  {"match":"/pick a color/","steps":[{"toolCalls":[{"name":"pick_color","arguments":{}}]},{"text":"Blue it is."}]},
  {"match":"/fatal/","steps":[{"error":"fatal","text":"never"}]},
