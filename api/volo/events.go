@@ -378,9 +378,8 @@ func mapMain(ev agent.Event, tr TraceInfo) []Event {
 		return one(f)
 	case agent.KindToolResultEnded:
 		f := base(ev, tr, TypeToolEnd)
-		f.Tool = toolOf(ev)
+		f.Tool = toolEnd(ev)
 		if t := ev.Tool; t != nil {
-			f.Tool.Arguments, f.Tool.Status, f.Tool.Output, f.Tool.Error, f.Tool.DurationMs = t.Arguments, t.State, t.Output, t.Error, t.DurationMs
 			switch t.Name {
 			case tools.NameHTTPRequest:
 				w := base(ev, tr, TypeWebFetch)
@@ -578,6 +577,15 @@ func toolOf(ev agent.Event) *ToolInfo {
 		return &ToolInfo{}
 	}
 	return &ToolInfo{ToolCallID: ev.Tool.CallID, ToolName: ev.Tool.Name}
+}
+
+// toolEnd is the tool of a TOOL_END: the call with its result.
+func toolEnd(ev agent.Event) *ToolInfo {
+	ti := toolOf(ev)
+	if t := ev.Tool; t != nil {
+		ti.Arguments, ti.Status, ti.Output, ti.Error, ti.DurationMs = t.Arguments, t.State, t.Output, t.Error, t.DurationMs
+	}
+	return ti
 }
 
 func dataComponent(d agent.DataContent, origin string) *UIComponent {

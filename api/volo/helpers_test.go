@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +156,51 @@ type env struct {
 	db  *storage.DB
 	rt  *agent.Runtime
 	srv *httptest.Server
+	ae  *agenttest.Env
+	o   opts
+	h   swapHandler
+}
+
+// swapHandler serves with the routes of the current runtime: a restart mounts a new one behind
+// the same address, as a restarted daemon listens where the old one did.
+type swapHandler struct {
+	mu sync.RWMutex
+	h  http.Handler
+}
+
+func (s *swapHandler) set(h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h = h
+}
+
+func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.RLock()
+	h := s.h
+	s.mu.RUnlock()
+	h.ServeHTTP(w, r)
+}
+
+func (e *env) mount() {
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	hb := e.o.heartbeat
+	if hb == 0 {
+		hb = time.Hour
+	}
+	volo.Register(r, volo.Deps{Runtime: e.rt, Keys: wire.NewKeys(e.o.keys), Log: quiet(), Heartbeat: hb})
+	e.h.set(r)
+}
+
+// restart stops the runtime (its live runs are suspended: SHUTDOWN_INTERRUPT, as the recovery
+// after a crash suspends them) and starts a new one on the same database, served at the same
+// address.
+func (e *env) restart() {
+	e.t.Helper()
+	e.srv.CloseClientConnections()
+	e.ae.Restart(e.t)
+	e.rt = e.ae.Runtime
+	e.mount()
 }
 
 func newEnv(t *testing.T, o opts) *env {
@@ -167,20 +213,14 @@ func newEnv(t *testing.T, o opts) *env {
 	for _, h := range o.hooks {
 		ae.Hook(t, h)
 	}
-	rt := ae.Runtime
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	hb := o.heartbeat
-	if hb == 0 {
-		hb = time.Hour
-	}
-	volo.Register(r, volo.Deps{Runtime: rt, Keys: wire.NewKeys(o.keys), Log: quiet(), Heartbeat: hb})
-	srv := httptest.NewServer(openapitest.Handler(t, r))
+	e := &env{t: t, db: db, rt: ae.Runtime, ae: ae, o: o}
+	e.mount()
+	e.srv = httptest.NewServer(openapitest.Handler(t, &e.h))
 	t.Cleanup(func() { // before the runtime stops (cleanups run last-registered first)
-		srv.CloseClientConnections()
-		srv.Close()
+		e.srv.CloseClientConnections()
+		e.srv.Close()
 	})
-	return &env{t: t, db: db, rt: rt, srv: srv}
+	return e
 }
 
 const prefix = "/api/agent/chat/volo-ai"

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -210,6 +212,77 @@ type ResumeRequest struct {
 	TurnID   string          `json:"turnId"`
 	UserID   string          `json:"userId"`
 	Response json.RawMessage `json:"response"`
+	// AfterSeq (a hookd extension, also the query parameter afterSeq) is where a reconnecting
+	// client's stream starts: a number N, or the text "N" or "N.k" (see Cursor).
+	AfterSeq json.RawMessage `json:"afterSeq"`
+}
+
+// Cursor is what a reconnecting client already has of a turn: every frame whose seq is below
+// Seq, and of the frames of seq Seq (the frames of one event share its seq: an ask's
+// INTERACTIONs, TOOL_END + WEB_FETCH, ERROR + COMPLETE, ...) all of them when Frames is 0, else
+// the first Frames. Written "N" or "N.k".
+type Cursor struct {
+	Seq    int64
+	Frames int
+}
+
+// ParseCursor reads afterSeq: "N" (every frame up to seq N) or "N.k" (the frames before seq N
+// and the first k of seq N), N ≥ 0, k ≥ 1.
+func ParseCursor(s string) (Cursor, error) {
+	n, k, dotted := strings.Cut(strings.TrimSpace(s), ".")
+	seq, err := strconv.ParseInt(n, 10, 64)
+	if err != nil || seq < 0 {
+		return Cursor{}, fmt.Errorf("afterSeq: %q is not a frame's seq (N, or N.k for the first k frames of seq N)", s)
+	}
+	c := Cursor{Seq: seq}
+	if dotted {
+		if c.Frames, err = strconv.Atoi(k); err != nil || c.Frames < 1 {
+			return Cursor{}, fmt.Errorf("afterSeq: %q: k in N.k counts the frames of seq N received, from 1", s)
+		}
+	}
+	return c, nil
+}
+
+// after is the seq to follow the run from; the first c.Frames frames of seq c.Seq are then
+// skipped.
+func (c Cursor) after() int64 {
+	if c.Frames > 0 {
+		return c.Seq - 1
+	}
+	return c.Seq
+}
+
+// has reports whether the client has every frame of the event seq.
+func (c Cursor) has(seq int64) bool { return seq < c.Seq || (seq == c.Seq && c.Frames == 0) }
+
+// resumeCursor reads afterSeq from the query or the body (a number or its text); nil when
+// neither gives one.
+func resumeCursor(c *gin.Context, body json.RawMessage) (*Cursor, *apiError) {
+	q, inQuery := c.GetQuery("afterSeq")
+	b := strings.TrimSpace(string(body))
+	if b == "null" {
+		b = ""
+	}
+	if strings.HasPrefix(b, `"`) {
+		if err := json.Unmarshal(body, &b); err != nil {
+			return nil, badRequest("afterSeq: %v", err)
+		}
+	} else if strings.ContainsAny(b, ".eE") {
+		return nil, badRequest("afterSeq: %s: a number is a seq (an integer); N.k is given as text", b)
+	}
+	switch {
+	case inQuery && b != "" && strings.TrimSpace(q) != b:
+		return nil, badRequest("afterSeq: the body's %q differs from the query's %q", b, q)
+	case inQuery:
+		b = q
+	case b == "":
+		return nil, nil
+	}
+	cur, err := ParseCursor(b)
+	if err != nil {
+		return nil, badRequest("%v", err)
+	}
+	return &cur, nil
 }
 
 func (h *handler) resume(c *gin.Context) {
@@ -245,6 +318,11 @@ func (h *handler) resume(c *gin.Context) {
 		h.earlyError(c, tr, e)
 		return
 	}
+	cursor, e := resumeCursor(c, req.AfterSeq)
+	if e != nil {
+		h.earlyError(c, tr, e)
+		return
+	}
 	ctx := c.Request.Context()
 	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
 	if err != nil {
@@ -257,26 +335,42 @@ func (h *handler) resume(c *gin.Context) {
 		return
 	}
 	tr = traceOf(run, evs)
-	from, e := h.resumePoint(ctx, caller, run, evs, resp)
+	part, e := h.resumePoint(ctx, caller, run, evs, resp, cursor)
 	if e != nil {
 		h.earlyError(c, tr, e)
 		return
 	}
-	h.stream(c, streamSpec{userID: caller.UserID, requestID: run.RequestID, after: from, trace: tr, noTools: run.Request.NoTools})
+	// The mode is set on TURN_STARTED, which a replay from the turn's start sends again.
+	spec := streamSpec{userID: caller.UserID, requestID: run.RequestID, after: part.from, endFrom: part.endFrom, trace: tr,
+		mode: ModeMax, noTools: run.Request.NoTools}
+	if run.Request.NoTools {
+		spec.mode = ModeFast
+	}
+	if cursor != nil {
+		spec.after, spec.skipSeq, spec.skip = cursor.after(), cursor.Seq, cursor.Frames
+	}
+	h.stream(c, spec)
 }
 
-// resumePoint applies a resume's response to the turn's pause and returns the seq to stream on
-// from:
+// span is the part of a turn a resume streams: its events after seq from, up to the first pause
+// or end whose seq is endFrom or more (the pauses before it were answered).
+type span struct{ from, endFrom int64 }
+
+// resumePoint applies a resume's response to the turn's pause and says what to stream (a
+// cursor, when the client sent afterSeq, moves the start but not the end):
 //   - the turn is paused now: the response answers the pause (a tool approval: approve-like text
 //     approves every pending call, other text denies them with the text as the reason, decisions
 //     answer by interactionId/toolCallId; a client-side tool: the text is its output; a manual,
 //     budget or shutdown pause: the turn resumes, and text that is not a plain "continue" joins
 //     the turn as appended input) and the stream starts after it. With no response, a turn that
-//     waits for answers streams from the pause before (if any) and so ends at this one again;
-//     a turn paused otherwise just resumes.
+//     waits for answers is replayed from its pause before, or from its start, to this pause
+//     again: its INTERACTION frames included, so a client that lost them can answer (409
+//     responseRequired only when the cursor says the client has them all). A turn paused
+//     otherwise just resumes.
 //   - the turn is not paused (its pause was answered with interaction-response or tool-approval,
 //     or it ended since): the stream starts after its last pause; a response is moot and ignored.
-func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run agent.RunView, evs []agent.Event, resp response) (int64, *apiError) {
+//   - the turn never paused: 409 notPaused, unless a cursor says where to start.
+func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run agent.RunView, evs []agent.Event, resp response, cursor *Cursor) (span, *apiError) {
 	var pauses []agent.Event
 	for _, ev := range evs {
 		if ev.Kind == agent.KindSuspended && ev.Source == "" {
@@ -284,15 +378,20 @@ func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run agent
 		}
 	}
 	if len(pauses) == 0 {
-		return 0, &apiError{status: http.StatusConflict, key: errNotPaused, detail: "the turn never paused: there is nothing to resume"}
+		if cursor != nil {
+			return span{}, nil // a reconnect to a turn that never paused: nothing to answer
+		}
+		return span{}, &apiError{status: http.StatusConflict, key: errNotPaused,
+			detail: "the turn never paused: there is nothing to resume (send afterSeq to follow it again from a frame)"}
 	}
 	cur := pauses[len(pauses)-1]
+	past := span{from: cur.Seq, endFrom: cur.Seq + 1}
 	if run.Status != agent.StatusSuspended {
-		return cur.Seq, nil
+		return past, nil
 	}
 	pending, err := h.rt.Asks(ctx, caller.UserID, run.RequestID, agent.AskPending)
 	if err != nil {
-		return 0, internal(err)
+		return span{}, internal(err)
 	}
 	reason := ""
 	if cur.Suspend != nil {
@@ -301,22 +400,26 @@ func (h *handler) resumePoint(ctx context.Context, caller wire.Caller, run agent
 	if reason == agent.SuspendPermissionAsk || reason == agent.SuspendExternalExecution || len(pending) > 0 {
 		switch {
 		case len(pending) == 0: // answered already; the run is on its way
-		case resp.empty() && len(pauses) > 1:
-			return pauses[len(pauses)-2].Seq, nil
-		case resp.empty():
-			return 0, &apiError{status: http.StatusConflict, key: errResponseRequired,
-				detail: "the turn waits for an answer to its interaction: send a response, or use interaction-response/{interactionId}"}
+		case resp.empty() && cursor != nil && cursor.has(cur.Seq):
+			return span{}, &apiError{status: http.StatusConflict, key: errResponseRequired,
+				detail: "the turn waits for an answer to its interaction, and afterSeq says the client has every frame up to it: send a response, or use interaction-response/{interactionId}"}
+		case resp.empty(): // a reconnect: the frames up to this pause again
+			again := span{endFrom: cur.Seq}
+			if len(pauses) > 1 {
+				again.from = pauses[len(pauses)-2].Seq
+			}
+			return again, nil
 		default:
 			if e := h.answerPending(ctx, caller, run, pending, resp); e != nil {
-				return 0, e
+				return span{}, e
 			}
 		}
-		return cur.Seq, nil
+		return past, nil
 	}
 	if e := h.resumePaused(ctx, caller, run, resp.text); e != nil {
-		return 0, e
+		return span{}, e
 	}
-	return cur.Seq, nil
+	return past, nil
 }
 
 // answerPending answers a paused turn's pending asks from a response.

@@ -235,16 +235,22 @@ type streamSpec struct {
 	userID    string
 	requestID string
 	after     int64 // stream the events with seq > after
-	trace     TraceInfo
-	pre       []Event // frames written before the run's (commands)
-	mode      Mode    // set on PROGRESS TURN_STARTED
+	// skip drops the first frames of event skipSeq: a reconnecting client has them (afterSeq N.k).
+	skipSeq int64
+	skip    int
+	// endFrom: only a pause or end with seq ≥ endFrom ends the stream; the pauses before it, which
+	// a replay from an earlier frame passes, were answered.
+	endFrom int64
+	trace   TraceInfo
+	pre     []Event // frames written before the run's (commands)
+	mode    Mode    // set on PROGRESS TURN_STARTED
 	// noTools drops the frames of tool calls a tool-less (FAST) run's model still streamed: the
 	// runtime discards those calls, so no TOOL_END would ever follow.
 	noTools bool
 }
 
 // stream writes a run's frames until the turn ends or pauses, or the client goes away (the run
-// does not stop then: the client catches up with messages?since=).
+// does not stop then: the client reconnects with resume?turnId=&afterSeq=).
 func (h *handler) stream(c *gin.Context, s streamSpec) {
 	ctx := c.Request.Context()
 	run, err := h.rt.Follow(ctx, s.userID, s.requestID, s.after)
@@ -272,7 +278,11 @@ func (h *handler) stream(c *gin.Context, s streamSpec) {
 				if s.noTools && ev.Source == "" && (ev.Kind == agent.KindToolCallStarted || ev.Kind == agent.KindToolCallDelta) {
 					continue
 				}
-				for _, f := range Map(ev, s.trace) {
+				frames := Map(ev, s.trace)
+				if s.skip > 0 && ev.Seq == s.skipSeq {
+					frames = frames[min(s.skip, len(frames)):]
+				}
+				for _, f := range frames {
 					if f.Phase == PhaseTurnStarted && s.mode != "" {
 						f.ExecutionMode = string(s.mode)
 					}
@@ -280,7 +290,7 @@ func (h *handler) stream(c *gin.Context, s streamSpec) {
 						return
 					}
 				}
-				if Terminal(ev) {
+				if Terminal(ev) && ev.Seq >= s.endFrom {
 					return
 				}
 			}
@@ -527,9 +537,11 @@ type ChatMessage struct {
 	Content      string           `json:"content"`
 	Thinking     string           `json:"thinking,omitempty"`
 	ToolCalls    []model.ToolCall `json:"toolCalls,omitempty"`
-	Usage        *agent.Usage     `json:"usage,omitempty"`
-	CreatedAt    string           `json:"createdAt"`
-	UpdatedAt    string           `json:"updatedAt"`
+	// ToolResults are the results of the turn's tool calls, as its TOOL_END frames carried them.
+	ToolResults []*ToolInfo  `json:"toolResults,omitempty"`
+	Usage       *agent.Usage `json:"usage,omitempty"`
+	CreatedAt   string       `json:"createdAt"`
+	UpdatedAt   string       `json:"updatedAt"`
 }
 
 // ParseSince reads the since parameter: RFC 3339 (with or without fractional seconds), or Unix
@@ -585,15 +597,24 @@ func (h *handler) messages(c *gin.Context) {
 		h.fail(c, internal(err))
 		return
 	}
+	records, err := h.answerRecords(ctx, caller.UserID, hist)
+	if err != nil {
+		h.fail(c, internal(err))
+		return
+	}
 	out := make([]ChatMessage, 0, len(hist))
 	for _, m := range hist {
 		if m.Role == model.RoleSystem { // a context reset marker (/clear)
 			continue
 		}
 		t := turns[m.ID]
-		out = append(out, ChatMessage{ID: m.ID, SessionID: key, TurnID: t.turnID, ParentTurnID: t.parent, Role: m.Role,
+		msg := ChatMessage{ID: m.ID, SessionID: key, TurnID: t.turnID, ParentTurnID: t.parent, Role: m.Role,
 			Content: m.Text, Thinking: m.Thinking, ToolCalls: m.ToolCalls, Usage: m.Usage,
-			CreatedAt: Timestamp(m.CreatedAt), UpdatedAt: Timestamp(m.UpdatedAt)})
+			CreatedAt: Timestamp(m.CreatedAt), UpdatedAt: Timestamp(m.UpdatedAt)}
+		if rec := records[m.ID]; rec != nil {
+			msg.Thinking, msg.ToolResults = firstNonEmpty(rec.thinking.String(), m.Thinking), rec.toolResults
+		}
+		out = append(out, msg)
 	}
 	reply(c, http.StatusOK, msgSuccess, out)
 }
@@ -617,6 +638,54 @@ func (h *handler) turnsOf(ctx context.Context, sessionID int64, hist []agent.His
 	for _, m := range hist {
 		if t, ok := byRequest[m.RunID]; ok {
 			out[m.ID] = t
+		}
+	}
+	return out, nil
+}
+
+// answerRecord is what the turn of an assistant message did besides its text, rebuilt from the
+// run's events: the runtime keeps only the last step's reasoning with a message
+// (runState.Thinking), and no tool results.
+type answerRecord struct {
+	thinking    strings.Builder // every step's, as the PROGRESS THINKING frames streamed it
+	toolResults []*ToolInfo
+}
+
+// answerRecords rebuilds the records of the assistant messages in hist from their runs' events.
+// A run's events go to its assistant message, and after a supplementary input
+// (input.consumed) to the message that input started.
+func (h *handler) answerRecords(ctx context.Context, userID string, hist []agent.HistoryMessage) (map[int64]*answerRecord, error) {
+	out := map[int64]*answerRecord{}
+	done := map[string]bool{}
+	for _, m := range hist {
+		if m.Role != model.RoleAssistant || m.RunID == "" || done[m.RunID] {
+			continue
+		}
+		done[m.RunID] = true
+		evs, err := h.rt.Replay(ctx, userID, m.RunID, 0)
+		if err != nil {
+			return nil, err
+		}
+		var rec *answerRecord
+		to := func(messageID int64) {
+			if rec = out[messageID]; rec == nil {
+				rec = &answerRecord{}
+				out[messageID] = rec
+			}
+		}
+		for _, ev := range evs {
+			switch {
+			case ev.Source != "":
+			case ev.Kind == agent.KindRunStarted && ev.Run != nil:
+				to(ev.Run.AssistantMessageID)
+			case ev.Kind == agent.KindInputConsumed && ev.Input != nil:
+				to(ev.Input.AssistantMessageID)
+			case rec == nil:
+			case ev.Kind == agent.KindBlockDelta && ev.Block != nil && ev.Block.Type == agent.BlockThinking:
+				rec.thinking.WriteString(ev.Block.Delta)
+			case ev.Kind == agent.KindToolResultEnded && ev.Tool != nil:
+				rec.toolResults = append(rec.toolResults, toolEnd(ev))
+			}
 		}
 	}
 	return out, nil

@@ -244,10 +244,18 @@ func TestResumeWithResponse(t *testing.T) {
 		} {
 			_, fs := e.stream("POST", intentPath(tc.session), map[string]any{"userMessage": "write my tasks"})
 			turn := turnOf(fs)
-			// Without a response the turn cannot go on.
-			st, early := e.stream("POST", prefix+"/resume?turnId="+turn, map[string]any{})
+			// Without a response the turn cannot go on: resume replays it to its pause, the
+			// INTERACTION included, as a reconnect; with afterSeq at the pause there is nothing
+			// left to send and the answer is missing.
+			st, again := e.stream("POST", prefix+"/resume?turnId="+turn, map[string]any{})
+			if st != 200 {
+				t.Fatalf("resume without a response: %d %s", st, names(again))
+			}
+			sameFrames(t, "resume without a response", again, fs)
+			pause := fs[len(fs)-1].ev.Seq
+			st, early := e.stream("POST", prefix+"/resume?turnId="+turn, map[string]any{"afterSeq": pause})
 			if st != 409 || len(early) != 1 || early[0].ev.ErrorCode != "agent.error.responseRequired" || early[0].ev.TraceInfo.TurnID != turn {
-				t.Fatalf("resume without a response: %d %s", st, names(early))
+				t.Fatalf("resume after the pause without a response: %d %s", st, names(early))
 			}
 			st, rest := e.stream("POST", prefix+"/resume", map[string]any{"turnId": turn, "response": tc.response})
 			if st != 200 {
@@ -270,9 +278,9 @@ func TestResumeWithResponse(t *testing.T) {
 				t.Fatalf("%s: resolved %s", tc.session, b)
 			}
 			// A second resume streams on from the same pause (the turn has ended since).
-			_, again := e.stream("POST", prefix+"/resume?turnId="+turn, nil)
-			if names(again) != names(rest) {
-				t.Fatalf("%s: replay differs:\n%s\n%s", tc.session, names(again), names(rest))
+			_, replay := e.stream("POST", prefix+"/resume?turnId="+turn, nil)
+			if names(replay) != names(rest) {
+				t.Fatalf("%s: replay differs:\n%s\n%s", tc.session, names(replay), names(rest))
 			}
 		}
 	})
@@ -607,22 +615,8 @@ func TestCatchUpAfterDroppedConnection(t *testing.T) {
 		l := e.open("POST", intentPath("s-drop"), map[string]any{"userMessage": "catchup test"})
 		last := l.until(isType(volo.TypeToolEnd))
 		turn := last.ev.TraceInfo.TurnID
-		l.resp.Body.Close() // the connection drops
-		run, err := e.rt.RunByReply(context.Background(), "local", turn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ch, err := e.rt.Subscribe(ctx, run.RequestID, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for range ch { // to the turn's end, which the client did not stay for
-		}
-		if run, _ = e.rt.RunByReply(context.Background(), "local", turn); run.Status != agent.StatusCompleted {
-			t.Fatalf("the turn did not finish after the client left: %s", run.Status)
-		}
+		l.resp.Body.Close()                           // the connection drops
+		waitStatus(t, e, turn, agent.StatusCompleted) // the turn ends, though the client did not stay for it
 		code, r, raw := e.call("GET", prefix+"/s-drop/messages?since="+last.ev.Timestamp, nil)
 		if code != 200 {
 			t.Fatalf("%d %s", code, raw)
