@@ -14,7 +14,14 @@ import (
 // runCall produces p's result: it runs the tool, or reports why it did not.
 func (r *run) runCall(p *pendingCall) {
 	start := time.Now()
-	r.emit(Event{Kind: KindToolResultStarted, Tool: &ToolInfo{CallID: p.ID, Name: p.Name}})
+	started := &ToolInfo{CallID: p.ID, Name: p.Name}
+	switch p.Stage { // a call that will not run says so from its start: it is not running
+	case stageDenied:
+		started.State = ToolDenied
+	case stageError:
+		started.State = ToolError
+	}
+	r.emit(Event{Kind: KindToolResultStarted, Tool: started})
 	done := func(state, output, errMsg string) {
 		p.Stage, p.State = stageDone, state
 		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args,

@@ -368,7 +368,7 @@ func Map(ev agent.Event) []Frame {
 			add(ToolStart, ToolData{Type: typeTool, ToolCallID: t.CallID, Title: title(t), ToolName: t.Name, Arguments: &args})
 		}
 	case agent.KindToolResultStarted:
-		if t := ev.Tool; t != nil {
+		if t := ev.Tool; t != nil && t.State == "" { // a denied or refused call never runs
 			add(ToolRunning, ToolData{Type: typeTool, ToolCallID: t.CallID, Title: title(t), ToolName: t.Name})
 		}
 	case agent.KindToolResultEnded:

@@ -359,6 +359,9 @@ func mapMain(ev agent.Event, tr TraceInfo) []Event {
 		}
 		return one(f)
 	case agent.KindToolResultStarted:
+		if ev.Tool != nil && ev.Tool.State != "" {
+			return nil // a denied or refused call never runs
+		}
 		f := progress(ev, tr, PhaseToolRunning, "running the tool", nil)
 		f.Tool = toolOf(ev)
 		return one(f)
