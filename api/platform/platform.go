@@ -148,7 +148,7 @@ func (a *api) start(c *gin.Context) {
 		a.fail(c, "run", err)
 		return
 	}
-	a.stream(c, caller.UserID, info.RequestID, Cursor{})
+	a.stream(c, caller.UserID, info.RequestID, Cursor{}, "")
 }
 
 // sessionKey resolves the body's sessionId to the runtime's session key.
@@ -182,24 +182,24 @@ func (a *api) sessionKey(c *gin.Context, caller wire.Caller, raw json.RawMessage
 
 // resume is GET /api/agent/run/stream?requestId=&lastEventId= (or the Last-Event-ID header).
 func (a *api) resume(c *gin.Context) {
-	if userID, requestID, cur, ok := a.resumeRequest(c); ok {
-		a.stream(c, userID, requestID, cur)
+	if userID, requestID, cur, from, ok := a.resumeRequest(c); ok {
+		a.stream(c, userID, requestID, cur, from)
 	}
 }
 
 // resumeRequest reads a resume; when it is not valid, it has answered. (Apart from resume, so
 // its frame is not on the stack while the stream idles.)
-func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Cursor, ok bool) {
+func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Cursor, from string, ok bool) {
 	caller, ok := a.identify(c, "")
-	if !ok {
-		return "", "", cur, false
+	if !ok || !wire.KnownQuery(c, "requestId", "lastEventId") {
+		return "", "", cur, "", false
 	}
 	// Parsed here rather than with c.Query, whose cache would live as long as the stream.
 	q := c.Request.URL.Query()
 	requestID = strings.TrimSpace(q.Get("requestId"))
 	if requestID == "" {
 		wire.Fail(c, http.StatusBadRequest, "requestId: is required")
-		return "", "", cur, false
+		return "", "", cur, "", false
 	}
 	// A browser's EventSource reconnects to the URL it was given and sends its newest id in the
 	// header, so of a query id and a header id the newer wins.
@@ -207,18 +207,20 @@ func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Curso
 		c2, err := ParseCursor(src.id)
 		if err != nil {
 			wire.Fail(c, http.StatusBadRequest, "%s: %v", src.field, err)
-			return "", "", cur, false
+			return "", "", cur, "", false
 		}
-		cur = cur.Newer(c2)
+		if cur.Newer(c2) != cur {
+			cur, from = c2, src.field
+		}
 	}
-	return caller.UserID, requestID, cur, true
+	return caller.UserID, requestID, cur, from, true
 }
 
 // stream sends the run's frames after cur until a terminal frame or the client leaves, with a
 // heartbeat (no id) whenever the interval passes. An idle stream waits in this loop for as long
 // as the run is paused, so its frame is kept small (a GC can then shrink the goroutine's stack to
 // 8 KB); the writing happens in calls that return.
-func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor) {
+func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from string) {
 	ctx := c.Request.Context()
 	run, err := a.Runtime.Follow(ctx, userID, requestID, cur.After())
 	if err != nil {
@@ -228,7 +230,7 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor) {
 	defer run.Close()
 	switch status, last := run.Start(); {
 	case cur.Seq > last:
-		wire.Fail(c, http.StatusBadRequest, "lastEventId: %s is beyond the last event of run %s", FrameID(cur.Seq, cur.K), requestID)
+		wire.Fail(c, http.StatusBadRequest, "%s: %s is beyond the last event of run %s", from, FrameID(cur.Seq, cur.K), requestID)
 		return
 	case cur.Seq == last && last > 0 && agent.Final(status):
 		c.Status(http.StatusNoContent) // the end of a finished run: nothing follows, and an EventSource stops

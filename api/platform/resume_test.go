@@ -235,8 +235,16 @@ func TestEventSourceReconnects(t *testing.T) {
 	}
 	beyond := platform.FrameID(1<<20, 0)
 	bad := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID, http.Header{"Last-Event-Id": {beyond}}, nil)
-	if bad.Status != http.StatusBadRequest || !strings.Contains(string(bad.Body), "lastEventId") {
-		t.Fatalf("an id beyond the live run: %d %s", bad.Status, bad.Body)
+	if bad.Status != http.StatusBadRequest || !strings.Contains(string(bad.Body), "Last-Event-ID: ") {
+		t.Fatalf("an id beyond the live run, in the header: %d %s", bad.Status, bad.Body)
+	}
+	// Every query parameter is the stream's: a typo or a repeat is refused, not ignored.
+	for q, want := range map[string]string{"&lastEventID=5000": `lastEventID: unknown query parameter (did you mean \"lastEventId\"?)`,
+		"&lastEventId=1000&lastEventId=2000": "lastEventId: appears twice"} {
+		bad := e.openStream(alice, http.MethodGet, "/api/agent/run/stream?requestId="+requestID+q, nil, nil)
+		if bad.Status != http.StatusBadRequest || !strings.Contains(string(bad.Body), want) {
+			t.Fatalf("%s: %d %s", q, bad.Status, bad.Body)
+		}
 	}
 	got = append(got, e.openStream(alice, http.MethodGet, url, http.Header{"Last-Event-Id": {got[len(got)-1].LastEventID}}, nil).rest(nil)...)
 	all := e.replay(alice, requestID, "").rest(nil)

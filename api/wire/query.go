@@ -30,7 +30,13 @@ type Page[T any] struct {
 // not silently widen a list, nor may a pair the URL encoding spoils, a parameter given twice, or
 // one given empty (a script's ?toolName=$T with T unset): each parameter's absence is what
 // means "no filter", so an empty value would read as absent and list everything.
-func OnlyQuery(c *gin.Context, allowed ...string) bool {
+func OnlyQuery(c *gin.Context, allowed ...string) bool { return onlyQuery(c, false, allowed) }
+
+// KnownQuery is OnlyQuery for parameters whose empty value means what their absence means (a
+// stream's lastEventId=, from the start): an unknown or repeated parameter is still a 400.
+func KnownQuery(c *gin.Context, allowed ...string) bool { return onlyQuery(c, true, allowed) }
+
+func onlyQuery(c *gin.Context, emptyOK bool, allowed []string) bool {
 	if c.Request.URL.RawQuery == "" {
 		return true
 	}
@@ -46,7 +52,7 @@ func OnlyQuery(c *gin.Context, allowed ...string) bool {
 				Fail(c, http.StatusBadRequest, "%s: appears twice; send each query parameter once", name)
 				return false
 			}
-			if values[0] == "" {
+			if values[0] == "" && !emptyOK {
 				Fail(c, http.StatusBadRequest, "%s: is empty; leave the parameter out, or give it a value", name)
 				return false
 			}
