@@ -2,8 +2,11 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -326,6 +329,61 @@ func TestEditedArgumentsReconsidered(t *testing.T) {
 	}
 }
 
+// TestAnswersOnTheDecisionLog: a person's answer to a hook's ask is on the decision log beside
+// the chain's ask, under its decisionId, as what took effect: an approval (as reviewer or user)
+// with the arguments approved, a refusal, an ask nobody answered in time.
+func TestAnswersOnTheDecisionLog(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{AskTimeout: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond})
+	e.hook(`{"hookName":"review writes","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"ask","reason":"'a person reviews writes'"}]}}`)
+	rowsOf := func(info RunInfo) []storage.Decision {
+		t.Helper()
+		sid := info.SessionID
+		rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(rows)
+		return rows
+	}
+	answer := func(session string, ans func(AskCall) Answer) RunInfo {
+		t.Helper()
+		info := e.start("alice", session, "write")
+		evs := e.until(info.RequestID, 0, KindSuspended)
+		if ans != nil {
+			if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans(find(evs, KindAsk).Ask.Calls[0])}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+		return info
+	}
+	edited := `{"path":"a.txt","content":"edited"}`
+	cases := []struct {
+		name    string
+		ans     func(AskCall) Answer
+		hook    string
+		outcome string
+		args    string
+	}{
+		{"approved, edited", func(c AskCall) Answer {
+			return Answer{AskID: c.AskID, Approved: true, Input: json.RawMessage(edited), AnsweredBy: "reviewer:rev-1"}
+		}, "person:reviewer:rev-1", "allow", edited},
+		{"refused", func(c AskCall) Answer { return Answer{AskID: c.AskID, Reason: "not now"} }, "person", "deny", ""},
+		{"timed out", nil, "ask-timeout", "deny", ""},
+	}
+	for i, c := range cases {
+		rows := rowsOf(answer(fmt.Sprintf("s%d", i), c.ans))
+		if len(rows) < 2 || rows[0].Outcome != "ask" || rows[1].DecisionID != rows[0].DecisionID ||
+			rows[1].HookName != c.hook || rows[1].Outcome != c.outcome || rows[1].ToolName != "workspace_write_file" {
+			t.Fatalf("%s: rows %+v", c.name, rows)
+		}
+		if c.args != "" && rows[1].SubjectHash != argsSHA(c.args) {
+			t.Fatalf("%s: the answer's row hashes other arguments than those approved", c.name)
+		}
+	}
+}
+
 // TestSupplementaryInputAsked: input sent while a run runs is a user message too, asked of the
 // user_message hooks before the model gets it: a deny keeps it from the model (a hint tied to
 // it says why), a modify is what the model gets, and each is on the decision log.
@@ -559,4 +617,13 @@ func TestRefusalStoresDenyRules(t *testing.T) {
 			t.Fatalf("rules after the refusal: %+v", rules)
 		}
 	})
+}
+
+// argsSHA is the decision log's hash of tool arguments: SHA-256 of their canonical JSON.
+func argsSHA(args string) string {
+	var v any
+	json.Unmarshal([]byte(args), &v)
+	b, _ := json.Marshal(v)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
 }

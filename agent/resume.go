@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -135,19 +136,25 @@ func (r *run) resume() {
 				ans.Reason = "用户已批准"
 			}
 			p.Stage = stageReady
-			if len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args) {
+			edited := len(a.Input) > 0 && string(a.Input) != "null" && argsHash(string(a.Input)) != argsHash(p.Args)
+			if edited {
 				ans.Input = string(a.Input)
 				p.Args = string(a.Input)
+			}
+			r.recordAnswer(p, dispatcher.PersonAnswer{Approved: true, Reason: ans.Reason, AnsweredBy: a.AnsweredBy})
+			if edited && p.Stage == stageReady {
 				r.reconsider(p)
 			}
 		case storage.AskExpired:
 			ans.Reason = "等待超时"
 			p.Stage, p.Reason = stageDenied, ans.Reason
+			r.recordAnswer(p, dispatcher.PersonAnswer{Expired: true, Reason: ans.Reason})
 		default:
 			if ans.Reason == "" {
 				ans.Reason = "用户拒绝"
 			}
 			p.Stage, p.Reason = stageDenied, ans.Reason
+			r.recordAnswer(p, dispatcher.PersonAnswer{Reason: ans.Reason, AnsweredBy: a.AnsweredBy})
 		}
 		answers = append(answers, ans)
 	}
@@ -175,6 +182,25 @@ func (r *run) resume() {
 	r.loop()
 }
 
+// recordAnswer puts the answer to p's ask on the decision log when a pre_tool_use chain asked
+// for it (p.DecisionID), beside the chain's rows, with the arguments the answer is about. An
+// approval that cannot be recorded does not run (a sync decision log's rule: nothing is acted on
+// that is not on the record).
+func (r *run) recordAnswer(p *pendingCall, a dispatcher.PersonAnswer) {
+	if p.DecisionID == "" {
+		return
+	}
+	a.DecisionID, p.DecisionID = p.DecisionID, ""
+	ev := r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{ToolName: p.Name, ToolCallID: p.ID,
+		Arguments: dispatcher.Value(p.Args)})
+	if err := r.rt.hooks.RecordAnswer(context.WithoutCancel(r.ctx), ev, a); err != nil {
+		r.rt.log.ErrorContext(r.ctx, "the answer to an ask was not recorded", "requestId", r.rec.RequestID, "askId", p.AskID, "err", err)
+		if a.Approved {
+			p.Stage, p.Reason = stageError, "the approval could not be put on the decision log: "+err.Error()
+		}
+	}
+}
+
 // reconsider puts the arguments a person edited in approving p before what decided p the first
 // time: the pre_tool_use hooks (the call ended before the pause: no second tool.call.ended) and
 // the permission rules' deny. The person approved these arguments and no others, so when a hook
@@ -182,7 +208,7 @@ func (r *run) resume() {
 // with; approved as they are, they run.
 func (r *run) reconsider(p *pendingCall) {
 	approved := p.Args
-	p.HookAsk = ""
+	p.HookAsk, p.DecisionID = "", ""
 	if !r.preToolUse(p, false) {
 		return // denied, or the hooks failed: p.Stage says which
 	}

@@ -33,6 +33,8 @@ import (
 type Hooks interface {
 	Intercept(ctx context.Context, ev dispatcher.Event) (dispatcher.Decision, error)
 	Observe(ctx context.Context, ev dispatcher.Event) ([]string, error)
+	// RecordAnswer puts a person's answer to a chain's ask on the decision log.
+	RecordAnswer(ctx context.Context, ev dispatcher.Event, a dispatcher.PersonAnswer) error
 }
 
 // Config tunes the runtime.

@@ -44,8 +44,10 @@ type pendingCall struct {
 	Result   *model.Message `json:"result,omitempty"`
 	Async    *AsyncInfo     `json:"async,omitempty"` // work a tool started elsewhere
 	// HookAsk is the reason a pre_tool_use hook answered ask: a person decides, whatever the
-	// permission rules would allow.
-	HookAsk string `json:"hookAsk,omitempty"`
+	// permission rules would allow. DecisionID is that chain's: the person's answer joins its
+	// rows on the decision log.
+	HookAsk    string `json:"hookAsk,omitempty"`
+	DecisionID string `json:"decisionId,omitempty"`
 }
 
 // settle takes the current step's calls to results. It returns false when the run paused or
@@ -186,7 +188,7 @@ func (r *run) preToolUse(p *pendingCall, end bool) bool {
 		}
 		return false
 	case dispatcher.Ask:
-		p.HookAsk = dec.Reason
+		p.HookAsk, p.DecisionID = dec.Reason, dec.DecisionID
 		if p.HookAsk == "" {
 			p.HookAsk = "a pre_tool_use hook asks a person to approve this call"
 		}

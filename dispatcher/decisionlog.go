@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
@@ -46,6 +47,43 @@ func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decisio
 		return fmt.Errorf("dispatcher: decision %s not recorded: %w", recs[0].DecisionID, err)
 	}
 	return nil
+}
+
+// A PersonAnswer is a person's answer to an interceptive chain's ask, for the decision log.
+type PersonAnswer struct {
+	DecisionID string // the chain's, whose rows said ask
+	Approved   bool
+	Reason     string
+	AnsweredBy string // who answered: "" for the run's own user, else a reviewer ("reviewer:rev-1")
+	Expired    bool   // nobody answered in time: a deny, whose hook is "ask-timeout"
+}
+
+// RecordAnswer appends a person's answer to the ask of chain a.DecisionID to the decision log:
+// the row of what took effect, the tool call (or other subject) of ev as it then stands — with
+// the arguments the person approved, edited or not. Its hook is the person (id 0, hookName
+// "person" or "person:<who>", "ask-timeout" when nobody answered); its outcome allow or deny. In sync durability it returns once the
+// row is committed, and an error means the answer must not be acted on.
+func (d *Dispatcher) RecordAnswer(ctx context.Context, ev Event, a PersonAnswer) error {
+	var err error
+	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
+		return err
+	}
+	rec := storage.Decision{DecisionID: a.DecisionID, EventID: storage.NewTSIDString(), HookName: "person",
+		HookType: string(ev.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID,
+		TraceID: strPtr(ev.TraceID), Outcome: Deny, Reason: a.Reason, CreatedAt: time.Now(),
+		AgentKind: codingAgentKind(ev.Context)}
+	switch {
+	case a.Expired:
+		rec.HookName = "ask-timeout"
+	case a.AnsweredBy != "":
+		rec.HookName += ":" + a.AnsweredBy
+	}
+	if a.Approved {
+		rec.Outcome = Allow
+	}
+	subj := subjectOf(ev.Context)
+	rec.ToolName, rec.ToolCallID, rec.TaskID = subj.toolName, subj.toolCallID, subj.taskID
+	return d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
 }
 
 // digestSubjects fills each decision row's subject hash (and, with record, decisions.recordArguments,

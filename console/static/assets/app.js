@@ -414,7 +414,7 @@
     const cols = [
       { title: t("time"), cell: (d) => when(d.createdAt) },
       { title: t("hookType"), cell: (d) => d.hookType },
-      { title: t("hook"), cell: (d) => (d.hookName || "") + " #" + d.hookId },
+      { title: t("hook"), cell: (d) => (d.hookName || "") + (d.hookId ? " #" + d.hookId : "") },
       { title: t("outcome"), cell: (d) => el("span", {}, badge(d.outcome), d.fromFailureMode ? badge("failureMode") : "") },
       { title: t("tool"), cell: (d) => d.toolName || "" },
       { title: t("principal"), cell: (d) => d.principalId == null ? "" : String(d.principalId) },
