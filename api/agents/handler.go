@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/tracing"
 )
 
 // Dispatcher is the part of the dispatcher the adapters call.
@@ -149,7 +150,8 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	session := SessionID(kind, caller.PrincipalID, m.Session)
-	ev := dispatcher.Event{HookType: m.Point, SessionID: &session, PrincipalID: caller.PrincipalID, AgentID: agentID,
+	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), SessionID: &session,
+		PrincipalID: caller.PrincipalID, AgentID: agentID,
 		Context: WithAgent(m.Context, &dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session,
 			Cwd: m.Cwd, PermissionMode: m.PermissionMode})}
 	if !m.Point.Interceptive() {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -75,6 +76,40 @@ webhooks:
 	}
 	if st := d.call("POST", fmt.Sprintf("/api/tasks/%d/run", task.ID), "", nil); st != 200 && st != 202 {
 		t.Fatalf("run task: %d", st)
+	}
+	// A coding agent's hook: its decision row carries the request's trace.
+	in, err := os.ReadFile("../../testdata/agents/claude-code/PreToolUse.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(in))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode/100 != 2 {
+		t.Fatalf("coding agent hook: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var rows struct {
+		Items []struct {
+			AgentKind string
+			TraceID   *string
+		}
+	}
+	if st := d.call("GET", "/api/decisions", "", &rows); st != 200 || len(rows.Items) == 0 {
+		t.Fatalf("decisions: %d", st)
+	}
+	agentRows := 0
+	for _, r := range rows.Items {
+		if r.AgentKind != "claude-code" {
+			continue
+		}
+		agentRows++
+		if r.TraceID == nil || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(*r.TraceID) {
+			t.Fatalf("the coding agent's decision row has no trace: %v", r.TraceID)
+		}
+	}
+	if agentRows == 0 {
+		t.Fatal("no decision row of the coding agent's hook")
 	}
 	want := []string{"interceptive hook failed; failureMode applied", "delivery dead: retries spent", "task firing ended"}
 	for _, msg := range want {
