@@ -303,3 +303,34 @@ func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
 		t.Fatalf("the acted-on decision's row: %d %v", len(rows), err)
 	}
 }
+
+// TestStopEndsWhileWritesAreRefused: rows nobody waits for are retried in rounds a cycle, not a
+// ladder each, and a Stop whose deadline passes ends the rounds: with the database refusing every
+// write, a shutdown does not wait 1.5 s per queued decision.
+func TestStopEndsWhileWritesAreRefused(t *testing.T) {
+	p := storagetest.PostgresWithRole(t)
+	db, err := storage.Open(context.Background(), p.URL, storage.Options{Key: storagetest.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	h := newHarness(t, db, Settings{DecisionDurability: DurabilityBatched})
+	rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"deny","reason":"no"}` })
+	h.add(Hook{HookName: "deny", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+	p.SetReadOnly(true)
+	for range 8 {
+		if dec, err := h.d.Intercept(context.Background(), Event{HookType: PreToolUse,
+			Context: &PreToolUseContext{ToolName: "x", ToolCallID: "c", Arguments: `{}`}}); err != nil || dec.Decision != Deny {
+			t.Fatalf("%+v %v", dec, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	stopped := make(chan struct{})
+	go func() { h.d.Stop(ctx); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(8 * time.Second): // eight ladders would be 12 s; one is 1.5 s
+		t.Fatal("Stop is held by retries of rows the database keeps refusing")
+	}
+}

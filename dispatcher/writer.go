@@ -178,21 +178,38 @@ func (d *Dispatcher) commitApart(reqs []*writeReq, spans [][2]int, b *storage.Wr
 		}
 		return &storage.WriteBatch{RunEvents: b.RunEvents[s[0]:s[1]]}
 	}
-	for i, r := range reqs {
+	retried := func(r *writeReq) bool { return r.done == nil && (r.kind == writeOutcome || r.kind == writeDecision) }
+	for i := range reqs {
 		if len(reqs) == 1 {
 			errs[i] = err
 		} else {
 			errs[i] = d.db.Commit(context.Background(), part(i))
 		}
-		if r.done != nil || r.kind == writeOutbox || r.kind == writeRunEvents {
-			continue // their callers are told, and decide
-		}
-		for try, pause := range retryApart {
-			if errs[i] == nil {
-				break
+	}
+	// Rows nobody waits for are tried again in rounds, all of the cycle's at once, so a database
+	// that keeps refusing them holds the writer for one ladder a cycle (about 1.5 s), not one a
+	// request; a Stop whose deadline has passed ends the rounds.
+	var stopped <-chan struct{}
+	if d.sendCtx != nil {
+		stopped = d.sendCtx.Done()
+	}
+	for try, pause := range retryApart {
+		var again []int
+		for i, r := range reqs {
+			if errs[i] != nil && retried(r) {
+				again = append(again, i)
 			}
-			d.log.Warn("write failed; trying again", "kind", writeKindNames[r.kind], "rows", r.rows(), "try", try+1, "in", pause, "err", errs[i])
-			time.Sleep(pause)
+		}
+		if len(again) == 0 {
+			return
+		}
+		d.log.Warn("write failed; trying again", "requests", len(again), "try", try+1, "in", pause, "err", errs[again[0]])
+		select {
+		case <-time.After(pause):
+		case <-stopped:
+			return
+		}
+		for _, i := range again {
 			errs[i] = d.db.Commit(context.Background(), part(i))
 		}
 	}
