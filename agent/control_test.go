@@ -374,11 +374,17 @@ func TestAnswersOnTheDecisionLog(t *testing.T) {
 	}
 	for i, c := range cases {
 		rows := rowsOf(answer(fmt.Sprintf("s%d", i), c.ans))
-		if len(rows) < 2 || rows[0].Outcome != "ask" || rows[1].DecisionID != rows[0].DecisionID ||
-			rows[1].HookName != c.hook || rows[1].Outcome != c.outcome || rows[1].ToolName != "workspace_write_file" {
+		var answered *storage.Decision // the answer to the first chain's ask
+		for j := range rows {
+			if j > 0 && rows[j].DecisionID == rows[0].DecisionID && rows[j].HookID == 0 {
+				answered = &rows[j]
+			}
+		}
+		if rows[0].Outcome != "ask" || answered == nil || answered.HookName != c.hook || answered.Outcome != c.outcome ||
+			answered.ToolName != "workspace_write_file" {
 			t.Fatalf("%s: rows %+v", c.name, rows)
 		}
-		if c.args != "" && rows[1].SubjectHash != argsSHA(c.args) {
+		if c.args != "" && answered.SubjectHash != argsSHA(c.args) {
 			t.Fatalf("%s: the answer's row hashes other arguments than those approved", c.name)
 		}
 	}
@@ -626,4 +632,37 @@ func argsSHA(args string) string {
 	b, _ := json.Marshal(v)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// TestEditedApprovalRefusedOnTheLog: an approval whose edited arguments a permission rule then
+// denies is recorded as the refusal that took effect, not as an allow.
+func TestEditedApprovalRefusedOnTheLog(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	e.hook(`{"hookName":"review writes","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"ask","reason":"'a person reviews writes'"}]}}`)
+	if err := e.db.AddRules(context.Background(), []*storage.PermissionRule{{ToolName: "workspace_write_file", RuleContent: "b.txt",
+		Behavior: BehaviorDeny, Source: "admin", Scope: "global"}}); err != nil {
+		t.Fatal(err)
+	}
+	info := e.start("alice", "s1", "write")
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	call := find(evs, KindAsk).Ask.Calls[0]
+	ans := Answer{AskID: call.AskID, Approved: true, Input: json.RawMessage(`{"path":"b.txt","content":"x"}`)}
+	if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); err != nil {
+		t.Fatal(err)
+	}
+	end := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	if te := find(end, KindToolResultEnded).Tool; te.State != ToolDenied {
+		t.Fatalf("the edited call: %+v", te)
+	}
+	sid := info.SessionID
+	rows, _ := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
+	for _, r := range rows {
+		if r.HookName == "person" && (r.Outcome != "deny" || !strings.Contains(r.Reason, "then refused")) {
+			t.Fatalf("the person's row: %s %q", r.Outcome, r.Reason)
+		}
+	}
+	if n := len(rows); n < 3 {
+		t.Fatalf("%d rows, want the ask, the person's answer, the second chain", n)
+	}
 }

@@ -57,7 +57,9 @@ func (r *run) consumeInputs() {
 // be asked in the middle of a step) keeps the input from the model, and a hint tied to it says
 // why; so does a hook that could not be asked at all.
 func (r *run) admitInput(in storage.RunInput) (string, bool) {
-	dec, err := r.rt.hooks.Intercept(r.ctx, r.userMessage(in.Content))
+	// Taken from the queue already: asked to the end even if the run is being stopped, so that a
+	// stop's cancellation does not decide it (the hooks' own timeouts bound the call).
+	dec, err := r.rt.hooks.Intercept(context.WithoutCancel(r.ctx), r.userMessage(in.Content))
 	refused := func(reason string) (string, bool) {
 		h := hintEvent("hookd", "this input was not given to the agent: "+reason)
 		h.Block.InputID = in.InputID

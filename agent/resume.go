@@ -141,20 +141,31 @@ func (r *run) resume() {
 				ans.Input = string(a.Input)
 				p.Args = string(a.Input)
 			}
-			r.recordAnswer(p, dispatcher.PersonAnswer{Approved: true, Reason: ans.Reason, AnsweredBy: a.AnsweredBy})
-			if edited && p.Stage == stageReady {
-				r.reconsider(p)
+			answer := dispatcher.PersonAnswer{Approved: true, Reason: ans.Reason, AnsweredBy: a.AnsweredBy}
+			asked, approved := p.DecisionID, p.Args
+			if edited {
+				r.reconsider(p) // may ask again, under a chain of its own
+				if p.Stage == stageDenied || p.Stage == stageError {
+					// What took effect: the edited call was refused after the approval.
+					answer.Approved, answer.Reason = false, "approved with edited arguments, then refused: "+p.Reason
+				}
+			}
+			r.recordAnswer(p, asked, approved, answer)
+			if !edited {
+				p.DecisionID = ""
 			}
 		case storage.AskExpired:
 			ans.Reason = "等待超时"
 			p.Stage, p.Reason = stageDenied, ans.Reason
-			r.recordAnswer(p, dispatcher.PersonAnswer{Expired: true, Reason: ans.Reason})
+			r.recordAnswer(p, p.DecisionID, p.Args, dispatcher.PersonAnswer{Expired: true, Reason: ans.Reason})
+			p.DecisionID = ""
 		default:
 			if ans.Reason == "" {
 				ans.Reason = "用户拒绝"
 			}
 			p.Stage, p.Reason = stageDenied, ans.Reason
-			r.recordAnswer(p, dispatcher.PersonAnswer{Reason: ans.Reason, AnsweredBy: a.AnsweredBy})
+			r.recordAnswer(p, p.DecisionID, p.Args, dispatcher.PersonAnswer{Reason: ans.Reason, AnsweredBy: a.AnsweredBy})
+			p.DecisionID = ""
 		}
 		answers = append(answers, ans)
 	}
@@ -183,16 +194,16 @@ func (r *run) resume() {
 }
 
 // recordAnswer puts the answer to p's ask on the decision log when a pre_tool_use chain asked
-// for it (p.DecisionID), beside the chain's rows, with the arguments the answer is about. An
-// approval that cannot be recorded does not run (a sync decision log's rule: nothing is acted on
-// that is not on the record).
-func (r *run) recordAnswer(p *pendingCall, a dispatcher.PersonAnswer) {
-	if p.DecisionID == "" {
+// for it (decisionID, that chain's), beside the chain's rows, with the arguments the answer is
+// about. An approval that cannot be recorded does not run (a sync decision log's rule: nothing is
+// acted on that is not on the record).
+func (r *run) recordAnswer(p *pendingCall, decisionID, args string, a dispatcher.PersonAnswer) {
+	if decisionID == "" {
 		return
 	}
-	a.DecisionID, p.DecisionID = p.DecisionID, ""
+	a.DecisionID = decisionID
 	ev := r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{ToolName: p.Name, ToolCallID: p.ID,
-		Arguments: dispatcher.Value(p.Args)})
+		Arguments: dispatcher.Value(args)})
 	if err := r.rt.hooks.RecordAnswer(context.WithoutCancel(r.ctx), ev, a); err != nil {
 		r.rt.log.ErrorContext(r.ctx, "the answer to an ask was not recorded", "requestId", r.rec.RequestID, "askId", p.AskID, "err", err)
 		if a.Approved {

@@ -16,6 +16,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -1081,7 +1082,9 @@ func (c Config) Validate() error {
 		p := fmt.Sprintf("auth.apiKeys[%d]", i)
 		if j, seen := byUser[k.UserID]; seen {
 			o := c.Auth.APIKeys[j]
-			if o.PrincipalID != k.PrincipalID || o.AgentID != k.AgentID || o.Role != k.Role || !slices.Equal(o.Reviews, k.Reviews) {
+			role := func(k APIKey) string { return cmp.Or(k.Role, "user") }
+			reviews := func(k APIKey) []string { return slices.Sorted(slices.Values(k.Reviews)) }
+			if o.PrincipalID != k.PrincipalID || o.AgentID != k.AgentID || role(o) != role(k) || !slices.Equal(reviews(o), reviews(k)) {
 				bad(p, "userId %q is also auth.apiKeys[%d], with another principalId, agentId, role or reviews; "+
 					"a user's keys must name one identity", k.UserID, j)
 			}

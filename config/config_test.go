@@ -411,6 +411,12 @@ func TestValidate(t *testing.T) {
 		{"apiKey user with two identities", func(c *Config) {
 			c.Auth.APIKeys = []APIKey{{Key: "k1", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "u", PrincipalID: 2}}
 		}, `config: auth.apiKeys[1]: userId "u" is also auth.apiKeys[0], with another principalId, agentId, role or reviews; a user's keys must name one identity`},
+		{"apiKey user's keys agree", func(c *Config) {
+			c.Auth.APIKeys = []APIKey{{Key: "k1", UserID: "u", PrincipalID: 1, Role: "reviewer", Reviews: []string{"a", "b"}},
+				{Key: "k2", UserID: "u", PrincipalID: 1, Role: "reviewer", Reviews: []string{"b", "a"}},
+				{Key: "k3", UserID: "v", PrincipalID: 2}, {Key: "k4", UserID: "v", PrincipalID: 2, Role: "user"},
+				{Key: "bad", UserID: "v", PrincipalID: 3}} // only this one names another identity
+		}, `config: auth.apiKeys[4]: userId "v" is also auth.apiKeys[2], with another principalId, agentId, role or reviews; a user's keys must name one identity`},
 		{"apiKey principal of two users", func(c *Config) {
 			c.Auth.APIKeys = []APIKey{{Key: "k1", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "v", PrincipalID: 1}}
 		}, `config: auth.apiKeys[1].principalId: 1 is also auth.apiKeys[0]'s, userId "u": one principal is one user`},
