@@ -139,7 +139,8 @@ func TestEnforceIsWhatIsAnswered(t *testing.T) {
 	obj, text := `{"command":"make test"}`, `not an object`
 	verdicts := []agents.Verdict{{Decision: dispatcher.Allow}, {Decision: dispatcher.Deny, Reason: "no"},
 		{Decision: agents.Ask, Reason: "ask finance"}, {Decision: dispatcher.Modify, Modified: &obj, Reason: "masked"},
-		{Decision: dispatcher.Modify, Modified: &text}, {Decision: agents.Ask, Hint: "a hint", Notice: "a notice"}}
+		{Decision: dispatcher.Modify, Modified: &text}, {Decision: agents.Ask, Hint: "a hint", Notice: "a notice"},
+		{Decision: agents.Ask, Reason: "review", Modified: &obj}, {Decision: agents.Ask, Modified: &text}}
 	eachFixture(t, func(ad agents.Adapter, f string, m agents.Mapped) {
 		if !m.Point.Interceptive() {
 			return
@@ -154,6 +155,12 @@ func TestEnforceIsWhatIsAnswered(t *testing.T) {
 			}
 			if e.Decision == agents.Ask && (ad.Kind() == agents.Codex || ad.Kind() == agents.GeminiCLI || m.Point == dispatcher.UserMessage) {
 				t.Errorf("%s %s: an ask enforced as an ask, where the harness cannot ask", ad.Kind(), m.Event)
+			}
+			// An ask about a rewritten call either carries the rewrite to the harness or blocks:
+			// approving the original is not what the hooks decided.
+			if v.Decision == agents.Ask && v.Modified != nil && e.Decision == agents.Ask && e.Modified != nil &&
+				!bytes.Contains(ad.Answer(m, v), []byte(`"command":"make test"`)) {
+				t.Errorf("%s %s: an ask about a rewritten call answered without the rewrite: %s", ad.Kind(), m.Event, ad.Answer(m, v))
 			}
 		}
 	})

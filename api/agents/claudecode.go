@@ -98,6 +98,11 @@ func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
 		switch {
 		case v.blocks():
 			out.PermissionDecision, out.PermissionDecisionReason = v.Decision, v.reason()
+			if v.Decision == Ask && v.Modified != nil {
+				// A hook rewrote the call before another asked: the person approves the call as
+				// rewritten, and that is what runs.
+				out.UpdatedInput = modifiedObject(v)
+			}
 		case v.Decision == dispatcher.Modify:
 			out.PermissionDecision, out.UpdatedInput = dispatcher.Ask, modifiedObject(v)
 			out.PermissionDecisionReason = "hookd modified the tool arguments"
@@ -119,7 +124,7 @@ func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
 func (claudeCode) Enforce(m Mapped, v Verdict) Verdict {
 	switch m.Point {
 	case dispatcher.PreToolUse:
-		if v.Decision == dispatcher.Modify && v.Modified != nil && modifiedObject(v) == nil {
+		if (v.Decision == dispatcher.Modify || v.Decision == Ask) && v.Modified != nil && modifiedObject(v) == nil {
 			return v.block(rewriteAsBlock("Claude Code", "tool arguments", v))
 		}
 	case dispatcher.UserMessage:

@@ -179,6 +179,10 @@ func (cursor) Enforce(m Mapped, v Verdict) Verdict {
 		switch {
 		case v.Decision == Ask && m.Event == "beforeReadFile":
 			return v.block(v.askAsBlock("Cursor", "call"))
+		case v.Decision == Ask && v.Modified != nil:
+			// A hook rewrote the call before another asked: Cursor's ask would approve the
+			// original, so the original is blocked, carrying the rewrite.
+			return v.block(rewriteAsBlock("Cursor", "tool arguments", v))
 		case v.Decision == dispatcher.Modify && v.Modified != nil:
 			if args := modifiedObject(v); m.Event == "preToolUse" && args != nil {
 				return v
