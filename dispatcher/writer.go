@@ -84,7 +84,15 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 	handed := d.handOff(&b)
 	errs := make([]error, len(reqs))
 	if err := d.db.Commit(context.Background(), &b); err != nil {
-		d.commitApart(reqs, spans, &b, err, errs)
+		var uncertain *storage.UncertainCommitError
+		if errors.As(err, &uncertain) {
+			// The rows may be in: written again they could be stored twice. Every caller is told.
+			for i := range errs {
+				errs[i] = err
+			}
+		} else {
+			d.commitApart(reqs, spans, &b, err, errs)
+		}
 	}
 	// A handed row is delivered when its request committed; the slots of the others are freed.
 	written := make([]bool, len(b.Deliveries))
@@ -178,7 +186,10 @@ func (d *Dispatcher) commitApart(reqs []*writeReq, spans [][2]int, b *storage.Wr
 		}
 		return &storage.WriteBatch{RunEvents: b.RunEvents[s[0]:s[1]]}
 	}
-	retried := func(r *writeReq) bool { return r.done == nil && (r.kind == writeOutcome || r.kind == writeDecision) }
+	var uncertain *storage.UncertainCommitError
+	retried := func(r *writeReq, err error) bool {
+		return r.done == nil && (r.kind == writeOutcome || r.kind == writeDecision) && !errors.As(err, &uncertain)
+	}
 	for i := range reqs {
 		if len(reqs) == 1 {
 			errs[i] = err
@@ -196,7 +207,7 @@ func (d *Dispatcher) commitApart(reqs []*writeReq, spans [][2]int, b *storage.Wr
 	for try, pause := range retryApart {
 		var again []int
 		for i, r := range reqs {
-			if errs[i] != nil && retried(r) {
+			if errs[i] != nil && retried(r, errs[i]) {
 				again = append(again, i)
 			}
 		}

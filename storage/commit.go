@@ -34,6 +34,13 @@ func (b *WriteBatch) Empty() bool {
 	return len(b.Deliveries) == 0 && len(b.Outcomes) == 0 && len(b.Decisions) == 0 && len(b.RunEvents) == 0
 }
 
+// UncertainCommitError is a Commit whose COMMIT itself failed (a connection lost during it, say):
+// its rows may be in or not. Writing them again could store them twice.
+type UncertainCommitError struct{ Err error }
+
+func (e *UncertainCommitError) Error() string { return "storage: commit: " + e.Err.Error() }
+func (e *UncertainCommitError) Unwrap() error { return e.Err }
+
 // beforeCommit, when set, runs in Commit once b's rows are written and before COMMIT. Only a test
 // build sets it (commithold.go).
 var beforeCommit func(b *WriteBatch)
@@ -66,7 +73,7 @@ func (db *DB) Commit(ctx context.Context, b *WriteBatch) error {
 		if len(b.Decisions) > 0 {
 			db.tail.Store(nil) // it may have committed or not
 		}
-		return fmt.Errorf("storage: commit: %w", err)
+		return &UncertainCommitError{Err: err}
 	}
 	if len(b.Decisions) > 0 {
 		db.keepTail(b.Decisions)
@@ -91,7 +98,7 @@ func (db *DB) appendAlone(ctx context.Context, b *WriteBatch) (bool, error) {
 	appended, err := appendChained(ctx, w, b.Decisions, *prev)
 	if err != nil {
 		db.tail.Store(nil) // it may have committed or not
-		return false, fmt.Errorf("storage: insert %d decisions: %w", len(b.Decisions), err)
+		return false, &UncertainCommitError{Err: fmt.Errorf("insert %d decisions: %w", len(b.Decisions), err)}
 	}
 	if appended {
 		db.keepTail(b.Decisions)
