@@ -277,10 +277,10 @@ func TestCanonicalJSONSortsAndCompacts(t *testing.T) {
 	}
 }
 
-// TestBatchedDecisionsOutlastAWriteBlip: a batched decision is acted on before its row is
-// written, so a commit that fails on a passing fault (the database refusing writes for a moment)
-// is tried again, and the row lands once writes are possible again.
-func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
+// refusedWrites is a batched decision log on a PostgreSQL role made read-only, with a hook that
+// denies every call (denied): each decision is acted on, and its row cannot be written.
+func refusedWrites(t *testing.T) (*storagetest.PostgresReadOnly, *storage.DB, *harness) {
+	t.Helper()
 	p := storagetest.PostgresWithRole(t)
 	db, err := storage.Open(context.Background(), p.URL, storage.Options{Key: storagetest.Key})
 	if err != nil {
@@ -291,8 +291,20 @@ func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
 	rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"deny","reason":"no"}` })
 	h.add(Hook{HookName: "deny", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
 	p.SetReadOnly(true)
-	dec, err := h.d.Intercept(context.Background(), Event{HookType: PreToolUse,
-		Context: &PreToolUseContext{ToolName: "x", ToolCallID: "c", Arguments: `{}`}})
+	return p, db, h
+}
+
+// deniedCall is a call the hook of refusedWrites denies.
+func deniedCall() Event {
+	return Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "x", ToolCallID: "c", Arguments: `{}`}}
+}
+
+// TestBatchedDecisionsOutlastAWriteBlip: a batched decision is acted on before its row is
+// written, so a commit that fails on a passing fault (the database refusing writes for a moment)
+// is tried again, and the row lands once writes are possible again.
+func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
+	p, db, h := refusedWrites(t)
+	dec, err := h.d.Intercept(context.Background(), deniedCall())
 	if err != nil || dec.Decision != Deny {
 		t.Fatalf("%+v %v", dec, err)
 	}
@@ -308,19 +320,9 @@ func TestBatchedDecisionsOutlastAWriteBlip(t *testing.T) {
 // ladder each, and a Stop whose deadline passes ends the rounds: with the database refusing every
 // write, a shutdown does not wait 1.5 s per queued decision.
 func TestStopEndsWhileWritesAreRefused(t *testing.T) {
-	p := storagetest.PostgresWithRole(t)
-	db, err := storage.Open(context.Background(), p.URL, storage.Options{Key: storagetest.Key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	h := newHarness(t, db, Settings{DecisionDurability: DurabilityBatched})
-	rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"deny","reason":"no"}` })
-	h.add(Hook{HookName: "deny", HookType: PreToolUse, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
-	p.SetReadOnly(true)
+	_, _, h := refusedWrites(t)
 	for range 8 {
-		if dec, err := h.d.Intercept(context.Background(), Event{HookType: PreToolUse,
-			Context: &PreToolUseContext{ToolName: "x", ToolCallID: "c", Arguments: `{}`}}); err != nil || dec.Decision != Deny {
+		if dec, err := h.d.Intercept(context.Background(), deniedCall()); err != nil || dec.Decision != Deny {
 			t.Fatalf("%+v %v", dec, err)
 		}
 	}
