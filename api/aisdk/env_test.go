@@ -22,9 +22,11 @@ type response = dialecttest.Response
 
 func newEnv(t testing.TB, db *storage.DB, cfg agent.Config, keys ...wire.APIKey) *env {
 	t.Helper()
-	return &env{dialecttest.New(t, db, cfg, func(r gin.IRouter, rt *agent.Runtime, k *wire.Keys) {
-		aisdk.Register(r, aisdk.Deps{Runtime: rt, Keys: k, Log: dialecttest.Quiet(), Heartbeat: dialecttest.Heartbeat})
-	}, keys...)}
+	return &env{dialecttest.New(t, db, cfg, register, keys...)}
+}
+
+func register(r gin.IRouter, rt *agent.Runtime, k *wire.Keys) {
+	aisdk.Register(r, aisdk.Deps{Runtime: rt, Keys: k, Log: dialecttest.Quiet(), Heartbeat: dialecttest.Heartbeat})
 }
 
 // stream posts a chat request and reads the response, calling on with every part as it comes.

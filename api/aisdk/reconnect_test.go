@@ -3,20 +3,14 @@ package aisdk_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
-
 	"github.com/hookd/hookd/agent"
-	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api/aisdk"
-	"github.com/hookd/hookd/api/openapitest"
-	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/storage/storagetest"
 	"github.com/hookd/hookd/test/dialecttest"
 )
@@ -41,26 +35,7 @@ const reconnectScript = `{"scripts":[
 // newReconnectEnv is newEnv on reconnectScript.
 func newReconnectEnv(t *testing.T, cfg agent.Config) *env {
 	t.Helper()
-	e := &env{&dialecttest.Env{T: t, AE: agenttest.New(t, storagetest.SQLite(t), agenttest.Options{Script: reconnectScript, Config: cfg})}}
-	e.serveReconnect()
-	return e
-}
-
-func (e *env) serveReconnect() {
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	aisdk.Register(r, aisdk.Deps{Runtime: e.AE.Runtime, Keys: wire.NewKeys(nil), Log: dialecttest.Quiet(), Heartbeat: dialecttest.Heartbeat})
-	e.Srv = httptest.NewServer(openapitest.Handler(e.T, r))
-	e.T.Cleanup(e.Srv.Close)
-}
-
-// crash is what a daemon crash leaves, as far as this dialect can tell: the client's stream is
-// gone without a finish (the caller already hung up) and the runtime that comes up suspends
-// the run it finds unfinished (SHUTDOWN_INTERRUPT).
-func (e *env) crash() {
-	e.AE.Restart(e.T)
-	e.Srv.Close()
-	e.serveReconnect()
+	return &env{dialecttest.NewScripted(t, storagetest.SQLite(t), reconnectScript, cfg, register)}
 }
 
 // until follows the run of requestID until an event stop accepts, or its end (stop nil).
@@ -161,7 +136,7 @@ func TestResumeAfterACrashReplaysWhatCameBefore(t *testing.T) {
 		}
 		return steps == 3
 	})
-	e.crash()
+	e.Restart() // a crash, as this dialect sees it: the stream gone without a finish, the run suspended
 	g := e.resume("c-crash", nil)
 	streamed(t, g)
 	startsWith(t, g.Events, p1.Events)
@@ -233,7 +208,7 @@ func TestConcurrentResumesBothFollowTheRun(t *testing.T) {
 		}
 		return steps == 3
 	})
-	e.crash()
+	e.Restart() // a crash, as this dialect sees it: the stream gone without a finish, the run suspended
 	var rs [2]response
 	var wg sync.WaitGroup
 	for i := range rs {

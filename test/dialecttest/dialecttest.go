@@ -68,10 +68,16 @@ type Env struct {
 	register Register
 }
 
-// New starts an Env on db; with keys, the dialect requires them.
+// New starts an Env on db, its model playing Script; with keys, the dialect requires them.
 func New(t testing.TB, db *storage.DB, cfg agent.Config, register Register, keys ...wire.APIKey) *Env {
 	t.Helper()
-	e := &Env{T: t, AE: agenttest.New(t, db, agenttest.Options{Script: Script, Config: cfg}), keys: keys, register: register}
+	return NewScripted(t, db, Script, cfg, register, keys...)
+}
+
+// NewScripted is New with the model playing script instead.
+func NewScripted(t testing.TB, db *storage.DB, script string, cfg agent.Config, register Register, keys ...wire.APIKey) *Env {
+	t.Helper()
+	e := &Env{T: t, AE: agenttest.New(t, db, agenttest.Options{Script: script, Config: cfg}), keys: keys, register: register}
 	e.serve()
 	return e
 }
