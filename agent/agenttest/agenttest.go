@@ -140,3 +140,20 @@ func (e *Env) Hook(t testing.TB, spec string) dispatcher.Hook {
 	}
 	return out
 }
+
+// WaitModelCall returns once the model call of the given step of run requestID has started.
+func WaitModelCall(t testing.TB, rt *agent.Runtime, requestID string, step int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ch, err := rt.Subscribe(ctx, requestID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev := range ch {
+		if ev.Kind == agent.KindModelStarted && ev.Step == step {
+			return
+		}
+	}
+	t.Fatalf("no model call %d", step)
+}

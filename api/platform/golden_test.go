@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
@@ -122,7 +123,7 @@ func scenarios() []scenario {
 		{name: "supplementary_input", input: "supp",
 			act: func(t *testing.T, e *tenv, requestID string, f frame) {
 				if f.EventType == platform.SessionCreated {
-					waitModelCall(t, e.rt, requestID, 1)
+					agenttest.WaitModelCall(t, e.rt, requestID, 1)
 					e.expect(http.StatusBadRequest, alice, "POST", "/api/agent/run/"+requestID+"/input", map[string]any{}, "content")
 					e.expect(http.StatusNotFound, bob, "POST", "/api/agent/run/"+requestID+"/input", map[string]any{"content": "x"}, "requestId")
 					e.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+requestID+"/input", map[string]any{"content": "顺便再加一个夜间模式"}, "success")
@@ -135,7 +136,7 @@ func scenarios() []scenario {
 			act: func(t *testing.T, e *tenv, requestID string, f frame) {
 				switch f.EventType {
 				case platform.SessionCreated:
-					waitModelCall(t, e.rt, requestID, 1) // the pause comes after this step
+					agenttest.WaitModelCall(t, e.rt, requestID, 1) // the pause comes after this step
 					e.expect(http.StatusConflict, alice, "POST", "/api/agent/run/"+requestID+"/resume", nil, "")
 					e.expect(http.StatusNotFound, bob, "POST", "/api/agent/run/"+requestID+"/suspend", nil, "requestId")
 					e.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+requestID+"/suspend", nil, "success")
@@ -153,7 +154,7 @@ func scenarios() []scenario {
 		{name: "hint", input: "hinted",
 			act: func(t *testing.T, e *tenv, requestID string, f frame) {
 				if f.EventType == platform.SessionCreated {
-					waitModelCall(t, e.rt, requestID, 1)
+					agenttest.WaitModelCall(t, e.rt, requestID, 1)
 					if _, err := e.rt.Hint(t.Context(), "alice", requestID, "alice", "alice 加入了会话"); err != nil {
 						t.Fatal(err)
 					}
@@ -165,7 +166,7 @@ func scenarios() []scenario {
 		{name: "stop", input: "slow",
 			act: func(t *testing.T, e *tenv, requestID string, f frame) {
 				if f.EventType == platform.SessionCreated {
-					waitModelCall(t, e.rt, requestID, 1) // stopped in the middle of the model call
+					agenttest.WaitModelCall(t, e.rt, requestID, 1) // stopped in the middle of the model call
 					e.expect(http.StatusNotFound, bob, "POST", "/api/agent/run/"+requestID+"/stop", nil, "requestId")
 					e.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+requestID+"/stop", nil, "success")
 				}

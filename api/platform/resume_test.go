@@ -1,7 +1,6 @@
 package platform_test
 
 import (
-	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
@@ -111,7 +111,7 @@ func TestResumeAcrossRestart(t *testing.T) {
 		requestID := s.Header.Get("X-Request-Id")
 		first := s.until(platform.ToolCompleted, nil)
 		s.close()
-		waitModelCall(t, e.rt, requestID, 2)
+		agenttest.WaitModelCall(t, e.rt, requestID, 2)
 
 		e.restart()
 		s2 := e.replay(alice, requestID, first[len(first)-1].LastEventID)
@@ -133,23 +133,6 @@ func TestResumeAcrossRestart(t *testing.T) {
 		n.name(requestID, "<requestId>")
 		golden(t, "restart", n.transcript(all), db.Dialect() == storage.SQLite)
 	})
-}
-
-// waitModelCall waits until the run's model call of the given step is in flight.
-func waitModelCall(t *testing.T, rt *agent.Runtime, requestID string, step int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	ch, err := rt.Subscribe(ctx, requestID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev := range ch {
-		if ev.Kind == agent.KindModelStarted && ev.Step == step {
-			return
-		}
-	}
-	t.Fatalf("no model call %d", step)
 }
 
 // Heartbeats come at the configured interval with no id: they leave the last event id where it

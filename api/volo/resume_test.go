@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/api/volo"
 	"github.com/hookd/hookd/storage"
@@ -161,7 +162,7 @@ func TestReconnectAfterRestart(t *testing.T) {
 		seen := l.got
 		turn := turnOf(seen)
 		run, _ := e.rt.RunByReply(context.Background(), "local", turn)
-		waitModelCall(t, e, run.RequestID, 2)
+		agenttest.WaitModelCall(t, e.rt, run.RequestID, 2)
 
 		e.restart()
 		run = waitStatus(t, e, turn, agent.StatusSuspended)
@@ -187,23 +188,6 @@ func TestReconnectAfterRestart(t *testing.T) {
 			t.Fatalf("resume without afterSeq: %s", names(fromPause))
 		}
 	})
-}
-
-// waitModelCall waits until the run's model call of the given step started.
-func waitModelCall(t *testing.T, e *env, requestID string, step int) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ch, err := e.rt.Subscribe(ctx, requestID, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev := range ch {
-		if ev.Kind == agent.KindModelStarted && ev.Step == step {
-			return
-		}
-	}
-	t.Fatalf("no model call %d", step)
 }
 
 // afterSeq on a turn that never paused follows it again from that frame; a cursor that is not a
