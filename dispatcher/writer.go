@@ -94,8 +94,6 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 			d.commitApart(reqs, spans, &b, err, errs)
 		}
 	}
-	// A handed row is delivered when its request committed; the slots of the others are freed.
-	written := make([]bool, len(b.Deliveries))
 	var failed [numWriteKinds]int
 	var firstErr [numWriteKinds]error
 	for i, r := range reqs {
@@ -104,18 +102,18 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 			if firstErr[r.kind] == nil {
 				firstErr[r.kind] = errs[i]
 			}
-		} else if r.kind == writeOutbox {
-			for j := spans[i][0]; j < spans[i][1]; j++ {
-				written[j] = true
-			}
 		}
 	}
-	var start []int
-	for _, j := range handed {
-		if written[j] {
-			start = append(start, j)
-		} else {
-			<-d.deliverySlots
+	// A handed row is delivered when its request committed; the slots of the others are freed.
+	start := handed
+	if failed[writeOutbox] > 0 {
+		start = nil
+		for _, j := range handed {
+			if i := requestOf(reqs, spans, j); errs[i] == nil {
+				start = append(start, j)
+			} else {
+				<-d.deliverySlots
+			}
 		}
 	}
 	// Counted before any caller is answered: Stop's barrier may be one of them, and it waits
@@ -161,6 +159,16 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 		d.log.Error("run events write failed", "events", failed[writeRunEvents], "err", err)
 	}
 	return b.Committed
+}
+
+// requestOf is the index of the outbox request whose rows (spans) hold delivery j of the cycle.
+func requestOf(reqs []*writeReq, spans [][2]int, j int) int {
+	for i, r := range reqs {
+		if r.kind == writeOutbox && spans[i][0] <= j && j < spans[i][1] {
+			return i
+		}
+	}
+	panic("dispatcher: a delivery of no request of its cycle")
 }
 
 // retryApart are the pauses before each further try of rows nobody waits for (outcomes, batched
