@@ -61,8 +61,9 @@ type PersonAnswer struct {
 // RecordAnswer appends a person's answer to the ask of chain a.DecisionID to the decision log:
 // the row of what took effect, the tool call (or other subject) of ev as it then stands — with
 // the arguments the person approved, edited or not. Its hook is the person (id 0, hookName
-// "person" or "person:<who>", "ask-timeout" when nobody answered); its outcome allow or deny. In sync durability it returns once the
-// row is committed, and an error means the answer must not be acted on.
+// "person" or "person:<who>", "ask-timeout" when nobody answered); its outcome allow or deny.
+// In sync durability it returns once the row is committed, and an error means the answer must
+// not be acted on.
 func (d *Dispatcher) RecordAnswer(ctx context.Context, ev Event, a PersonAnswer) error {
 	var err error
 	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
