@@ -99,8 +99,8 @@ func newEngine(d Deps) *gin.Engine {
 		wire.Fail(c, http.StatusMethodNotAllowed, "method %s not allowed on %s", c.Request.Method, c.Request.URL.Path)
 	})
 
-	r.GET("/healthz", func(c *gin.Context) { wire.OK(c, http.StatusOK, gin.H{"status": "alive"}) })
-	r.GET("/readyz", func(c *gin.Context) {
+	r.GET("/healthz", wire.NoQuery, func(c *gin.Context) { wire.OK(c, http.StatusOK, gin.H{"status": "alive"}) })
+	r.GET("/readyz", wire.NoQuery, func(c *gin.Context) {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), 2*time.Second)
 		defer cancel()
 		if err := d.DB.Ping(ctx); err != nil {
@@ -132,7 +132,7 @@ func newEngine(d Deps) *gin.Engine {
 	sessions := console.NewSessions(d.DB, d.AdminTokens, d.Keys.Reviewers(), dev, d.ConsoleTTL)
 	console.Register(r, sessions)
 
-	r.GET("/api/openapi.json", serveOpenAPI)
+	r.GET("/api/openapi.json", wire.NoQuery, serveOpenAPI)
 	admin := r.Group("/api", adminAuth(d.AdminTokens, dev, sessions))
 	h := hooksAPI{reg: d.Hooks}
 	admin.POST("/hooks", h.create)

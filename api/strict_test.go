@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +18,15 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -886,5 +890,90 @@ func TestEmptySettingsRefused(t *testing.T) {
 	json.Unmarshal(w.Data, &h)
 	if status != 201 || h.DispatchConfig.FailureMode != dispatcher.FailOpen || h.DispatchConfig.TimeoutMs == 0 {
 		t.Fatalf("defaults: %d %s %+v", status, w.Message, h.DispatchConfig)
+	}
+}
+
+// Every route of the daemon refuses a query parameter it does not read, each in its own
+// dialect's answer: a parameter it ignored (?agentId=5 on a run, ?userId= on a chat) would leave
+// the request doing what the client did not ask. Walking the engine's routes keeps a route added
+// later from forgetting it.
+func TestEveryRouteRefusesUnknownQuery(t *testing.T) {
+	db := storagetest.SQLite(t)
+	env := agenttest.New(t, db, agenttest.Options{Script: askScript})
+	sched := scheduler.New(db, env.Runtime, env.Dispatcher, agenttest.Quiet(), scheduler.Config{})
+	h := api.New(api.Deps{DB: db, Hooks: env.Hooks, Dispatcher: env.Dispatcher, Runtime: env.Runtime, Scheduler: sched,
+		Workspaces: env.Workspaces, LoopbackOnly: true, Log: agenttest.Quiet(), Metrics: prometheus.NewRegistry()})
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	c := client{t: t, base: srv.URL}
+	if status, w := c.do("POST", "/api/hooks", fullHooks[0]); status != 201 {
+		t.Fatal(w.Message)
+	}
+	if status, w := c.do("POST", "/api/tasks", `{"taskName": "daily", "cron": "@daily", "input": "x"}`); status != 201 {
+		t.Fatal(w.Message)
+	}
+	// The routes that read no parameter of a client's: static files (a ?v= cache buster is the
+	// browser's) and the Prometheus exposition, which takes none and is read by scrapers.
+	skip := map[string]bool{"/console": true, "/console/": true, "/console/assets/:name": true, "/metrics": true}
+	param := regexp.MustCompile(`[:*][A-Za-z]+`)
+	routes := h.(*gin.Engine).Routes()
+	if len(routes) < 50 {
+		t.Fatalf("only %d routes", len(routes))
+	}
+	for _, r := range routes {
+		if skip[r.Path] {
+			continue
+		}
+		path := strings.Replace(r.Path, ":kind", "claude-code", 1)
+		path = param.ReplaceAllString(path, "1") + "?zzUnknown=1"
+		req, _ := http.NewRequest(r.Method, srv.URL+path, strings.NewReader("{}"))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), "zzUnknown: unknown query parameter") {
+			t.Errorf("%s %s: %d %.200s", r.Method, path, resp.StatusCode, body)
+		}
+	}
+}
+
+// The chat dialects' bodies are decoded strictly too, each error in its dialect's answer: a
+// misspelt field (executionMod, remeber) would otherwise run the request without it.
+func TestChatBodiesStrict(t *testing.T) {
+	db := storagetest.SQLite(t)
+	env := agenttest.New(t, db, agenttest.Options{Script: askScript})
+	srv := httptest.NewServer(api.New(api.Deps{DB: db, Hooks: env.Hooks, Dispatcher: env.Dispatcher, Runtime: env.Runtime,
+		Workspaces: env.Workspaces, LoopbackOnly: true, Log: agenttest.Quiet()}))
+	t.Cleanup(srv.Close)
+	const volo = "/api/agent/chat/volo-ai"
+	for _, tc := range []struct{ path, body, want string }{
+		{"/harness/chat", `{"sessionId": "s", "userId": "u", "input": "hi", "sesionId": "s"}`, `sesionId: unknown field (did you mean \"sessionId\"?)`},
+		{"/harness/chat", `{"sessionId": "s", "userId": "u", "input": "hi", "chatModel": {"temprature": 1}}`, `chatModel.temprature: unknown field`},
+		{"/harness/chat", `{"sessionId": "s", "userId": "u", "input": "", "confirmResults": [{"toolCallId": "c", "confirmed": true, "rule": []}]}`, `confirmResults[0].rule: unknown field`},
+		{"/api/agent/run/stream", `{"userInput": "hi", "agentID": 5}`, `agentID`},
+		{"/api/agent/permission/reply", `{"askId": "a", "approved": true, "remeber": true}`, `remeber: unknown field`},
+		{"/api/agent/run/1/input", `{"content": "x", "contnt": "y"}`, `contnt: unknown field`},
+		{"/api/agent/run/1/stop", `{"userId": "bob"}`, `takes no body`},
+		{"/ag-ui/run", `{"threadId": "t", "runId": "r", "messages": [], "tols": []}`, `tols`},
+		{volo + "/s1/intent", `{"userMessage": "hi", "executionMod": "FAST"}`, `executionMod: unknown field (did you mean \"executionMode\"?)`},
+		{volo + "/s1/append-message", `{"appendedTxt": "x"}`, `appendedTxt: unknown field`},
+		{volo + "/s1/stop", `{"userID": "bob"}`, `userID`},
+		{volo + "/tool-approval/c1", `{"approved": true, "turnId": "t", "reasn": "x"}`, `reasn: unknown field`},
+		{volo + "/interaction-response/i1", `{"response": {"approvd": true}}`, `response.approvd: unknown field`},
+		{volo + "/interaction-response/i1", `{"response": [{"approved": true, "inputs": {}}]}`, `response[0].inputs: unknown field`},
+		{volo + "/resume", `{"turnId": "t", "respons": "ok"}`, `respons: unknown field`},
+	} {
+		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("POST %s %s: %d %.300s, want 400 with %q", tc.path, tc.body, resp.StatusCode, body, tc.want)
+		}
 	}
 }

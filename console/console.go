@@ -31,9 +31,9 @@ const contentSecurity = "default-src 'none'; script-src 'self'; style-src 'self'
 func Register(r gin.IRouter, s *Sessions) {
 	r.GET("/console", func(c *gin.Context) { c.Redirect(http.StatusMovedPermanently, "/console/") })
 	g := r.Group("/console", headers)
-	g.POST("/session", s.signIn)
-	g.GET("/session", s.whoami)
-	g.DELETE("/session", s.signOut)
+	g.POST("/session", wire.NoQuery, s.signIn)
+	g.GET("/session", wire.NoQuery, s.whoami)
+	g.DELETE("/session", wire.NoQuery, s.signOut)
 	g.GET("/", serveFile("index.html"))
 	g.GET("/assets/:name", func(c *gin.Context) { serveFile(path.Join("assets", c.Param("name")))(c) })
 }

@@ -29,7 +29,7 @@ type Deps = dialect.Deps
 // Register adds POST /ag-ui/run to r.
 func Register(r gin.IRouter, d Deps) {
 	h := &handler{dialect.New(d, "ag-ui", "thread")}
-	r.POST("/ag-ui/run", h.run)
+	r.POST("/ag-ui/run", wire.NoQuery, h.run)
 }
 
 type handler struct{ dialect.Handler }
@@ -41,7 +41,7 @@ func (h *handler) run(c *gin.Context) {
 		return
 	}
 	var raw json.RawMessage
-	if !wire.BindJSON(c, &raw) {
+	if !wire.BindStrict(c, &raw) {
 		return
 	}
 	var in RunAgentInput

@@ -29,7 +29,7 @@ type Deps = dialect.Deps
 // Register adds POST /ai-sdk/chat and GET /ai-sdk/chat/:id/stream to r.
 func Register(r gin.IRouter, d Deps) {
 	h := &handler{dialect.New(d, "ai-sdk", "chat")}
-	r.POST("/ai-sdk/chat", h.chat)
+	r.POST("/ai-sdk/chat", wire.NoQuery, h.chat)
 	r.GET("/ai-sdk/chat/:id/stream", h.resumeStream)
 }
 
@@ -52,7 +52,7 @@ func (h *handler) chat(c *gin.Context) {
 		return
 	}
 	var raw json.RawMessage
-	if !wire.BindJSON(c, &raw) {
+	if !wire.BindStrict(c, &raw) {
 		return
 	}
 	var body chatBody

@@ -39,7 +39,7 @@ func Register(r gin.IRouter, d Deps) {
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 	}
-	r.POST("/harness/chat", h.chat)
+	r.POST("/harness/chat", wire.NoQuery, h.chat)
 }
 
 // ChatRequest is the AgentChatRequest (§2.2) with the resume fields of CONTRACT §5.
@@ -181,7 +181,7 @@ func (h *handler) chat(c *gin.Context) {
 		return
 	}
 	var req ChatRequest
-	if !wire.BindJSON(c, &req) {
+	if !wire.BindStrict(c, &req) {
 		return
 	}
 	if msg := req.validate(); msg != "" {

@@ -29,7 +29,7 @@ type replyRequest struct {
 func (a *api) reply(c *gin.Context) {
 	ctx := c.Request.Context()
 	var body replyRequest
-	if !wire.BindJSON(c, &body) {
+	if !wire.BindStrict(c, &body) {
 		return
 	}
 	caller, ok := a.identify(c, body.UserID)
@@ -168,7 +168,7 @@ type inputRequest struct {
 // (SUPPLEMENTARY_INPUT_CONSUMED).
 func (a *api) input(c *gin.Context) {
 	var body inputRequest
-	if !wire.BindJSON(c, &body) {
+	if !wire.BindStrict(c, &body) {
 		return
 	}
 	caller, ok := a.identify(c, body.UserID)

@@ -60,15 +60,15 @@ func Register(r gin.IRouter, d Deps) {
 	}
 	a := &api{Deps: d}
 	g := r.Group("/api/agent")
-	g.POST("/run/stream", a.start)
-	g.GET("/run/stream", a.resume)
-	g.POST("/permission/reply", a.reply)
-	g.POST("/run/:requestId/stop", a.stop)
-	g.POST("/run/:requestId/suspend", a.suspend)
-	g.POST("/run/:requestId/resume", a.resumeRun)
-	g.POST("/run/:requestId/input", a.input)
-	g.GET("/attachment/getByMessage", a.attachmentsByMessage)
-	g.GET("/attachment/download", a.download)
+	g.POST("/run/stream", wire.NoQuery, a.start)
+	g.GET("/run/stream", a.resume) // its query is checked with its Last-Event-ID header
+	g.POST("/permission/reply", wire.NoQuery, a.reply)
+	g.POST("/run/:requestId/stop", wire.NoQuery, wire.NoBody, a.stop)
+	g.POST("/run/:requestId/suspend", wire.NoQuery, wire.NoBody, a.suspend)
+	g.POST("/run/:requestId/resume", wire.NoQuery, wire.NoBody, a.resumeRun)
+	g.POST("/run/:requestId/input", wire.NoQuery, a.input)
+	g.GET("/attachment/getByMessage", wire.Query("messageId", "sessionId"), a.attachmentsByMessage)
+	g.GET("/attachment/download", wire.Query("path"), a.download)
 }
 
 // identify answers 401/403 itself and reports whether the caller is known.
@@ -112,7 +112,7 @@ type runRequest struct {
 
 func (a *api) start(c *gin.Context) {
 	var body runRequest
-	if !wire.BindJSON(c, &body) {
+	if !wire.BindStrict(c, &body) {
 		return
 	}
 	caller, ok := a.identify(c, body.UserID)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Decision is one answer of a structured response (resume's `response`, or the body of
@@ -60,10 +61,14 @@ func parseResponse(raw json.RawMessage) (response, *apiError) {
 		r.decisions = []Decision{{Approved: &b}}
 	case '{':
 		var d Decision
-		err = json.Unmarshal(raw, &d)
+		if err := hookdtype.DecodeStrict(raw, &d, "response"); err != nil {
+			return response{}, badRequest("%v", err) // names the field: response.approvd
+		}
 		r.decisions = []Decision{d}
 	case '[':
-		err = json.Unmarshal(raw, &r.decisions)
+		if err := hookdtype.DecodeStrict(raw, &r.decisions, "response"); err != nil {
+			return response{}, badRequest("%v", err)
+		}
 	default:
 		err = errors.New("want text, true or false, an object or an array of objects")
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Prefix is where the VOLO routes live.
@@ -36,16 +37,36 @@ func Register(r gin.IRouter, d Deps) {
 	d = d.WithDefaults()
 	h := &handler{d: d, rt: d.Runtime}
 	g := r.Group(Prefix)
-	g.POST("/:sessionId/intent", h.intent)
-	g.POST("/:sessionId/stop", h.stop)
-	g.POST("/resume", h.resume)
-	g.POST("/:sessionId/append-message", h.appendMessage)
-	g.POST("/interaction-response/:interactionId", h.interactionResponse)
-	g.POST("/interaction_response", h.interactionResponse)
-	g.POST("/tool-approval/:toolCallId", h.toolApproval)
-	g.POST("/tool-result/:toolCallId", h.toolResult)
-	g.GET("/:sessionId/messages", h.messages)
-	g.GET("/commands", h.commands)
+	g.POST("/:sessionId/intent", h.streamQuery(), h.intent)
+	g.POST("/:sessionId/stop", h.query(), h.stop)
+	g.POST("/resume", h.streamQuery("turnId", "afterSeq"), h.resume)
+	g.POST("/:sessionId/append-message", h.query(), h.appendMessage)
+	g.POST("/interaction-response/:interactionId", h.query(), h.interactionResponse)
+	g.POST("/interaction_response", h.query(), h.interactionResponse)
+	g.POST("/tool-approval/:toolCallId", h.query("turnId"), h.toolApproval)
+	g.POST("/tool-result/:toolCallId", h.query("turnId"), h.toolResult)
+	g.GET("/:sessionId/messages", h.query("since"), h.messages)
+	g.GET("/commands", h.query("triggerChar", "query", "sessionId"), h.commands)
+}
+
+// query refuses, in the JSON answer of the VOLO routes, a query parameter other than allowed:
+// it would be ignored. An empty one means what its absence means.
+func (h *handler) query(allowed ...string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := wire.CheckQuery(c.Request, true, allowed...); err != nil {
+			h.fail(c, badRequest("%v", err))
+		}
+	}
+}
+
+// streamQuery is query for the routes that answer with a stream, whose early errors are an ERROR
+// frame of a synthetic turn.
+func (h *handler) streamQuery(allowed ...string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		if err := wire.CheckQuery(c.Request, true, allowed...); err != nil {
+			h.earlyError(c, TraceInfo{SessionID: c.Param("sessionId"), TurnID: syntheticTurn()}, badRequest("%v", err))
+		}
+	}
 }
 
 type handler struct {
@@ -137,20 +158,9 @@ func readJSON(r *http.Request, v any, required bool) *apiError {
 		}
 		return nil
 	}
-	if err := json.Unmarshal(body, v); err != nil {
-		var typeErr *json.UnmarshalTypeError
-		var syntaxErr *json.SyntaxError
-		switch {
-		case errors.As(err, &typeErr):
-			field := typeErr.Field
-			if field == "" {
-				field = "body"
-			}
-			return badRequest("%s: must not be a JSON %s", field, typeErr.Value)
-		case errors.As(err, &syntaxErr):
-			return badRequest("body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-		}
-		return badRequest("body: %v", err)
+	// Strictly, as every API of the daemon: a field a request type does not have would be ignored.
+	if err := hookdtype.DecodeStrict(body, v, ""); err != nil {
+		return badRequest("%v", err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"encoding/base64"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -30,31 +31,53 @@ type Page[T any] struct {
 // not silently widen a list, nor may a pair the URL encoding spoils, a parameter given twice, or
 // one given empty (a script's ?toolName=$T with T unset): each parameter's absence is what
 // means "no filter", so an empty value would read as absent and list everything.
-func OnlyQuery(c *gin.Context, allowed ...string) bool { return onlyQuery(c, false, allowed) }
+func OnlyQuery(c *gin.Context, allowed ...string) bool {
+	return failQuery(c, CheckQuery(c.Request, false, allowed...))
+}
 
 // KnownQuery is OnlyQuery for parameters whose empty value means what their absence means (a
 // stream's lastEventId=, from the start): an unknown or repeated parameter is still a 400.
-func KnownQuery(c *gin.Context, allowed ...string) bool { return onlyQuery(c, true, allowed) }
+func KnownQuery(c *gin.Context, allowed ...string) bool {
+	return failQuery(c, CheckQuery(c.Request, true, allowed...))
+}
 
-func onlyQuery(c *gin.Context, emptyOK bool, allowed []string) bool {
-	if c.Request.URL.RawQuery == "" {
-		return true
-	}
-	q, err := url.ParseQuery(c.Request.URL.RawQuery)
+// NoQuery is the middleware of a route that takes no query parameters: a parameter sent to it
+// (?agentId=5 on a run, ?userId= on a chat) would be ignored, so it is a 400 naming it.
+func NoQuery(c *gin.Context) { failQuery(c, CheckQuery(c.Request, true)) }
+
+// Query is the middleware of a route whose handler reads the query parameters allowed (an empty
+// value means what absence means): any other parameter is a 400 naming it.
+func Query(allowed ...string) gin.HandlerFunc {
+	return func(c *gin.Context) { failQuery(c, CheckQuery(c.Request, true, allowed...)) }
+}
+
+func failQuery(c *gin.Context, err error) bool {
 	if err != nil {
-		// What Query() would silently drop: a pair it cannot decode, a filter lost with it.
-		Fail(c, http.StatusBadRequest, "query: %v", err)
+		FailErr(c, err)
 		return false
 	}
-	for name, values := range q {
+	return true
+}
+
+// CheckQuery is the check of OnlyQuery (emptyOK false) and KnownQuery (emptyOK true) for callers
+// that answer in a format of their own: a *hookdtype.ValidationError naming the parameter, or nil.
+func CheckQuery(r *http.Request, emptyOK bool, allowed ...string) error {
+	if r.URL.RawQuery == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		// What Query() would silently drop: a pair it cannot decode, a filter lost with it.
+		return hookdtype.Invalid("query", "%v", err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(q)) { // the same parameter named each time
+		values := q[name]
 		if slices.Contains(allowed, name) {
 			if len(values) > 1 {
-				Fail(c, http.StatusBadRequest, "%s: appears twice; send each query parameter once", name)
-				return false
+				return hookdtype.Invalid(name, "appears twice; send each query parameter once")
 			}
 			if values[0] == "" && !emptyOK {
-				Fail(c, http.StatusBadRequest, "%s: is empty; leave the parameter out, or give it a value", name)
-				return false
+				return hookdtype.Invalid(name, "is empty; leave the parameter out, or give it a value")
 			}
 			continue
 		}
@@ -62,10 +85,9 @@ func onlyQuery(c *gin.Context, emptyOK bool, allowed []string) bool {
 		if s := hookdtype.Suggest(name, allowed); s != "" {
 			msg += " (did you mean " + strconv.Quote(s) + "?)"
 		}
-		Fail(c, http.StatusBadRequest, "%s: %s", name, msg)
-		return false
+		return hookdtype.Invalid(name, "%s", msg)
 	}
-	return true
+	return nil
 }
 
 // PageQuery reads ?cursor= and ?limit= (DefaultLimit when absent; 400 above MaxLimit or below 1).

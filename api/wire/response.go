@@ -4,7 +4,6 @@ package wire
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,41 +83,7 @@ func FailErr(c *gin.Context, err error) {
 	}
 }
 
-// BindJSON decodes the body into v. It answers 413 for a body over the limit and 400 naming the
-// field for malformed JSON or a value of the wrong type, and reports whether decoding succeeded.
-func BindJSON(c *gin.Context, v any) bool {
-	dec := json.NewDecoder(c.Request.Body)
-	err := dec.Decode(v)
-	if err == nil {
-		if dec.More() {
-			err = errors.New("trailing data after the JSON value")
-		} else {
-			return true
-		}
-	}
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &tooBig):
-		Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
-	case errors.Is(err, io.EOF):
-		Fail(c, http.StatusBadRequest, "body: is empty; a JSON object is required")
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "body"
-		}
-		Fail(c, http.StatusBadRequest, "%s: must be %s, not %s", field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
-	case errors.As(err, &syntaxErr):
-		Fail(c, http.StatusBadRequest, "body: malformed JSON at byte %d: %v", syntaxErr.Offset, syntaxErr)
-	default:
-		Fail(c, http.StatusBadRequest, "body: %v", err)
-	}
-	return false
-}
-
-// BindStrict decodes the body into v as the admin, dispatch and task APIs do: strictly
+// BindStrict decodes the body into v as every API of the daemon does: strictly
 // (hookdtype.DecodeStrict). A field v does not have, at any depth, is a 400 naming its JSON path
 // with a "did you mean" when a known field is close; a body over the limit is 413. It reports
 // whether decoding succeeded.
@@ -138,21 +103,6 @@ func BindStrict(c *gin.Context, v any) bool {
 		return false
 	}
 	return true
-}
-
-func jsonKind(goKind string) string {
-	switch {
-	case strings.HasPrefix(goKind, "int"), strings.HasPrefix(goKind, "uint"), strings.HasPrefix(goKind, "float"):
-		return "a number"
-	case goKind == "string":
-		return "a string"
-	case goKind == "bool":
-		return "a boolean"
-	case goKind == "slice":
-		return "an array"
-	default:
-		return "an object"
-	}
 }
 
 // NoBody refuses a body on a route that takes none (an empty object aside, which some clients
