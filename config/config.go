@@ -1247,7 +1247,7 @@ func (c Config) Validate() error {
 	}
 	if e := c.OTel.Endpoint; e != "" {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("otel.endpoint", "%q is not an http(s) URL", e)
+			bad("otel.endpoint", "must be an http:// or https:// URL") // not quoted: it may hold a key
 		}
 	}
 
@@ -1380,8 +1380,8 @@ func (c Config) rotationKeys() (keys [][]byte, errs []error) {
 
 const mask = "***"
 
-// redacted returns a copy of c with every secret replaced by "***" (left empty when unset) and
-// the password of a database URL hidden. Slices are copied: c is not modified.
+// redacted returns a copy of c with every secret replaced by "***" (left empty when unset), the
+// password of a database URL hidden, and the passwords and query values of the other URLs. Slices are copied: c is not modified.
 func (c Config) redacted() Config {
 	hide := func(s string) string {
 		if s == "" {
@@ -1397,6 +1397,11 @@ func (c Config) redacted() Config {
 	}
 	r.Model.APIKey = hide(c.Model.APIKey)
 	r.Database = redactURL(c.Database)
+	// A model server, a search API or a collector may take its key in the URL (?api-key=, a
+	// password): shown with the values hidden, as receivers' URLs are in errors.
+	r.Model.BaseURL = hookdtype.RedactURL(c.Model.BaseURL)
+	r.Agent.WebSearch.URL = hookdtype.RedactURL(c.Agent.WebSearch.URL)
+	r.OTel.Endpoint = hookdtype.RedactURL(c.OTel.Endpoint)
 	r.Auth.AdminTokens = make([]string, len(c.Auth.AdminTokens))
 	for i, t := range c.Auth.AdminTokens {
 		r.Auth.AdminTokens[i] = hide(t)

@@ -372,6 +372,17 @@ func (a *Auth) normalize() error {
 		if err := checkURL("dispatchConfig.auth.tokenFetchConfig.url", f.URL); err != nil {
 			return err
 		}
+		u, _ := url.Parse(f.URL)
+		if u.User != nil {
+			return invalid("dispatchConfig.auth.tokenFetchConfig.url", "must not carry credentials; send them in the token call's headers or body")
+		}
+		for k, vs := range u.Query() {
+			// GET shows the query's values as "***"; sent back beside a changed URL (or a new
+			// auth), they are not the values.
+			if slices.Contains(vs, Masked) {
+				return invalid("dispatchConfig.auth.tokenFetchConfig.url", "the value of %s: \"***\" is the mask, not a value; send the token URL whole", k)
+			}
+		}
 		if err := checkHeaders("dispatchConfig.auth.tokenFetchConfig.headers", f.Headers, false); err != nil {
 			return err
 		}
@@ -649,6 +660,9 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 	if f, of := a.TokenFetchConfig, old.TokenFetchConfig; f != nil && of != nil {
 		keep(&f.Body, of.Body)
 		keepHeaders(f.Headers, of.Headers)
+		if f.URL != of.URL && f.URL == hookdtype.RedactURL(of.URL) {
+			f.URL = of.URL // sent back as GET shows it
+		}
 	}
 }
 
@@ -706,6 +720,7 @@ func (h Hook) Masked() Hook {
 			fc := *f
 			fc.Body = mask(fc.Body)
 			fc.Headers = maskValues(fc.Headers)
+			fc.URL = hookdtype.RedactURL(fc.URL) // a client_secret may ride in its query
 			c.TokenFetchConfig = &fc
 		}
 		h.DispatchConfig.Auth = &c

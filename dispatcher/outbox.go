@@ -196,7 +196,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 	done(breakerOutcome(a))
 
 	rec := &storage.Attempt{Attempt: out.Attempts, DispatchedAt: time.UnixMilli(env.DispatchedAt),
-		StatusCode: a.status, LatencyMs: a.latency.Milliseconds(), ResponseBody: truncateUTF8(a.respBody, keptResponseBody)}
+		StatusCode: a.status, LatencyMs: a.latency.Milliseconds(), ResponseBody: truncateUTF8(scrubEcho(a.respBody, a.sent), keptResponseBody)}
 	out.Attempt, out.StatusCode = rec, a.status
 	verdict, reason := classify(a)
 	rec.ErrorClass = string(reason)

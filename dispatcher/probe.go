@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -73,7 +74,7 @@ func (x *exchange) request(req *http.Request, body []byte) {
 			h[k] = []string{"***"}
 		}
 	}
-	x.req = &ProbeRequest{URL: stripPassword(req.URL), Headers: h, Body: string(body)}
+	x.req = &ProbeRequest{URL: hookdtype.RedactedURL(req.URL), Headers: h, Body: string(body)}
 }
 
 func (x *exchange) response(status int, h http.Header, body []byte) {

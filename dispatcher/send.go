@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/tracing"
 )
 
@@ -36,10 +37,13 @@ type sender struct {
 
 // attempt is the outcome of one exchange.
 type attempt struct {
-	body       []byte // the exact bytes sent
-	status     int    // 0 when no response arrived
-	respBody   []byte
-	bodyOver   bool // the response body went on past maxResponseBody: respBody is its start
+	body     []byte // the exact bytes sent
+	status   int    // 0 when no response arrived
+	respBody []byte
+	bodyOver bool // the response body went on past maxResponseBody: respBody is its start
+	// sent are the credentials the request carried, to be scrubbed from what of the answer is
+	// kept or shown (scrubEcho); the answer itself is decided on as it came.
+	sent       []string
 	retryAfter time.Duration
 	latency    time.Duration
 	err        error // set when no response arrived, or the request could not be made
@@ -122,10 +126,12 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 		a.err = err
 		return a
 	}
-	if err := s.authorize(ctx, req.Header, h); err != nil {
+	sent, err := s.authorize(ctx, req.Header, h)
+	if err != nil {
 		a.err = err
 		return a
 	}
+	a.sent = sent
 	start := now
 	if refetched {
 		start = time.Now()
@@ -138,7 +144,7 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 			// The few transport paths that report their context's Err see the cancellation
 			// that callDeadlines' deadline caused; with context.WithDeadline they would have
 			// seen DeadlineExceeded, and so do we.
-			err = &url.Error{Op: "Post", URL: stripPassword(req.URL), Err: context.DeadlineExceeded}
+			err = &url.Error{Op: "Post", URL: hookdtype.RedactedURL(req.URL), Err: context.DeadlineExceeded}
 		}
 		a.latency = time.Since(start)
 		a.err = err
@@ -160,8 +166,40 @@ func (s *sender) post(ctx context.Context, h *Hook, w *hookWire, env *Envelope, 
 	if err != nil && a.status/100 == 2 {
 		a.err = fmt.Errorf("read response: %w", err)
 	}
-	x.response(a.status, resp.Header, a.respBody)
+	x.response(a.status, scrubHeaders(resp.Header, sent), scrubEcho(a.respBody, sent))
 	return a
+}
+
+// minEchoed is the shortest credential scrubbed from what a receiver answers: a shorter one (a
+// CUSTOM header X-Tenant: 7) would erase unrelated text and hides little.
+const minEchoed = 4
+
+// scrubEcho is a receiver's answer with every credential the request carried (sent: the values
+// authorize set) replaced by "***", for keeping or showing: a receiver that echoes its request
+// headers in an error page would otherwise have the hook's credential stored with the attempt
+// and shown by the API. Never for deciding: a credential that happens to read "deny" must not
+// turn the answer into an unknown decision. b is not modified.
+func scrubEcho(body []byte, sent []string) []byte {
+	for _, v := range sent {
+		if len(v) >= minEchoed && bytes.Contains(body, []byte(v)) {
+			body = bytes.ReplaceAll(body, []byte(v), []byte(Masked))
+		}
+	}
+	return body
+}
+
+// scrubHeaders is scrubEcho for the answer's headers (shown by a probe).
+func scrubHeaders(h http.Header, sent []string) http.Header {
+	if len(sent) == 0 {
+		return h
+	}
+	out := make(http.Header, len(h))
+	for k, vs := range h {
+		for _, v := range vs {
+			out[k] = append(out[k], string(scrubEcho([]byte(v), sent)))
+		}
+	}
+	return out
 }
 
 // newPost is http.NewRequestWithContext(ctx, "POST", h's URL, bytes.NewReader(body)), with the
@@ -187,7 +225,7 @@ func newPost(ctx context.Context, h *Hook, w *hookWire, body []byte) (*http.Requ
 // checks and its errors, a *url.Error wrapping what the transport said.
 func (s *sender) do(req *http.Request) (*http.Response, error) {
 	uerr := func(err error) error {
-		return &url.Error{Op: "Post", URL: stripPassword(req.URL), Err: err}
+		return &url.Error{Op: "Post", URL: hookdtype.RedactedURL(req.URL), Err: err}
 	}
 	if u := req.URL.User; u != nil && req.Header.Get("Authorization") == "" {
 		// Never so for a registered hook (its URL may not carry credentials); as the client does.
@@ -223,14 +261,6 @@ func (s *sender) do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// stripPassword is the URL as net/http's client puts it in its errors.
-func stripPassword(u *url.URL) string {
-	if _, passSet := u.User.Password(); passSet {
-		return strings.Replace(u.String(), u.User.String()+"@", u.User.Username()+":***@", 1)
-	}
-	return u.String()
-}
-
 // readBody reads up to maxResponseBody bytes of a response body (the rest is left unread), as
 // io.ReadAll(io.LimitReader(r, maxResponseBody)) does, in a buffer sized by the Content-Length
 // when there is one.
@@ -257,35 +287,41 @@ func readBody(r io.Reader, contentLength int64) ([]byte, error) {
 }
 
 // authorize adds the headers of the hook's auth type.
-func (s *sender) authorize(ctx context.Context, hdr http.Header, h *Hook) error {
+func (s *sender) authorize(ctx context.Context, hdr http.Header, h *Hook) (sent []string, err error) {
 	a := h.DispatchConfig.Auth
 	if a == nil {
-		return nil
+		return nil, nil
 	}
 	switch a.Type {
 	case AuthAPIKey:
 		hdr.Set(a.Header, a.Credential)
+		return []string{a.Credential}, nil
 	case AuthBearer:
 		hdr.Set("Authorization", strings.TrimSpace(a.Prefix+" "+a.Credential))
+		return []string{a.Credential}, nil
 	case AuthBasic:
 		cred := a.Credential
 		if cred == "" {
 			cred = base64.StdEncoding.EncodeToString([]byte(a.Username + ":" + a.Password))
 		}
 		hdr.Set("Authorization", "Basic "+cred)
+		return []string{cred, a.Password}, nil
 	case AuthCustom:
 		for k, v := range a.Headers {
 			hdr.Set(k, v)
+			sent = append(sent, v)
 		}
+		return sent, nil
 	case AuthCustomHTTPToken:
 		tok, err := s.tokens.get(ctx, s.client, h)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		f := a.TokenFetchConfig
 		hdr.Set(f.Header, strings.TrimSpace(f.Prefix+" "+tok))
+		return []string{tok}, nil
 	}
-	return nil
+	return nil, nil
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or unreadable.
@@ -377,6 +413,10 @@ func fetchToken(ctx context.Context, client *http.Client, f *TokenFetch) (string
 	rc.ErrorHandler = retryablehttp.PassthroughErrorHandler
 	resp, err := rc.Do(req)
 	if err != nil {
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			// The client's error quotes the URL with its query: a client_secret put there.
+			ue.URL = hookdtype.RedactedURL(req.URL)
+		}
 		return "", 0, err
 	}
 	defer resp.Body.Close()

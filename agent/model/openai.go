@@ -10,10 +10,13 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	neturl "net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // OpenAIConfig configures an OpenAI-compatible chat-completions endpoint.
@@ -59,15 +62,23 @@ type OpenAI struct {
 	cfg    OpenAIConfig
 	url    string
 	client *http.Client
+	// secrets are hidden in every error: the API key, and a password or query key of the base URL
+	// (an error of the client quotes the URL).
+	secrets []string
 }
 
 var _ Model = (*OpenAI)(nil)
 
 // NewOpenAI makes an OpenAI-compatible model.
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
-	url := strings.TrimRight(cfg.BaseURL, "/")
+	// The path is extended, not the text: a base URL may carry a query (?api-version=…).
+	head, query, hasQuery := strings.Cut(cfg.BaseURL, "?")
+	url := strings.TrimRight(head, "/")
 	if !strings.HasSuffix(url, "/chat/completions") {
 		url += "/chat/completions"
+	}
+	if hasQuery {
+		url += "?" + query
 	}
 	client := cfg.HTTPClient
 	if client == nil {
@@ -82,7 +93,11 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	case cfg.StreamRecoveries < 0:
 		cfg.StreamRecoveries = 0
 	}
-	return &OpenAI{cfg: cfg, url: url, client: client}
+	secrets := hookdtype.URLSecrets(cfg.BaseURL)
+	if cfg.APIKey != "" {
+		secrets = append(secrets, cfg.APIKey)
+	}
+	return &OpenAI{cfg: cfg, url: url, client: client, secrets: secrets}
 }
 
 // Wire types of the request.
@@ -505,22 +520,21 @@ func (o *OpenAI) transportError(ctx, callCtx context.Context, err error) *Error 
 	if errors.Is(context.Cause(callCtx), errStreamIdle) {
 		return &Error{Kind: ErrNetwork, Err: fmt.Errorf("%w (%s)", errStreamIdle, o.cfg.StreamIdleTimeout)}
 	}
+	if ue, ok := errors.AsType[*neturl.Error](err); ok {
+		ue.URL = hookdtype.RedactURL(ue.URL) // with its query: a key given as ?api-key=
+	}
 	return &Error{Kind: ErrNetwork, Err: o.redactErr(err)}
 }
 
-func (o *OpenAI) redact(s string) string {
-	if o.cfg.APIKey == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, o.cfg.APIKey, "***")
-}
+func (o *OpenAI) redact(s string) string { return hookdtype.ScrubSecrets(s, o.secrets) }
 
-// redactErr hides the API key in an error's text, keeping the error for errors.Is.
+// redactErr hides the secrets in an error's text, keeping the error for errors.Is.
 func (o *OpenAI) redactErr(err error) error {
-	if o.cfg.APIKey == "" || !strings.Contains(err.Error(), o.cfg.APIKey) {
-		return err
+	msg := err.Error()
+	if r := o.redact(msg); r != msg {
+		return &redactedError{msg: r, err: err}
 	}
-	return &redactedError{msg: o.redact(err.Error()), err: err}
+	return err
 }
 
 type redactedError struct {

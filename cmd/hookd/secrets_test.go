@@ -31,12 +31,22 @@ func TestSecretsNeverLeak(t *testing.T) {
 		"bearer cred":    "tok-Mx47-receiver-credential",
 		"basic password": "pw-Hj56-basic-password",
 		"token body":     "client-secret-Rt09",
+		// A key carried in a URL's query: of a token endpoint that cannot be reached (its error
+		// quotes the URL), of the OpenTelemetry collector.
+		"token url query": "qs-Vb61-token-url-secret",
+		"otel url query":  "qs-Lm72-collector-key",
+		"echoed cred":     "tok-Ec33-echoed-by-receiver",
 	}
 	masterKey := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	var calls atomic.Int64
 	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/token" {
 			io.WriteString(w, `{"data":{"token":"issued-token","expiresIn":60}}`)
+			return
+		}
+		if r.URL.Path == "/echo" { // an error page that shows the request's headers
+			w.WriteHeader(500)
+			r.Header.Write(w)
 			return
 		}
 		if calls.Add(1)%2 == 0 { // every other call fails, so failures get logged too
@@ -57,7 +67,8 @@ webhooks:
   allowPrivateNetworks: true
   retry: {fast: [50ms, 50ms, 50ms], ladder: [100ms], jitter: 0}
 agent: {toolDefault: allow}
-`, filepath.Join(dir, "hookd.db"), masterKey, secrets["admin token"], secrets["api key"]))
+otel: {endpoint: "http://127.0.0.1:1/v1/traces?key=%s"}
+`, filepath.Join(dir, "hookd.db"), masterKey, secrets["admin token"], secrets["api key"], secrets["otel url query"]))
 	d := startDaemon(t, cfg)
 	admin := func(method, path, body string) int {
 		req, _ := http.NewRequest(method, d.url(path), strings.NewReader(body))
@@ -79,6 +90,8 @@ agent: {toolDefault: allow}
 		`{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"` + recv.URL + `/gate","signingSecret":"` + secrets["signing secret"] + `","auth":{"type":"BEARER","credential":"` + secrets["bearer cred"] + `"}}}`,
 		`{"hookName":"input","hookType":"user_message","dispatchConfig":{"url":"` + recv.URL + `/in","auth":{"type":"BASIC","username":"u","password":"` + secrets["basic password"] + `"}}}`,
 		`{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"` + recv.URL + `/audit","signingSecret":"` + secrets["signing secret"] + `","auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"` + recv.URL + `/token","body":"` + secrets["token body"] + `","tokenPath":"data.token","expiresInPath":"data.expiresIn"}}}}`,
+		`{"hookName":"tokq","hookType":"session_start","dispatchConfig":{"url":"` + recv.URL + `/s","auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"http://127.0.0.1:1/token?client_secret=` + secrets["token url query"] + `","tokenPath":"data.token"}}}}`,
+		`{"hookName":"echo","hookType":"agent_completion","dispatchConfig":{"url":"` + recv.URL + `/echo","maxRetries":0,"auth":{"type":"BEARER","credential":"` + secrets["echoed cred"] + `"}}}`,
 		`{"hookName":"llm","hookType":"post_llm_call","dispatchConfig":{"url":"http://127.0.0.1:1/closed","signingSecret":"` + secrets["signing secret"] + `","maxRetries":0}}`,
 	} {
 		if st := admin("POST", "/api/hooks", h); st != 201 {
@@ -98,6 +111,8 @@ agent: {toolDefault: allow}
 	}
 	admin("POST", "/api/hooks/1/test", "")
 	admin("POST", "/api/hooks/3/test", "")
+	admin("POST", "/api/hooks/4/test", "")
+	admin("POST", "/api/hooks/5/test", "")
 	admin("PUT", "/api/hooks/1", `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`/gate","signingSecret":"***","auth":{"type":"BEARER","credential":"***"}}}`)
 
 	// A chat through the harness dialect with the API key: user_message, pre/post_tool_use,

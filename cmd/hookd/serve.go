@@ -31,6 +31,7 @@ import (
 	"github.com/hookd/hookd/config"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/tracing"
 )
@@ -81,7 +82,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 	}()
 	if tc.Enabled() {
-		log.Info("tracing: spans go out over OTLP/HTTP", "endpoint", cmp.Or(tc.Endpoint, "from OTEL_EXPORTER_OTLP_*"))
+		log.Info("tracing: spans go out over OTLP/HTTP", "endpoint", cmp.Or(hookdtype.RedactURL(tc.Endpoint), "from OTEL_EXPORTER_OTLP_*"))
 	}
 	db, err := openSealed(ctx, cfg, log)
 	if err != nil {
