@@ -203,6 +203,11 @@ func adminAuth(tokens []string, dev bool, sessions *console.Sessions) gin.Handle
 				return
 			}
 			c.Set(consoleIdentity, id)
+			// What the session opens ends with it: a stream is cut at its expiry or sign-out.
+			ctx, cancel := sessions.Hold(c.Request, id)
+			defer cancel()
+			c.Request = c.Request.WithContext(ctx)
+			c.Next()
 			return
 		}
 		if len(want) == 0 {

@@ -57,7 +57,13 @@ type Sessions struct {
 	dev         bool
 	ttl         time.Duration
 	now         func() time.Time
+	// recheck is how often Hold looks for a sign-out it was not told of (another replica's).
+	recheck time.Duration
 }
+
+// RecheckEvery is how often a request held open by a console session (a stream) checks that the
+// session still stands, for sign-outs on other replicas: one in this process ends it at once.
+const RecheckEvery = 10 * time.Second
 
 // NewSessions takes the admin tokens and the API keys (of which only reviewer keys may sign in).
 // dev is development mode (loopback, no credentials at all): an empty sign-in is the admin then.
@@ -65,7 +71,7 @@ func NewSessions(db *storage.DB, adminTokens []string, keys []wire.APIKey, dev b
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
-	s := &Sessions{db: db, dev: dev, ttl: ttl, now: time.Now}
+	s := &Sessions{db: db, dev: dev, ttl: ttl, now: time.Now, recheck: RecheckEvery}
 	for _, t := range adminTokens {
 		s.adminTokens = append(s.adminTokens, []byte(t))
 	}
@@ -175,6 +181,39 @@ func (s *Sessions) Check(r *http.Request) (Identity, error) {
 		}
 	}
 	return id, nil
+}
+
+// Hold is r's context bound to the session Check found (id): it ends when the session does, at
+// its expiry or when it is signed out, so that a stream a session opened does not outlive it.
+// The caller must call the CancelFunc when the request is done.
+func (s *Sessions) Hold(r *http.Request, id Identity) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithDeadline(r.Context(), id.ExpiresAt)
+	c, err := r.Cookie(CookieName)
+	if err != nil {
+		cancel() // Check found none: hold nothing open
+		return ctx, cancel
+	}
+	hash := hashOf(c.Value)
+	go func() {
+		tick := time.NewTicker(s.recheck)
+		defer tick.Stop()
+		for {
+			// Taken before the read, so a sign-out committed after Check is either read or
+			// announced.
+			changed := s.db.Changed(storage.TopicConsoleSessions)
+			if _, err := s.db.ConsoleSession(ctx, hash, s.now()); errors.Is(err, storage.ErrNotFound) {
+				cancel()
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-tick.C:
+			}
+		}
+	}()
+	return ctx, cancel
 }
 
 // SignOut ends the session of r's cookie, if any.

@@ -3,7 +3,7 @@ package storage
 import "sync"
 
 // Topic names rows whose commits live views follow (the console's approvals inbox and decision
-// tail). A writer announces a topic after its transaction commits; a view waits on Changed and
+// tail, and its streams, which end with their session). A writer announces a topic after its transaction commits; a view waits on Changed and
 // then reads what is new. Commits of other replicas are not announced here: views on a shared
 // PostgreSQL also re-read on a slow timer.
 type Topic uint8
@@ -12,6 +12,8 @@ type Topic uint8
 const (
 	TopicDecisions Topic = iota
 	TopicAsks
+	// TopicConsoleSessions: a console session was ended (signed out).
+	TopicConsoleSessions
 	numTopics
 )
 

@@ -74,10 +74,12 @@ func (db *DB) ConsoleSession(ctx context.Context, tokenHash []byte, now time.Tim
 	return s, nil
 }
 
-// DeleteConsoleSession ends a session (signing out twice is no error).
+// DeleteConsoleSession ends a session (signing out twice is no error) and, once that is
+// committed, wakes what this process holds open for it.
 func (db *DB) DeleteConsoleSession(ctx context.Context, tokenHash []byte) error {
 	if err := db.w.WithContext(ctx).Where("token_hash = ?", tokenHash).Delete(&consoleSessionRow{}).Error; err != nil {
 		return fmt.Errorf("storage: delete console session: %w", err)
 	}
+	db.announce(TopicConsoleSessions)
 	return nil
 }

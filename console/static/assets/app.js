@@ -93,6 +93,12 @@
     const es = new EventSource(path);
     es.onmessage = (e) => onEvent(e);
     for (const name of ["decision", "approvals"]) es.addEventListener(name, (e) => onEvent(e));
+    // The daemon ends a stream when its session ends (expiry, sign-out elsewhere); the reconnect is
+    // refused, and the page goes back to the sign-in.
+    es.onerror = () => {
+      if (es.readyState !== EventSource.CLOSED) return;
+      api("GET", "/console/session").then((id) => { if (!id || !id.signedIn) { me = null; route(); } }, () => {});
+    };
     cleanups.push(() => es.close());
     return es;
   }
