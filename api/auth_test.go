@@ -262,7 +262,8 @@ func TestImpersonationRefused(t *testing.T) {
 			t.Errorf("sessions of alice and bob: %d, want alice's one", n)
 		}
 
-		// Alice's reviewer answers; the record says who did.
+		// Alice's reviewer answers; the record says who did, and in what role (as the approvals
+		// API records a reviewer: the decision log's hookName is person:reviewer:rita).
 		st, body := call(t, srv, "POST", "/api/agent/permission/reply", keyRev, `{"askId":"`+ask.AskID+`","approved":false,"reason":"not now"}`)
 		if st != http.StatusOK {
 			t.Fatalf("reviewer reply: %d %s", st, body)
@@ -270,7 +271,7 @@ func TestImpersonationRefused(t *testing.T) {
 		status, answer := askStatus(t, db, ask.AskID)
 		var rec agent.Answer
 		_ = json.Unmarshal(answer, &rec)
-		if status != storage.AskDenied || rec.AnsweredBy != "rita" {
+		if status != storage.AskDenied || rec.AnsweredBy != "reviewer:rita" {
 			t.Fatalf("after the reviewer: %s, answered by %q", status, rec.AnsweredBy)
 		}
 	})

@@ -53,7 +53,9 @@ func (a *api) reply(c *gin.Context) {
 	}
 	ans := agent.Answer{AskID: askID, Approved: *body.Approved, Reason: body.Reason}
 	if owner != caller.UserID {
-		ans.AnsweredBy = caller.UserID
+		// A reviewer, recorded as the approvals API records one: with its role, so that a
+		// reviewer whose userId is "admin" is not taken for an admin in the decision log.
+		ans.AnsweredBy = string(wire.RoleReviewer) + ":" + caller.UserID
 	}
 	remembered := false
 	if ans.Approved {
