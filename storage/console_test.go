@@ -136,3 +136,55 @@ func TestOverviewAndPendingAsks(t *testing.T) {
 		}
 	})
 }
+
+// TestAskPastItsTime: an ask whose expiresAt has passed is no longer waiting, whether or not the
+// sweep has marked it expired yet: it is not listed or counted as pending, an answer to it is
+// refused as expired, and the sweep can still close it.
+func TestAskPastItsTime(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		now := time.Now()
+		sess, _, err := db.EnsureSession(ctx, storage.Session{UserID: "alice", Key: "late"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := storage.Run{RequestID: "req-late", SessionID: sess.ID, UserID: "alice", Status: storage.RunRunning}
+		if err := db.CreateRun(ctx, &run); err != nil {
+			t.Fatal(err)
+		}
+		asks := []storage.Ask{
+			{AskID: "ask-late", Kind: storage.AskConfirm, RunID: run.ID, UserID: "alice", CallID: "c1", ToolName: "shell",
+				ExpiresAt: now.Add(-time.Second)},
+			{AskID: "ask-open", Kind: storage.AskConfirm, RunID: run.ID, UserID: "alice", CallID: "c2", ToolName: "shell",
+				ExpiresAt: now.Add(time.Hour)},
+			{AskID: "ask-forever", Kind: storage.AskConfirm, RunID: run.ID, UserID: "alice", CallID: "c3", ToolName: "shell"},
+		}
+		if err := db.AddAsks(ctx, asks); err != nil {
+			t.Fatal(err)
+		}
+		pending, _, err := db.PendingAsks(ctx, storage.AskFilter{})
+		if err != nil || len(pending) != 2 || pending[0].AskID == "ask-late" || pending[1].AskID == "ask-late" {
+			t.Fatalf("pending asks: %+v %v", pending, err)
+		}
+		if o, err := db.ReadOverview(ctx, now.Add(-time.Hour), now); err != nil || o.PendingApprovals != 2 {
+			t.Fatalf("pending approvals: %d %v", o.PendingApprovals, err)
+		}
+		for _, status := range []string{storage.AskApproved, storage.AskDenied} {
+			var closed *storage.AskClosedError
+			if err := db.AnswerAsk(ctx, "ask-late", status, []byte(`{}`)); !errors.As(err, &closed) || closed.Status != storage.AskExpired {
+				t.Fatalf("%s after its time: %v, want refused as expired", status, err)
+			}
+		}
+		if a, _ := db.GetAsk(ctx, "ask-late"); a.Status != storage.AskPending || len(a.Answer) != 0 {
+			t.Fatalf("the late answer was kept: %s %s", a.Status, a.Answer)
+		}
+		if err := db.AnswerAsk(ctx, "ask-late", storage.AskExpired, nil); err != nil {
+			t.Fatalf("the sweep: %v", err)
+		}
+		for _, id := range []string{"ask-open", "ask-forever"} {
+			if err := db.AnswerAsk(ctx, id, storage.AskApproved, []byte(`{}`)); err != nil {
+				t.Fatalf("%s in time: %v", id, err)
+			}
+		}
+	})
+}

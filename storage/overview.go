@@ -111,7 +111,8 @@ func (db *DB) ReadOverview(ctx context.Context, since, now time.Time) (Overview,
 		o.Deliveries["paused"] = paused
 		o.Deliveries[StatusPending] -= paused
 	}
-	err = r.Raw(`SELECT COUNT(*) FROM asks WHERE status = ? AND kind = ?`, AskPending, AskConfirm).Scan(&o.PendingApprovals).Error
+	err = r.Raw(`SELECT COUNT(*) FROM asks WHERE status = ? AND kind = ? AND `+askOpen, AskPending, AskConfirm, time.Now().UnixMilli()).
+		Scan(&o.PendingApprovals).Error
 	if err != nil {
 		return o, fmt.Errorf("storage: overview of asks: %w", err)
 	}
@@ -134,7 +135,8 @@ func (db *DB) PendingAsks(ctx context.Context, f AskFilter) ([]Ask, string, erro
 		return nil, "", nil
 	}
 	limit := cmpLimit(f.Limit)
-	q := db.r.WithContext(ctx).Where("status = ? AND kind = ?", AskPending, AskConfirm).
+	// An ask past its expiresAt is no longer waiting, even before the sweep marks it expired.
+	q := db.r.WithContext(ctx).Where("status = ? AND kind = ?", AskPending, AskConfirm).Where(askOpen, time.Now().UnixMilli()).
 		Order("created_at, ask_id").Limit(limit + 1)
 	if f.Users != nil {
 		q = q.Where("user_id IN ?", f.Users)

@@ -233,6 +233,10 @@ func (db *DB) RunAsks(ctx context.Context, runID int64, status string) ([]Ask, e
 // ErrAlreadyAnswered is returned when an ask was answered (or expired) before.
 var ErrAlreadyAnswered = errors.New("already answered")
 
+// askOpen is the condition of a pending ask whose time has not run out at ? (ms): one without
+// an expiry, or one that expires later.
+const askOpen = "(expires_at = 0 OR expires_at > ?)"
+
 // ExpiredAsks lists pending asks whose time ran out.
 func (db *DB) ExpiredAsks(ctx context.Context, now time.Time) ([]Ask, error) {
 	var rows []askRow
@@ -248,10 +252,15 @@ func (db *DB) ExpiredAsks(ctx context.Context, now time.Time) ([]Ask, error) {
 }
 
 // AnswerAsk moves a pending ask to status with the answer, exactly once: a second answer gets
-// ErrAlreadyAnswered.
+// ErrAlreadyAnswered. An answer that comes after the ask's expiresAt is refused as expired, even
+// before the sweep has marked it so: the time a person had is the time the ask gave.
 func (db *DB) AnswerAsk(ctx context.Context, askID, status string, answer []byte) error {
-	res := db.w.WithContext(ctx).Model(&askRow{}).Where("ask_id = ? AND status = ?", askID, AskPending).
-		Updates(map[string]any{"status": status, "answer": string(answer), "answered_at": time.Now().UnixMilli()})
+	now := time.Now().UnixMilli()
+	q := db.w.WithContext(ctx).Model(&askRow{}).Where("ask_id = ? AND status = ?", askID, AskPending)
+	if status != AskExpired {
+		q = q.Where(askOpen, now)
+	}
+	res := q.Updates(map[string]any{"status": status, "answer": string(answer), "answered_at": now})
 	if res.Error != nil {
 		return fmt.Errorf("storage: answer ask: %w", res.Error)
 	}
@@ -259,6 +268,9 @@ func (db *DB) AnswerAsk(ctx context.Context, askID, status string, answer []byte
 		a, err := db.GetAsk(ctx, askID)
 		if err != nil {
 			return err
+		}
+		if a.Status == AskPending { // its time ran out; the sweep will say so
+			return &AskClosedError{AskID: askID, Status: AskExpired}
 		}
 		return &AskClosedError{AskID: askID, Status: a.Status}
 	}
