@@ -131,3 +131,62 @@ func TestConsoleStreamsEndWithTheirSession(t *testing.T) {
 		}
 	})
 }
+
+// TestConsoleCookieSecureOverHTTPS: the session cookie is Secure when the browser came over
+// HTTPS, which behind a TLS-terminating proxy only the proxy's header says; the cookie that
+// clears it on sign-out likewise.
+func TestConsoleCookieSecureOverHTTPS(t *testing.T) {
+	srv := consoleStreamServer(t, 0)
+	for _, c := range []struct {
+		header string
+		secure bool
+	}{
+		{"", false},
+		{"X-Forwarded-Proto: http", false},
+		{"X-Forwarded-Proto: https", true},
+		{"X-Forwarded-Proto: HTTPS, http", true},
+		{`Forwarded: for=192.0.2.60;proto=https;by=203.0.113.43`, true},
+		{`Forwarded: proto="https"`, true},
+		{`Forwarded: for=192.0.2.60;proto=http`, false},
+	} {
+		cookieOf := func(resp *http.Response) *http.Cookie {
+			for _, ck := range resp.Cookies() {
+				if ck.Name == "hookd_console" {
+					return ck
+				}
+			}
+			t.Fatalf("%q: no session cookie in %v", c.header, resp.Header)
+			return nil
+		}
+		send := func(method, body, cookie, csrf string) *http.Response {
+			req, _ := http.NewRequest(method, srv.URL+"/console/session", strings.NewReader(body))
+			req.Header.Set("Content-Type", "application/json")
+			if k, v, ok := strings.Cut(c.header, ": "); ok {
+				req.Header.Set(k, v)
+			}
+			if cookie != "" {
+				req.Header.Set("Cookie", cookie)
+				req.Header.Set("X-CSRF-Token", csrf)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var w struct{ Data struct{ CSRFToken string } }
+			json.NewDecoder(resp.Body).Decode(&w)
+			resp.Header.Set("X-Test-CSRF", w.Data.CSRFToken)
+			return resp
+		}
+		in := send("POST", `{"credential":"`+authAdmin+`"}`, "", "")
+		ck := cookieOf(in)
+		if in.StatusCode != http.StatusCreated || ck.Secure != c.secure || !ck.HttpOnly || ck.SameSite != http.SameSiteStrictMode {
+			t.Errorf("%q: sign-in %d, cookie Secure=%v HttpOnly=%v SameSite=%v, want Secure=%v", c.header, in.StatusCode,
+				ck.Secure, ck.HttpOnly, ck.SameSite, c.secure)
+		}
+		out := send("DELETE", "", ck.Name+"="+ck.Value, in.Header.Get("X-Test-CSRF"))
+		if cleared := cookieOf(out); out.StatusCode != http.StatusOK || cleared.Secure != c.secure || cleared.MaxAge >= 0 {
+			t.Errorf("%q: sign-out %d, cookie Secure=%v MaxAge=%d", c.header, out.StatusCode, cleared.Secure, cleared.MaxAge)
+		}
+	}
+}

@@ -91,7 +91,7 @@ func (s *Sessions) signIn(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	http.SetCookie(c.Writer, s.cookie(token, int(s.ttl.Seconds()), c.Request.TLS != nil))
+	http.SetCookie(c.Writer, s.cookie(token, int(s.ttl.Seconds()), overHTTPS(c.Request)))
 	wire.OK(c, http.StatusCreated, session{Identity: id, SignedIn: true})
 }
 
@@ -124,8 +124,29 @@ func (s *Sessions) signOut(c *gin.Context) {
 		wire.FailErr(c, err)
 		return
 	}
-	http.SetCookie(c.Writer, s.cookie("", -1, c.Request.TLS != nil))
+	http.SetCookie(c.Writer, s.cookie("", -1, overHTTPS(c.Request)))
 	wire.OK(c, http.StatusOK, gin.H{"signedOut": true})
+}
+
+// overHTTPS reports whether the browser reached the console over HTTPS: on a TLS connection of
+// its own, or through a proxy that terminated TLS and says so (X-Forwarded-Proto or Forwarded
+// proto=https). The cookie is Secure then, so the browser never sends it over plain HTTP; a
+// client can only make its own cookie stricter by claiming HTTPS.
+func overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ","); strings.EqualFold(strings.TrimSpace(p), "https") {
+		return true
+	}
+	first, _, _ := strings.Cut(r.Header.Get("Forwarded"), ",")
+	for _, pair := range strings.Split(first, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(pair), "=")
+		if strings.EqualFold(k, "proto") && strings.EqualFold(strings.Trim(v, `"`), "https") {
+			return true
+		}
+	}
+	return false
 }
 
 // fail answers a session check's error: 401 without a session, 403 for a missing CSRF token.
