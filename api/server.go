@@ -86,7 +86,7 @@ func newEngine(d Deps) *gin.Engine {
 	}
 	dev := d.LoopbackOnly && len(d.AdminTokens) == 0 && d.Keys.Development()
 	lim := d.Limits.withDefaults()
-	r.Use(recoverer(d.Log), tracing.Middleware(), browserSafe(dev, d.AllowedOrigins), limitBody, readBody(lim.ReadTimeout),
+	r.Use(recoverer(d.Log), privateAnswers, tracing.Middleware(), browserSafe(dev, d.AllowedOrigins), limitBody, readBody(lim.ReadTimeout),
 		streamWriteDeadline(lim.SSEWriteTimeout), logErrors(d.Log), countStreams(d.Metrics))
 	r.NoRoute(func(c *gin.Context) {
 		if d.ChatDisabled && isChatRoute(c.Request.URL.Path) {
@@ -297,6 +297,20 @@ func tokenIn(got []byte, tokens [][]byte) bool {
 		found |= subtle.ConstantTimeCompare(got, t)
 	}
 	return found == 1
+}
+
+// The values privateAnswers sets, shared (net/http only reads them).
+var (
+	noStore = []string{"no-store"}
+	noSniff = []string{"nosniff"}
+)
+
+// privateAnswers keeps every answer out of caches (hooks, decisions, a chat's text: an admin's
+// or a user's, never a proxy's or the next browser user's to read back) and tells browsers to
+// take it as the type it says, never as a page. Streams say the same (wire.StartSSE).
+func privateAnswers(c *gin.Context) {
+	h := c.Writer.Header()
+	h["Cache-Control"], h["X-Content-Type-Options"] = noStore, noSniff
 }
 
 // limitBody refuses bodies over MaxBodyBytes: at once when Content-Length says so, else when the

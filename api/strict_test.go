@@ -937,6 +937,25 @@ func TestEveryRouteRefusesUnknownQuery(t *testing.T) {
 		if resp.StatusCode != 400 || !strings.Contains(string(body), "zzUnknown: unknown query parameter") {
 			t.Errorf("%s %s: %d %.200s", r.Method, path, resp.StatusCode, body)
 		}
+		checkPrivate(t, r.Method+" "+path, resp)
+	}
+	// And an answer that is not an error: a hook, with its configuration.
+	resp, err := http.Get(srv.URL + "/api/hooks/1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET /api/hooks/1: %d", resp.StatusCode)
+	}
+	checkPrivate(t, "GET /api/hooks/1", resp)
+}
+
+// checkPrivate fails unless resp may not be stored by a cache nor sniffed into another type.
+func checkPrivate(t *testing.T, what string, resp *http.Response) {
+	t.Helper()
+	if cc, ns := resp.Header.Get("Cache-Control"), resp.Header.Get("X-Content-Type-Options"); cc != "no-store" || ns != "nosniff" {
+		t.Errorf("%s: Cache-Control %q, X-Content-Type-Options %q; want no-store, nosniff", what, cc, ns)
 	}
 }
 

@@ -223,7 +223,7 @@ func (h *handler) earlyError(c *gin.Context, tr TraceInfo, e *apiError) {
 	b, _ := json.Marshal(f)
 	w := c.Writer
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Cache-Control", "no-store")
 	if e.status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="volo-ai"`)
 	}

@@ -24,7 +24,7 @@ type SSE struct {
 func StartSSE(w http.ResponseWriter, extra http.Header) *SSE {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
+	h.Set("Cache-Control", "no-store")
 	h.Set("X-Accel-Buffering", "no") // proxies must not buffer the stream
 	for k, v := range extra {
 		h[k] = v
@@ -107,7 +107,7 @@ func (e *errWriter) bytes(b []byte) {
 // written as it grows).
 func StartStream(w http.ResponseWriter, contentType string) *SSE {
 	w.Header().Set("Content-Type", contentType)
-	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	s := &SSE{w: w, rc: http.NewResponseController(w)}
 	_ = s.rc.SetWriteDeadline(time.Time{})
