@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookd/hookd/dispatcher/netguard"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 const (
@@ -41,6 +42,9 @@ type SearchResult struct {
 type WebSearch struct {
 	backend *url.URL
 	client  *http.Client
+	// secrets are the backend URL's query values and password (a key it takes there), scrubbed
+	// from every error the tool gives: the model and the chat see those.
+	secrets []string
 }
 
 // NewWebSearch returns the web_search tool asking the backend at rawURL through client. hookd
@@ -51,7 +55,7 @@ type WebSearch struct {
 func NewWebSearch(rawURL string, client *http.Client) (*WebSearch, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("web search url %q must be an absolute http:// or https:// URL", rawURL)
+		return nil, fmt.Errorf("web search url %q must be an absolute http:// or https:// URL", hookdtype.RedactURL(rawURL))
 	}
 	if client == nil {
 		client = &http.Client{Transport: netguard.New(netguard.Policy{}).Transport()}
@@ -61,7 +65,7 @@ func NewWebSearch(rawURL string, client *http.Client) (*WebSearch, error) {
 		c.Timeout = defaultHTTPTimeout
 		client = &c
 	}
-	return &WebSearch{backend: u, client: client}, nil
+	return &WebSearch{backend: u, client: client, secrets: hookdtype.URLSecrets(rawURL)}, nil
 }
 
 // Spec implements Tool.
@@ -85,6 +89,14 @@ func (*WebSearch) Spec() Spec {
 
 // Run implements Tool.
 func (s *WebSearch) Run(ctx context.Context, env Env, args json.RawMessage) (Result, error) {
+	res, err := s.search(ctx, args)
+	if res.IsError {
+		res.Text = hookdtype.ScrubSecrets(res.Text, s.secrets)
+	}
+	return res, err
+}
+
+func (s *WebSearch) search(ctx context.Context, args json.RawMessage) (Result, error) {
 	var a struct {
 		Query string `json:"query"`
 		Limit *int   `json:"limit"`

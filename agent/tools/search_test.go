@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 // searxng is a search backend answering like SearXNG's format=json.
@@ -95,6 +96,61 @@ func TestWebSearchGuarded(t *testing.T) {
 	for _, bad := range []string{"", "ftp://x", "/search", "http://"} {
 		if _, err := NewWebSearch(bad, nil); err == nil {
 			t.Errorf("url %q accepted", bad)
+		}
+	}
+}
+
+// TestWebSearchKeepsItsKey: a search backend that takes its key in the URL's query never has it
+// shown to the model or the chat: not when the guard refuses it, the backend is down or slow, it
+// redirects somewhere refused, or answers an error; nor in the startup error of a bad URL.
+func TestWebSearchKeepsItsKey(t *testing.T) {
+	const key = "sk-search-0f9e8d7c"
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Query().Get("q") {
+		case "redirect":
+			http.Redirect(w, r, "http://10.0.0.1/search?key="+key, http.StatusFound)
+		case "slow":
+			<-r.Context().Done()
+		default:
+			http.Error(w, "bad key "+r.URL.Query().Get("key"), http.StatusForbidden)
+		}
+	}))
+	t.Cleanup(refuse.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	run := func(backend string, client *http.Client, query string) string {
+		t.Helper()
+		s, err := NewWebSearch(backend+"/search?key="+key, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Run(context.Background(), Env{}, json.RawMessage(`{"query":"`+query+`"}`))
+		if err != nil || !res.IsError {
+			t.Fatalf("%s %s: %+v %v", backend, query, res, err)
+		}
+		return res.Text
+	}
+	open := &http.Client{CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if req.URL.Host == "10.0.0.1" {
+			return fmt.Errorf("redirect to %s refused", req.URL)
+		}
+		return nil
+	}}
+	texts := []string{
+		run(refuse.URL, nil, "x"),                                             // the guard refuses loopback
+		run(closed.URL, &http.Client{}, "x"),                                  // connection refused
+		run(refuse.URL, open, "redirect"),                                     // a redirect the client refuses, quoting it
+		run(refuse.URL, open, "forbidden"),                                    // an error answer
+		run(refuse.URL, &http.Client{Timeout: 50 * time.Millisecond}, "slow"), // a timeout
+	}
+	if _, err := NewWebSearch("htp://search.example/?key="+key, nil); err == nil {
+		t.Fatal("a bad scheme was accepted")
+	} else {
+		texts = append(texts, err.Error())
+	}
+	for _, text := range texts {
+		if strings.Contains(text, key) {
+			t.Errorf("the key is shown: %s", text)
 		}
 	}
 }
