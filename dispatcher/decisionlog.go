@@ -87,6 +87,30 @@ func (d *Dispatcher) RecordAnswer(ctx context.Context, ev Event, a PersonAnswer)
 	return d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
 }
 
+// RefusedBy is the hookName of the decision log rows of hookd's own refusals (RecordRefusal).
+const RefusedBy = "hookd"
+
+// RecordRefusal appends to the decision log a block hookd itself told a caller at an
+// interceptive point, where no hook decided because hookd could not ask them: an input it cannot
+// read, a header it refuses, an error of its own. The row has no hook (id 0, hookName RefusedBy),
+// outcome deny with reason, what the caller was told; cause, the error behind it. ev.Context
+// may be nil or partial (the row then names no subject); kind is the coding agent's, if any. It
+// returns the row's decisionId; in sync durability it returns once the row is committed.
+func (d *Dispatcher) RecordRefusal(ctx context.Context, ev Event, kind, reason string, cause error) (string, error) {
+	if !ev.HookType.Interceptive() {
+		return "", fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
+	}
+	rec := storage.Decision{DecisionID: storage.NewTSIDString(), EventID: storage.NewTSIDString(), HookName: RefusedBy,
+		HookType: string(ev.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID,
+		TraceID: strPtr(ev.TraceID), Outcome: Deny, Reason: reason, CreatedAt: time.Now(), AgentKind: kind}
+	if cause != nil {
+		rec.Error = cause.Error()
+	}
+	subj := subjectOf(ev.Context)
+	rec.ToolName, rec.ToolCallID, rec.TaskID = subj.toolName, subj.toolCallID, subj.taskID
+	return rec.DecisionID, d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
+}
+
 // digestSubjects fills each decision row's subject hash (and, with record, decisions.recordArguments,
 // the subject itself) from r.subjects, once; rows of one chain share their subject up to a modify.
 func (r *writeReq) digestSubjects(record bool) {

@@ -22,6 +22,7 @@ import (
 type Dispatcher interface {
 	Intercept(ctx context.Context, ev dispatcher.Event) (dispatcher.Decision, error)
 	Observe(ctx context.Context, ev dispatcher.Event) ([]string, error)
+	RecordRefusal(ctx context.Context, ev dispatcher.Event, kind, reason string, cause error) (string, error)
 }
 
 // Deps is what the adapter routes call into.
@@ -90,7 +91,7 @@ func (h *handler) hook(c *gin.Context) {
 		return
 	}
 	if o, over := wire.OversizedBody(c); over {
-		h.oversized(c, ad, o)
+		h.oversized(c, ad, caller, o)
 		return
 	}
 	body, err := wire.ReadBody(c.Request.Body)
@@ -103,11 +104,15 @@ func (h *handler) hook(c *gin.Context) {
 	// for "no objection" and run the call.
 	in, err := ParseInput(body)
 	refuse := func(status int, err error) {
-		event := in.Event
-		if event == "" {
-			event, _ = topLevelString(body, "hook_event_name")
+		m, _ := ad.Map(in) // what the input says, as far as it can be read: the record's subject
+		if m.Point == "" {
+			event := in.Event
+			if event == "" {
+				event, _ = topLevelString(body, "hook_event_name")
+			}
+			m = Mapped{Event: event, Point: ad.Point(event)}
 		}
-		h.refuse(c, ad, Mapped{Event: event, Point: ad.Point(event)}, status, err)
+		h.refuse(c, ad, caller, m, status, err)
 	}
 	if err != nil {
 		refuse(http.StatusBadRequest, err)
@@ -145,7 +150,7 @@ func (h *handler) hook(c *gin.Context) {
 		return
 	}
 	if err != nil {
-		h.refuse(c, ad, m, http.StatusBadRequest, err)
+		h.refuse(c, ad, caller, m, http.StatusBadRequest, err)
 		return
 	}
 	h.events.WithLabelValues(kind, string(m.Point)).Inc()
@@ -174,7 +179,10 @@ func (h *handler) hook(c *gin.Context) {
 		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}
 		var bad *dispatcher.InvalidModifyError
 		if errors.As(err, &bad) {
+			// The chain's rows say so already (outcome error).
 			dec.Reason = "hookd: " + bad.Error() + ", so the call is blocked"
+		} else {
+			dec.DecisionID = h.recordRefusal(c, ev, kind, dec.Reason, err)
 		}
 		h.Log.ErrorContext(c.Request.Context(), "coding agent hook: no decision", "kind", kind, "event", in.Event, "err", err)
 	}
@@ -219,29 +227,56 @@ func (h *handler) countUnplaced(kind string, ad Adapter, m Mapped, v Verdict) {
 // blocked, as for any input it cannot read: the harness would take 413 for "no objection" and run
 // it. Elsewhere there is nothing to block, and the 413 says the event was not recorded. The event
 // is named by the input's top-level hook_event_name, read from the bytes up to the limit.
-func (h *handler) oversized(c *gin.Context, ad Adapter, o wire.Oversized) {
+func (h *handler) oversized(c *gin.Context, ad Adapter, caller wire.Caller, o wire.Oversized) {
 	event, _ := topLevelString(o.Prefix, "hook_event_name")
 	m := Mapped{Event: event, Point: ad.Point(event)}
 	if !m.Point.Interceptive() {
 		wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", o.Limit)
 		return
 	}
-	h.events.WithLabelValues(c.Param("kind"), string(m.Point)).Inc()
 	h.Log.WarnContext(c.Request.Context(), "coding agent hook input over the body limit", "kind", c.Param("kind"), "event", event, "limit", o.Limit)
-	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny,
-		Reason: fmt.Sprintf("hookd: the hook input is over %d bytes, more than hookd reads, so the call is blocked", o.Limit)})
+	h.block(c, ad, caller, m, fmt.Sprintf("hookd: the hook input is over %d bytes, more than hookd reads, so the call is blocked", o.Limit),
+		fmt.Errorf("hook input over %d bytes", o.Limit))
 }
 
 // refuse answers a request hookd cannot take at m's point: a block with the reason where hookd
-// decides (counted as that point's event, since the call it stops is one), else status.
-func (h *handler) refuse(c *gin.Context, ad Adapter, m Mapped, status int, err error) {
+// decides, else status.
+func (h *handler) refuse(c *gin.Context, ad Adapter, caller wire.Caller, m Mapped, status int, err error) {
 	if !m.Point.Interceptive() {
 		wire.Fail(c, status, "%v", err)
 		return
 	}
-	h.events.WithLabelValues(c.Param("kind"), string(m.Point)).Inc()
 	h.Log.WarnContext(c.Request.Context(), "coding agent hook input refused", "kind", c.Param("kind"), "event", m.Event, "err", err)
-	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: "hookd: " + err.Error()})
+	h.block(c, ad, caller, m, "hookd: "+err.Error(), err)
+}
+
+// block answers a block hookd decided itself at m's point, which no hook was asked about: it is
+// counted as that point's event (the call it stops is one) and recorded in the decision log as
+// hookd's, under the caller's principal and, where the input named it, the harness session.
+func (h *handler) block(c *gin.Context, ad Adapter, caller wire.Caller, m Mapped, reason string, cause error) {
+	kind := c.Param("kind")
+	h.events.WithLabelValues(kind, string(m.Point)).Inc()
+	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), PrincipalID: caller.PrincipalID,
+		AgentID: caller.AgentID, Context: m.Context}
+	if m.Session != "" {
+		session := SessionID(kind, caller.PrincipalID, m.Session)
+		ev.SessionID = &session
+	}
+	if id := h.recordRefusal(c, ev, kind, reason, cause); id != "" {
+		c.Header(DecisionIDHeader, id)
+	}
+	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: reason})
+}
+
+// recordRefusal records hookd's own block and returns its decisionId ("" when the row could not
+// be written: the block stands all the same, and the error is logged).
+func (h *handler) recordRefusal(c *gin.Context, ev dispatcher.Event, kind, reason string, cause error) string {
+	id, err := h.Dispatcher.RecordRefusal(c.Request.Context(), ev, kind, reason, cause)
+	if err != nil {
+		h.Log.ErrorContext(c.Request.Context(), "coding agent hook: hookd's block not recorded", "kind", kind, "err", err)
+		return ""
+	}
+	return id
 }
 
 func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {

@@ -500,3 +500,68 @@ func TestAgentHookInputOverLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestAgentRefusalsOnTheRecord: a block hookd decides itself on the coding agents' route (a
+// header it refuses, an input cut short, one over the body limit) is a decision like any other:
+// the answer names its decisionId and the decision log has its row, hookd's (hookId 0), deny,
+// with the reason the harness was told, the key's principal and, where the input could be read,
+// the call it stopped.
+func TestAgentRefusalsOnTheRecord(t *testing.T) {
+	d := startAgentDaemon(t)
+	pre := []byte(`{"hook_event_name":"PreToolUse","session_id":"s-ref","cwd":"/w","tool_name":"Bash","tool_input":{"command":"ls"}}`)
+	big := append(bytes.TrimSuffix(pre, []byte("}")), []byte(`,"content":"`+strings.Repeat("x", 1<<20)+`"}`)...)
+	for _, c := range []struct {
+		name, agentHeader string
+		body              []byte
+		tool, reason      string
+	}{
+		{"agent header refused", "x", pre, "Bash", agents.AgentIDHeader},
+		{"input cut short", "", pre[:len(pre)-2], "", "hookd: "},
+		{"input over the limit", "", big, "", "is over 1048576 bytes"},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(c.body))
+		req.Header.Set("Authorization", "Bearer "+agentKey)
+		if c.agentHeader != "" {
+			req.Header.Set(agents.AgentIDHeader, c.agentHeader)
+		}
+		resp, err := d.http.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		id := resp.Header.Get(agents.DecisionIDHeader)
+		var answer struct {
+			HookSpecificOutput struct{ PermissionDecision, PermissionDecisionReason string }
+		}
+		json.Unmarshal(raw, &answer)
+		told := answer.HookSpecificOutput.PermissionDecisionReason
+		if resp.StatusCode != http.StatusOK || answer.HookSpecificOutput.PermissionDecision != "deny" || id == "" {
+			t.Errorf("%s: %d %s, decisionId %q; want a deny naming its decision", c.name, resp.StatusCode, raw, id)
+			continue
+		}
+		var rows []struct {
+			DecisionID, HookName, Outcome, Reason, ToolName, AgentKind, Error string
+			HookID                                                            int64
+			PrincipalID                                                       *int64
+		}
+		var page struct{ Items json.RawMessage }
+		if s := d.call("GET", "/api/decisions?decisionId="+id, "", &page); s != http.StatusOK {
+			t.Fatalf("decisions: %d", s)
+		}
+		json.Unmarshal(page.Items, &rows)
+		if len(rows) != 1 {
+			t.Errorf("%s: %d rows for decision %s, want 1", c.name, len(rows), id)
+			continue
+		}
+		r := rows[0]
+		if r.HookID != 0 || r.HookName != dispatcher.RefusedBy || r.Outcome != "deny" || r.Reason != told ||
+			!strings.Contains(told, c.reason) || r.ToolName != c.tool || r.AgentKind != agents.ClaudeCode || r.Error == "" ||
+			r.PrincipalID == nil || *r.PrincipalID != agentUser {
+			t.Errorf("%s: row %+v, told %q", c.name, r, told)
+		}
+	}
+	if v := d.call("GET", "/api/decisions/verify", "", nil); v != http.StatusOK {
+		t.Fatalf("the chain with hookd's rows: %d", v)
+	}
+}
