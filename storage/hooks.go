@@ -78,10 +78,25 @@ func (db *DB) CreateHook(ctx context.Context, h *Hook) error {
 	h.CreatedAt, h.UpdatedAt = now, now
 	row := db.toHookRow(h)
 	row.ID = 0
-	if err := db.w.WithContext(ctx).Create(&row).Error; err != nil {
-		return fmt.Errorf("storage: create hook: %w", err)
+	err := db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("storage: create hook: %w", err)
+		}
+		return bumpHooksVersion(tx)
+	})
+	if err != nil {
+		return err
 	}
 	h.ID = row.ID
+	return nil
+}
+
+// bumpHooksVersion moves the hooks' version counter, in the transaction of the write that
+// changes them.
+func bumpHooksVersion(tx *gorm.DB) error {
+	if err := tx.Exec(`UPDATE hooks_version SET version = version + 1 WHERE id = 1`).Error; err != nil {
+		return fmt.Errorf("storage: hooks version: %w", err)
+	}
 	return nil
 }
 
@@ -163,7 +178,7 @@ func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 				return fmt.Errorf("storage: resume deliveries of hook %d: %w", h.ID, err)
 			}
 		}
-		return nil
+		return bumpHooksVersion(tx)
 	})
 }
 
@@ -179,7 +194,7 @@ func (db *DB) DeleteHook(ctx context.Context, id int64) error {
 			StatusPending).Error; err != nil {
 			return fmt.Errorf("storage: end deliveries of hook %d: %w", id, err)
 		}
-		return nil
+		return bumpHooksVersion(tx)
 	})
 }
 
@@ -206,7 +221,10 @@ func (db *DB) ResealSecrets(ctx context.Context) (int, error) {
 			}
 			n++
 		}
-		return nil
+		if n == 0 {
+			return nil
+		}
+		return bumpHooksVersion(tx)
 	})
 	if err != nil {
 		return 0, err
@@ -244,13 +262,17 @@ func (db *DB) HasSealedSecrets(ctx context.Context) (bool, error) {
 }
 
 // HooksVersion changes whenever a hook is added, changed or removed, by this process or another
-// sharing the database, so a cached registry can tell it is stale with one cheap query.
+// sharing the database, so a cached registry can tell it is stale with one cheap query. Its
+// first part is the counter every write moves (bumpHooksVersion), which never goes back; the
+// rest (count, newest updated_at, sum of ids) also catches the writes of a replica older than
+// the counter.
 func (db *DB) HooksVersion(ctx context.Context) (string, error) {
-	var v struct{ N, MaxUpdated, SumID int64 }
-	err := db.r.WithContext(ctx).Raw(`SELECT COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS max_updated,
-		COALESCE(SUM(id), 0) AS sum_id FROM hooks`).Scan(&v).Error
+	var v struct{ Counter, N, MaxUpdated, SumID int64 }
+	err := db.r.WithContext(ctx).Raw(`SELECT (SELECT version FROM hooks_version WHERE id = 1) AS counter,
+		COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS max_updated, COALESCE(SUM(id), 0) AS sum_id FROM hooks`).Scan(&v).Error
 	if err != nil {
 		return "", fmt.Errorf("storage: hooks version: %w", err)
 	}
-	return strconv.FormatInt(v.N, 10) + ":" + strconv.FormatInt(v.MaxUpdated, 10) + ":" + strconv.FormatInt(v.SumID, 10), nil
+	return strconv.FormatInt(v.Counter, 10) + ":" + strconv.FormatInt(v.N, 10) + ":" + strconv.FormatInt(v.MaxUpdated, 10) + ":" +
+		strconv.FormatInt(v.SumID, 10), nil
 }

@@ -237,3 +237,48 @@ func TestSealedSecretKeys(t *testing.T) {
 		})
 	}
 }
+
+// TestHooksVersionMovesOnEveryWrite: every hook write moves the version other replicas poll,
+// even when the writer's clock is behind another's (a hook's updated_at ahead of every later
+// write), and when a deleted hook's id is given to the next one.
+func TestHooksVersionMovesOnEveryWrite(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		ahead := storage.Hook{HookType: "pre_tool_use", Enabled: true, Doc: []byte(`{"hookName":"ahead"}`)}
+		h := storage.Hook{HookType: "pre_tool_use", Enabled: true, Doc: []byte(`{"hookName":"gate"}`)}
+		for _, x := range []*storage.Hook{&ahead, &h} {
+			if err := db.CreateHook(ctx, x); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Written by a replica whose clock runs an hour ahead.
+		if err := storage.Exec(ctx, db, `UPDATE hooks SET updated_at = updated_at + 3600000 WHERE id = ?`, ahead.ID); err != nil {
+			t.Fatal(err)
+		}
+		last, _ := db.HooksVersion(ctx)
+		step := func(what string, write func() error) {
+			t.Helper()
+			if err := write(); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			v, err := db.HooksVersion(ctx)
+			if err != nil || v == last {
+				t.Fatalf("%s: the hooks version stayed %q (%v)", what, v, err)
+			}
+			last = v
+		}
+		step("disable", func() error { h.Enabled = false; return db.UpdateHook(ctx, &h) })
+		step("enable", func() error { h.Enabled = true; return db.UpdateHook(ctx, &h) })
+		step("delete the newest", func() error { return db.DeleteHook(ctx, h.ID) })
+		step("create again", func() error { h.ID = 0; return db.CreateHook(ctx, &h) })
+		step("reseal", func() error {
+			x := storage.Hook{HookType: "pre_tool_use", Enabled: true, Doc: []byte(`{}`), Secrets: []byte(`{"signingSecret":"s"}`)}
+			if err := db.CreateHook(ctx, &x); err != nil {
+				return err
+			}
+			last, _ = db.HooksVersion(ctx)
+			_, err := db.ResealSecrets(ctx)
+			return err
+		})
+	})
+}

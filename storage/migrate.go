@@ -356,6 +356,12 @@ var migrations = []migration{
 		`DELETE FROM console_sessions`,
 		`ALTER TABLE console_sessions ADD COLUMN credential {{blob}}`,
 	}},
+	{30, "hooks version", []string{
+		// A counter every hook write moves in its transaction: the registries of other replicas
+		// see each change, where the rows' updated_at (the writer's clock) can go back.
+		`CREATE TABLE hooks_version (id INTEGER PRIMARY KEY, version BIGINT NOT NULL)`,
+		`INSERT INTO hooks_version (id, version) VALUES (1, 0)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
