@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // Decision is one interceptive hook call as an auditor reads it: who was asked (the hook), about
@@ -302,6 +304,24 @@ func (db *DB) VerifyDecisions(ctx context.Context) (ChainReport, error) {
 // VerifyDecisionsThrough is VerifyDecisions for the rows up to and including through (0: all):
 // whether the record up to one row can be trusted.
 func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainReport, error) {
+	// One snapshot for the whole walk: a prune (on any replica) that commits between reading the
+	// anchor and reading the rows would otherwise show a chain that does not link, a false alarm
+	// of tampering.
+	var rep ChainReport
+	err := db.r.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		rep, err = verifyChain(tx, through)
+		return err
+	}, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	return rep, err
+}
+
+// afterVerifyPage, when set (by the tests), runs after each page verifyChain reads: where a
+// concurrent prune would fall.
+var afterVerifyPage func()
+
+// verifyChain is VerifyDecisionsThrough's walk, read through tx.
+func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 	var rep ChainReport
 	expect := ""
 	// The whole log must reach the tail each append moves in its own transaction, read before the
@@ -309,7 +329,7 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 	// deleted still links up, and only the tail shows it.
 	var tail string
 	if through == 0 {
-		if err := db.r.WithContext(ctx).Raw(`SELECT hash FROM decision_tail WHERE id = 1`).Row().Scan(&tail); err != nil {
+		if err := tx.Raw(`SELECT hash FROM decision_tail WHERE id = 1`).Row().Scan(&tail); err != nil {
 			return rep, fmt.Errorf("storage: verify decisions: read the chain's tail: %w", err)
 		}
 	}
@@ -318,7 +338,7 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 		PrunedThrough int64
 		PrunedHash    string
 	}
-	res := db.r.WithContext(ctx).Raw(`SELECT pruned_through, pruned_hash FROM decision_chain WHERE id = 1`).Scan(&anchor)
+	res := tx.Raw(`SELECT pruned_through, pruned_hash FROM decision_chain WHERE id = 1`).Scan(&anchor)
 	if res.Error != nil {
 		return rep, fmt.Errorf("storage: verify decisions: %w", res.Error)
 	}
@@ -330,7 +350,7 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 	var last Decision // the newest row checked
 	for after := int64(0); ; {
 		var rows []decisionRow
-		q := db.r.WithContext(ctx).Where("id > ?", after).Order("id").Limit(1000)
+		q := tx.Where("id > ?", after).Order("id").Limit(1000)
 		if through > 0 {
 			q = q.Where("id <= ?", through)
 		}
@@ -361,6 +381,9 @@ func (db *DB) VerifyDecisionsThrough(ctx context.Context, through int64) (ChainR
 			expect, last = d.Hash, d
 			metTail = metTail || d.Hash == tail
 			rep.Checked++
+		}
+		if afterVerifyPage != nil {
+			afterVerifyPage()
 		}
 		if len(rows) < 1000 {
 			if !metTail {

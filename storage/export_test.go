@@ -17,3 +17,9 @@ func Pool(db *DB) *sql.DB {
 	s, _ := db.w.DB()
 	return s
 }
+
+// AfterVerifyPage runs f after each page of rows a chain verification reads, until the test ends.
+func AfterVerifyPage(t interface{ Cleanup(func()) }, f func()) {
+	afterVerifyPage = f
+	t.Cleanup(func() { afterVerifyPage = nil })
+}
