@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookd/hookd/breaker"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -149,7 +150,7 @@ func New(db *storage.DB, reg *Registry, log *slog.Logger, s Settings) *Dispatche
 	}
 	d.metrics = newMetrics(s.Metrics, db, func() []breaker.Status { return d.calledBreakers(reg.usesURL) }, log)
 	d.breakers.OnStateChange(func(url, from, to string) {
-		log.Warn("breaker state changed", "url", url, "from", from, "to", to)
+		log.Warn("breaker state changed", "url", hookdtype.RedactURL(url), "from", from, "to", to)
 	})
 	d.runCtx, d.stopClaim = context.WithCancel(context.Background())
 	d.sendCtx, d.stopSend = context.WithCancel(context.Background())
