@@ -214,18 +214,42 @@ func (r *Registry) Reload(ctx context.Context) error {
 func (r *Registry) Run(ctx context.Context) {
 	t := time.NewTicker(r.refresh)
 	defer t.Stop()
+	// On PostgreSQL another replica's hook write is announced at its commit: look then. The poll
+	// stays for when the listener is down (what it missed meanwhile is found at the next tick).
+	changed := make(chan struct{}, 1)
+	wake := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if r.db.Dialect() == storage.Postgres {
+		listening := make(chan struct{})
+		defer func() { <-listening }() // Listen returns once ctx ends
+		go func() {
+			defer close(listening)
+			_ = r.db.Listen(ctx, []string{storage.ChannelHooks}, storage.Listener{
+				OnConnect: wake,
+				OnNotify:  func(string, string) { wake() },
+				OnError: func(err error) {
+					r.log.Warn("hook change notifications: listener lost; other replicas' changes are seen at the next poll", "err", err)
+				},
+			})
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			v, err := r.db.HooksVersion(ctx)
-			if err != nil || v == r.snap.Load().version {
-				continue
-			}
-			if err := r.Reload(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("hook registry refresh failed", "err", err)
-			}
+		case <-changed:
+		}
+		v, err := r.db.HooksVersion(ctx)
+		if err != nil || v == r.snap.Load().version {
+			continue
+		}
+		if err := r.Reload(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("hook registry refresh failed", "err", err)
 		}
 	}
 }

@@ -41,7 +41,8 @@ type DB struct {
 	w, r    *gorm.DB
 	dialect Dialect
 	sealer  *Sealer
-	changes changes // announces commits to live views
+	changes changes   // announces commits to live views
+	listen  listenHub // the one LISTEN connection every Listen shares (PostgreSQL)
 	// tail is the decision chain's tail as this process last committed it (nil: not known). A
 	// guess only: another replica may have appended since, which the append checks (decisions.go).
 	tail atomic.Pointer[string]

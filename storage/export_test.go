@@ -23,3 +23,8 @@ func AfterVerifyPage(t interface{ Cleanup(func()) }, f func()) {
 	afterVerifyPage = f
 	t.Cleanup(func() { afterVerifyPage = nil })
 }
+
+// QueryRow scans the one row of q, read on db's writer, into dest.
+func QueryRow(ctx context.Context, db *DB, q string, dest ...any) error {
+	return db.w.WithContext(ctx).Raw(q).Row().Scan(dest...)
+}

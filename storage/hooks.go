@@ -82,7 +82,7 @@ func (db *DB) CreateHook(ctx context.Context, h *Hook) error {
 		if err := tx.Create(&row).Error; err != nil {
 			return fmt.Errorf("storage: create hook: %w", err)
 		}
-		return bumpHooksVersion(tx)
+		return db.bumpHooksVersion(tx)
 	})
 	if err != nil {
 		return err
@@ -92,10 +92,16 @@ func (db *DB) CreateHook(ctx context.Context, h *Hook) error {
 }
 
 // bumpHooksVersion moves the hooks' version counter, in the transaction of the write that
-// changes them.
-func bumpHooksVersion(tx *gorm.DB) error {
+// changes them; on PostgreSQL it also notifies ChannelHooks, which goes out at the commit, so the
+// other replicas look at once rather than at their next poll.
+func (db *DB) bumpHooksVersion(tx *gorm.DB) error {
 	if err := tx.Exec(`UPDATE hooks_version SET version = version + 1 WHERE id = 1`).Error; err != nil {
 		return fmt.Errorf("storage: hooks version: %w", err)
+	}
+	if db.dialect == Postgres {
+		if err := tx.Exec(`SELECT pg_notify(` + channelExpr(ChannelHooks) + `, '')`).Error; err != nil {
+			return fmt.Errorf("storage: notify hook change: %w", err)
+		}
 	}
 	return nil
 }
@@ -178,7 +184,7 @@ func (db *DB) UpdateHook(ctx context.Context, h *Hook) error {
 				return fmt.Errorf("storage: resume deliveries of hook %d: %w", h.ID, err)
 			}
 		}
-		return bumpHooksVersion(tx)
+		return db.bumpHooksVersion(tx)
 	})
 }
 
@@ -194,7 +200,7 @@ func (db *DB) DeleteHook(ctx context.Context, id int64) error {
 			StatusPending).Error; err != nil {
 			return fmt.Errorf("storage: end deliveries of hook %d: %w", id, err)
 		}
-		return bumpHooksVersion(tx)
+		return db.bumpHooksVersion(tx)
 	})
 }
 
@@ -224,7 +230,7 @@ func (db *DB) ResealSecrets(ctx context.Context) (int, error) {
 		if n == 0 {
 			return nil
 		}
-		return bumpHooksVersion(tx)
+		return db.bumpHooksVersion(tx)
 	})
 	if err != nil {
 		return 0, err

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	_ "github.com/mattn/go-sqlite3"
 
@@ -281,4 +282,64 @@ func TestHooksVersionMovesOnEveryWrite(t *testing.T) {
 			return err
 		})
 	})
+}
+
+// TestHookWritesNotify: on PostgreSQL every hook write is announced on ChannelHooks once it
+// commits, so the other replicas' registries reload at once instead of at their next poll; and
+// every Listen of a process shares one connection.
+func TestHookWritesNotify(t *testing.T) {
+	db := storagetest.Postgres(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	listen := func(names ...string) (<-chan struct{}, <-chan string) {
+		connected, notified := make(chan struct{}, 10), make(chan string, 10)
+		go db.Listen(ctx, names, storage.Listener{
+			OnConnect: func() { connected <- struct{}{} },
+			OnNotify:  func(channel, _ string) { notified <- channel },
+		})
+		return connected, notified
+	}
+	connected, notified := listen(storage.ChannelHooks)
+	runsConnected, runs := listen(storage.ChannelRunEvents)
+	<-connected
+	<-runsConnected
+	// One LISTEN connection for both: the one whose last statement listened on this schema's
+	// channels.
+	var conns int
+	if err := storage.QueryRow(ctx, db, `SELECT COUNT(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE '%_' || current_schema() || '"'`, &conns); err != nil || conns != 1 {
+		t.Fatalf("LISTEN connections: %d %v, want 1", conns, err)
+	}
+	await := func(what string) {
+		t.Helper()
+		select {
+		case ch := <-notified:
+			if ch != storage.ChannelHooks {
+				t.Fatalf("%s: notified on %q", what, ch)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("%s: no notification", what)
+		}
+	}
+	h := storage.Hook{HookType: "pre_tool_use", Enabled: true, Doc: []byte(`{"hookName":"n"}`)}
+	if err := db.CreateHook(ctx, &h); err != nil {
+		t.Fatal(err)
+	}
+	await("create")
+	h.Enabled = false
+	if err := db.UpdateHook(ctx, &h); err != nil {
+		t.Fatal(err)
+	}
+	await("update")
+	if err := db.DeleteHook(ctx, h.ID); err != nil {
+		t.Fatal(err)
+	}
+	await("delete")
+	select {
+	case ch := <-runs:
+		t.Fatalf("a listener of %s was told of %s", storage.ChannelRunEvents, ch)
+	default:
+	}
+	if err := db.Listen(ctx, []string{"hookz"}, storage.Listener{}); err == nil {
+		t.Fatal("listening on a channel hookd has not: no error")
+	}
 }

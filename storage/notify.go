@@ -4,24 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"gorm.io/driver/postgres"
 )
 
-// Notification channels between replicas on one PostgreSQL database. The payload is a
-// comma-separated list of run ids, or AllRuns. On the wire each channel is scoped by the schema
-// ("hookd_run_events_<schema>"), so deployments (or tests) in different schemas of one database
-// do not wake each other.
+// Notification channels between replicas on one PostgreSQL database. The payload of the run
+// channels is a comma-separated list of run ids, or AllRuns. On the wire each channel is scoped by
+// the schema ("hookd_run_events_<schema>"), so deployments (or tests) in different schemas of one
+// database do not wake each other.
 const (
 	// ChannelRunEvents: events of these runs were committed.
 	ChannelRunEvents = "run_events"
 	// ChannelRunControl: a control request (RequestRunControl) waits on these runs.
 	ChannelRunControl = "run_control"
+	// ChannelHooks: a hook was created, changed or deleted (no payload).
+	ChannelHooks = "hooks"
 )
+
+// channels are every channel the shared connection LISTENs on.
+var channels = []string{ChannelRunEvents, ChannelRunControl, ChannelHooks}
 
 // channelExpr is the SQL expression of a channel's wire name; notifier and listener evaluate it on
 // their own connections, which share the DSN and so the search_path.
@@ -79,23 +86,113 @@ const listenCheckEvery = 30 * time.Second
 // ErrNotPostgres is returned by Listen on SQLite, where one process owns the database.
 var ErrNotPostgres = errors.New("storage: LISTEN needs PostgreSQL")
 
-// Listen holds one connection of its own (outside the pool) LISTENing on the named channels and
-// hands every notification to l until ctx ends; a lost connection is made again (after 100 ms,
-// doubling up to 5 s). It returns when ctx ends.
-func (db *DB) Listen(ctx context.Context, channels []string, l Listener) error {
+// Listen hands l every notification on the named channels until ctx ends, and returns then. Every
+// Listen of a process shares one connection of its own (outside the pool), LISTENing on all of
+// hookd's channels, opened by the first and closed after the last; a lost connection is made
+// again (after 100 ms, doubling up to 5 s). l.OnConnect is called at once when the connection is
+// already listening.
+func (db *DB) Listen(ctx context.Context, names []string, l Listener) error {
 	dial, ok := db.w.Dialector.(*postgres.Dialector)
 	if db.dialect != Postgres || !ok {
 		return ErrNotPostgres
 	}
+	for _, n := range names {
+		if !slices.Contains(channels, n) {
+			return fmt.Errorf("storage: listen: no channel %q", n)
+		}
+	}
+	s := &subscription{names: names, l: l}
+	h := &db.listen
+	h.mu.Lock()
+	if h.subs == nil {
+		h.subs = map[*subscription]struct{}{}
+	}
+	h.subs[s] = struct{}{}
+	if h.stop == nil {
+		lctx, cancel := context.WithCancel(context.Background())
+		loop := &listenLoop{}
+		h.stop, h.loop = cancel, loop
+		go db.runListen(lctx, dial.DSN, loop)
+	}
+	connected := h.connected
+	h.mu.Unlock()
+	if connected && l.OnConnect != nil {
+		l.OnConnect()
+	}
+	<-ctx.Done()
+	h.mu.Lock()
+	delete(h.subs, s)
+	if len(h.subs) == 0 {
+		h.stop()
+		h.stop, h.loop, h.connected = nil, nil, false
+	}
+	h.mu.Unlock()
+	return nil
+}
+
+// listenHub is the shared LISTEN connection's state.
+type listenHub struct {
+	mu        sync.Mutex
+	subs      map[*subscription]struct{}
+	stop      context.CancelFunc // ends the running loop; nil when none runs
+	loop      *listenLoop        // the running loop: one that was stopped changes nothing
+	connected bool               // the running loop's connection is listening
+}
+
+type subscription struct {
+	names []string
+	l     Listener
+}
+
+type listenLoop struct{}
+
+// each calls f for every subscriber, outside the lock, if loop is still the running one.
+func (h *listenHub) each(loop *listenLoop, connected *bool, f func(*subscription)) {
+	h.mu.Lock()
+	if h.loop != loop {
+		h.mu.Unlock()
+		return
+	}
+	if connected != nil {
+		h.connected = *connected
+	}
+	subs := make([]*subscription, 0, len(h.subs))
+	for s := range h.subs {
+		subs = append(subs, s)
+	}
+	h.mu.Unlock()
+	for _, s := range subs {
+		f(s)
+	}
+}
+
+func (db *DB) runListen(ctx context.Context, dsn string, loop *listenLoop) {
+	h := &db.listen
+	up, down := true, false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := db.listenOnce(ctx, dial.DSN, channels, l, func() { backoff = 100 * time.Millisecond })
+		err := db.listenOnce(ctx, dsn, func() {
+			backoff = 100 * time.Millisecond
+			h.each(loop, &up, func(s *subscription) {
+				if s.l.OnConnect != nil {
+					s.l.OnConnect()
+				}
+			})
+		}, func(name, payload string) {
+			h.each(loop, nil, func(s *subscription) {
+				if s.l.OnNotify != nil && slices.Contains(s.names, name) {
+					s.l.OnNotify(name, payload)
+				}
+			})
+		})
 		if ctx.Err() != nil {
 			break
 		}
-		if l.OnError != nil && err != nil {
-			l.OnError(err)
-		}
+		h.each(loop, &down, func(s *subscription) {
+			if s.l.OnError != nil && err != nil {
+				s.l.OnError(err)
+			}
+		})
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
@@ -104,10 +201,9 @@ func (db *DB) Listen(ctx context.Context, channels []string, l Listener) error {
 		t.Stop()
 		backoff = min(backoff*2, 5*time.Second)
 	}
-	return nil
 }
 
-func (db *DB) listenOnce(ctx context.Context, dsn string, channels []string, l Listener, connected func()) error {
+func (db *DB) listenOnce(ctx context.Context, dsn string, connected func(), notify func(name, payload string)) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("listen: connect: %w", err)
@@ -125,9 +221,6 @@ func (db *DB) listenOnce(ctx context.Context, dsn string, channels []string, l L
 		wire[w] = name
 	}
 	connected()
-	if l.OnConnect != nil {
-		l.OnConnect()
-	}
 	for {
 		// A connection a network dropped silently would wait forever: now and then, check it.
 		wctx, cancel := context.WithTimeout(ctx, listenCheckEvery)
@@ -144,8 +237,8 @@ func (db *DB) listenOnce(ctx context.Context, dsn string, channels []string, l L
 		if err != nil {
 			return fmt.Errorf("listen: %w", err)
 		}
-		if name, ok := wire[n.Channel]; ok && l.OnNotify != nil {
-			l.OnNotify(name, n.Payload)
+		if name, ok := wire[n.Channel]; ok {
+			notify(name, n.Payload)
 		}
 	}
 }
