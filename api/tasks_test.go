@@ -263,12 +263,19 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 			t.Fatalf("lastRunAt after a run: %s", w.Data)
 		}
 
-		// Delete: gone, and so are its routes.
+		// Delete: gone, and so are its routes but its history, which stays for the record; an id
+		// that never was has none.
 		if status, w := c.do("DELETE", path, ""); status != 200 || !strings.Contains(string(w.Data), `"deleted":true`) {
 			t.Fatalf("delete: %d %s", status, w.Data)
 		}
+		if status, w := c.do("GET", path+"/runs", ""); status != 200 || len(pageItems[storage.TaskRun](t, w.Data)) != 2 {
+			t.Fatalf("the history of a deleted task: %d %s", status, w.Data)
+		}
+		if status, w := c.do("GET", path+"/runs?status=failed", ""); status != 200 || len(pageItems[storage.TaskRun](t, w.Data)) != 0 {
+			t.Fatalf("the history of a deleted task, filtered: %d %s", status, w.Data)
+		}
 		for _, r := range []struct{ method, path string }{{"GET", path}, {"PUT", path}, {"DELETE", path},
-			{"POST", path + "/run"}, {"GET", path + "/runs"}} {
+			{"POST", path + "/run"}, {"GET", "/api/tasks/99999/runs"}} {
 			body := ""
 			if r.method == "PUT" {
 				body = sampleTask

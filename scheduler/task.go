@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -195,13 +196,27 @@ func (s *Scheduler) List(ctx context.Context, f storage.TaskFilter) ([]Task, err
 	return out, nil
 }
 
-// Runs returns the firings of task f.TaskID, newest first; storage.ErrNotFound when the task
-// does not exist.
+// Runs returns the firings of task f.TaskID, newest first, also after the task was deleted;
+// storage.ErrNotFound when there is no such task and it never fired.
 func (s *Scheduler) Runs(ctx context.Context, f storage.TaskRunFilter) ([]storage.TaskRun, error) {
-	if _, err := s.db.GetTask(ctx, f.TaskID); err != nil {
+	_, gone := s.db.GetTask(ctx, f.TaskID)
+	if gone != nil && !errors.Is(gone, storage.ErrNotFound) {
+		return nil, gone
+	}
+	runs, err := s.db.ListTaskRuns(ctx, f)
+	if err != nil || gone == nil || len(runs) > 0 {
+		return runs, err
+	}
+	// A deleted task's history stays readable, for the record; ErrNotFound only for an id that
+	// never fired (or never was).
+	any, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: f.TaskID, Limit: 1})
+	if err != nil {
 		return nil, err
 	}
-	return s.db.ListTaskRuns(ctx, f)
+	if len(any) == 0 {
+		return nil, gone
+	}
+	return runs, nil
 }
 
 func (s *Scheduler) reloadAfterWrite(ctx context.Context) {
