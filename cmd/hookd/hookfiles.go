@@ -152,13 +152,22 @@ func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
 		if hookdtype.Valid([]byte(n.Value)) && n.Value[0] != '"' {
 			return append(b, n.Value...), nil
 		}
+		// Hexadecimal reads alike everywhere. The rest do not: 05001 is octal to YAML 1.1 (2561)
+		// and decimal to 1.2, 0o…, 1_000 and .inf are numbers to some tools and text to others,
+		// so a number that does not read the same everywhere is refused.
+		if v := strings.TrimLeft(n.Value, "+-"); !strings.HasPrefix(v, "0x") {
+			return nil, fmt.Errorf("line %d: %s is not a number as JSON writes it, and YAML tools disagree on what it is; write it in decimal without leading zeros, or quote it",
+				n.Line, n.Value)
+		}
 	}
 	return decoded()
 }
 
 // loadHooks reads the hooks of files, checked as the daemon would check them (so a typo fails
-// here, before anything is sent), with their ${NAME} secrets read from the environment.
-func loadHooks(files []string) ([]dispatcher.Hook, error) {
+// here, before anything is sent), with their ${NAME} secrets read from the environment. With
+// policiesOnly (policy test, which sends nothing), the webhook hooks are read strictly but left
+// out, their secrets unread: a test of a policy needs no receiver's secret.
+func loadHooks(files []string, policiesOnly bool) ([]dispatcher.Hook, error) {
 	var hooks []dispatcher.Hook
 	where := map[string]string{}
 	for _, f := range files {
@@ -174,6 +183,9 @@ func loadHooks(files []string) ([]dispatcher.Hook, error) {
 			}
 			if h.ID != 0 || h.CreatedAt != nil || h.UpdatedAt != nil {
 				return nil, fmt.Errorf("%s: id, createdAt and updatedAt belong to the daemon, not to a hook file", at)
+			}
+			if policiesOnly && dispatchType(h) != dispatcher.DispatchPolicy {
+				continue
 			}
 			if err := expandSecrets(&h); err != nil {
 				return nil, fmt.Errorf("%s: %w", at, err)
@@ -234,6 +246,16 @@ func expandSecrets(h *dispatcher.Hook) error {
 		if f := a.TokenFetchConfig; f != nil {
 			if err := expand("dispatchConfig.auth.tokenFetchConfig.body", &f.Body); err != nil {
 				return err
+			}
+			// The daemon keeps the token URL's query values secret (a client_secret rides there):
+			// a URL with a query comes from the environment whole, like any secret.
+			if secretRef.MatchString(f.URL) {
+				if err := expand("dispatchConfig.auth.tokenFetchConfig.url", &f.URL); err != nil {
+					return err
+				}
+			} else if strings.Contains(f.URL, "?") {
+				return hookdtype.Invalid("dispatchConfig.auth.tokenFetchConfig.url",
+					"its query is secret to the daemon (shown as ***): write the whole URL as ${NAME} and set the environment variable NAME")
 			}
 			for k := range f.Headers {
 				v := f.Headers[k]

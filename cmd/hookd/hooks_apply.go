@@ -42,7 +42,7 @@ a changed secret alone is not seen: --resend-secrets sends the secrets of every 
 			if len(files) == 0 {
 				return usageErrorf("no hook files in %v", paths)
 			}
-			desired, err := loadHooks(files)
+			desired, err := loadHooks(files, false)
 			if err != nil {
 				return err
 			}
@@ -112,6 +112,11 @@ type applyPlan []applyStep
 
 // planApply compares the files' hooks with the daemon's, by hookName.
 func planApply(desired, current []dispatcher.Hook, owner string, resendSecrets bool) (applyPlan, error) {
+	// An empty owner would be every hand-made hook's (their managedBy is empty), and these files
+	// would delete them; the daemon trims the mark, so a padded one would never match again.
+	if owner == "" || strings.TrimSpace(owner) != owner {
+		return nil, usageErrorf("--owner %q: must be a name without surrounding spaces (the hand-made hooks have none, and are never touched)", owner)
+	}
 	byName := map[string][]dispatcher.Hook{}
 	for _, h := range current {
 		byName[h.HookName] = append(byName[h.HookName], h)
@@ -119,6 +124,10 @@ func planApply(desired, current []dispatcher.Hook, owner string, resendSecrets b
 	var plan applyPlan
 	wanted := map[string]bool{}
 	for _, h := range desired {
+		if h.ManagedBy != "" && h.ManagedBy != owner {
+			return nil, fmt.Errorf("hook %q: managedBy %q in the file, but these files are applied as --owner %q; leave managedBy out of hook files",
+				h.HookName, h.ManagedBy, owner)
+		}
 		h.ManagedBy = owner
 		wanted[h.HookName] = true
 		cur := byName[h.HookName]
@@ -319,6 +328,12 @@ func (p applyPlan) check(c *adminClient, w io.Writer) error {
 // run carries the plan out, stopping at the first error (the steps before it stay done: run
 // apply again to finish).
 func (p applyPlan) run(c *adminClient, w io.Writer) error {
+	done, total := 0, 0
+	for _, s := range p {
+		if s.op != "keep" {
+			total++
+		}
+	}
 	for _, s := range p {
 		var err error
 		switch s.op {
@@ -327,11 +342,21 @@ func (p applyPlan) run(c *adminClient, w io.Writer) error {
 			_, err = c.call(method, path, bytes.NewReader(body))
 		case "delete":
 			_, err = c.call("DELETE", fmt.Sprintf("/api/hooks/%d", s.id), nil)
+		default:
+			continue
 		}
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", s.op, s.hook.HookName, err)
+			// The daemon has the changes before this one: say so, where the check's refusal
+			// said nothing changed. Hooks are matched by name, so a second run finishes the rest.
+			return fmt.Errorf("%s %s: %w (%d of %d changes were applied before it; run again to apply the rest)",
+				s.op, s.hook.HookName, err, done, total)
 		}
+		done++
 	}
-	fmt.Fprintln(w, "applied")
+	if total == 0 {
+		fmt.Fprintln(w, "nothing to apply")
+		return nil
+	}
+	fmt.Fprintf(w, "applied %d changes\n", total)
 	return nil
 }

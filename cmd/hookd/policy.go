@@ -38,6 +38,10 @@ type policyCase struct {
 	Rule          *string         `json:"rule"`   // "" expects the default
 	Reason        *string         `json:"reason"` // checked when given
 	ModifiedValue json.RawMessage `json:"modifiedValue"`
+	// FromFailureMode expects the policy to fail on this event (an evaluation error, a cost
+	// overrun) so that failureMode decides. Without it such a case fails whatever the decision:
+	// a deny by a broken rule under failureMode DENY is not the rule's deny.
+	FromFailureMode bool `json:"fromFailureMode"`
 }
 
 func newPolicyTestCmd() *cobra.Command {
@@ -112,7 +116,7 @@ func runSuite(ctx context.Context, path string) (results []caseResult, disabled 
 	if !filepath.IsAbs(hookFile) {
 		hookFile = filepath.Join(filepath.Dir(path), hookFile)
 	}
-	hooks, err := loadHooks([]string{hookFile})
+	hooks, err := loadHooks([]string{hookFile}, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -179,6 +183,10 @@ func runCase(ctx context.Context, h dispatcher.Hook, c policyCase) string {
 	switch {
 	case c.Decision == "":
 		return "decision: is required"
+	case got.FromFailureMode && !c.FromFailureMode:
+		return fmt.Sprintf("the policy failed (%s), so failureMode decided %s; set fromFailureMode: true if the case tests that", got.Error, got.Decision)
+	case c.FromFailureMode && !got.FromFailureMode:
+		return fmt.Sprintf("want the policy to fail, got %s", describe())
 	case got.Decision != c.Decision:
 		return fmt.Sprintf("want %s, got %s", c.Decision, describe())
 	case c.Rule != nil && got.Rule != *c.Rule:

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookd/hookd/dispatcher"
 )
 
 const transferHookYAML = `hookName: 转账限额
@@ -65,6 +67,7 @@ cases:
   - name: an unreadable amount is denied by failureMode
     event: {context: {toolName: transferFunds, toolCallId: c5, arguments: {amount: "many"}}}
     decision: deny
+    fromFailureMode: true
 `)
 	cli := func(args ...string) (string, int) {
 		cmd := exec.Command(binary, args...)
@@ -90,9 +93,19 @@ cases:
   - name: a tool the hook does not match
     event: {context: {toolName: transferFund, toolCallId: c4, arguments: {amount: 12000}}}
     decision: deny
+  - name: a broken rule's deny
+    event: {context: {toolName: transferFunds, toolCallId: c5, arguments: {amount: "many"}}}
+    decision: deny
+  - name: a failure that does not come
+    event: {context: {toolName: transferFunds, toolCallId: c6, arguments: {amount: 12000}}}
+    decision: deny
+    fromFailureMode: true
 `)
 	out, code = cli("policy", "test", fail, pass)
-	if code != 1 || !strings.Contains(out, "6 passed, 3 failed") ||
+	if code != 1 || !strings.Contains(out, "6 passed, 5 failed") ||
+		!strings.Contains(out, "FAIL "+fail+": a broken rule's deny: the policy failed (") ||
+		!strings.Contains(out, "so failureMode decided deny; set fromFailureMode: true if the case tests that") ||
+		!strings.Contains(out, "FAIL "+fail+": a failure that does not come: want the policy to fail, got deny by rule over-limit") ||
 		!strings.Contains(out, "FAIL "+fail+`: a tool the hook does not match: event.context.toolName: hook "转账限额" does not apply to tool "transferFund" (toolNameMatch "transferFunds|payOrder"): a dispatch would not ask it`) ||
 		!strings.Contains(out, "FAIL "+fail+": wrong decision: want allow, got ask by rule large") ||
 		!strings.Contains(out, "FAIL "+fail+": wrong value: want modifiedValue") {
@@ -108,6 +121,14 @@ cases:
 	offTest := writeFile(t, off, "off_test.yaml", "policy: transfer.yaml\ncases:\n  - event: {context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 12000}}}\n    decision: deny\n")
 	if out, code = cli("policy", "test", offTest); code != 0 || !strings.Contains(out, "note "+offTest+`: hook "转账限额" is disabled: the daemon asks it only once it is enabled`) {
 		t.Fatalf("disabled: %d\n%s", code, out)
+	}
+	// A webhook beside the policy in its file needs no secret for the test: nothing is sent.
+	both := t.TempDir()
+	writeFile(t, both, "all.yaml", transferHookYAML+"---\nhookName: audit\nhookType: post_tool_use\n"+
+		"dispatchConfig: {url: 'https://audit.example.com/h', signingSecret: '${HOOKD_TEST_UNSET_AUDIT_SECRET}'}\n")
+	bothTest := writeFile(t, both, "all_test.yaml", "policy: all.yaml\ncases:\n  - event: {context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 12000}}}\n    decision: deny\n")
+	if out, code = cli("policy", "test", bothTest); code != 0 || !strings.Contains(out, "1 passed, 0 failed") {
+		t.Fatalf("a policy beside a webhook whose secret is not set: %d\n%s", code, out)
 	}
 	typo := writeFile(t, t.TempDir(), "typo_test.yaml", "policy: "+filepath.Join(dir, "transfer.yaml")+"\ncases:\n  - name: x\n    decison: deny\n")
 	if out, code = cli("policy", "test", typo); code != 1 || !strings.Contains(out, "cases[0].decison") {
@@ -303,6 +324,25 @@ func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
 	if out, code := cli("hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, `note: a-good: toolNameMatch: "transfer*" is matched as that exact tool name`) || !strings.Contains(out, "applied") {
 		t.Fatalf("apply with a note: %d\n%s", code, out)
 	}
+	// A hand-made hook is never the files': an empty --owner (which every hand-made hook's empty
+	// managedBy would match, and the files would delete) or a padded one is refused, and so is
+	// a file claiming another owner.
+	if st := d.call("POST", "/api/hooks", `{"hookName":"by-hand","hookType":"post_tool_use","dispatchConfig":{"url":"https://audit.example.com/h"}}`, nil); st != 201 {
+		t.Fatalf("hand-made hook: %d", st)
+	}
+	for _, owner := range []string{"", " files", "files "} {
+		if out, code := cli("hooks", "apply", "-f", files, "--owner", owner); code != 2 || !strings.Contains(out, "--owner") {
+			t.Errorf("--owner %q: %d\n%s", owner, code, out)
+		}
+	}
+	writeFile(t, files, "b.yaml", "hookName: b\nhookType: post_tool_use\nmanagedBy: other-team\ndispatchConfig: {url: 'https://audit.example.com/b'}\n")
+	if out, code := cli("hooks", "apply", "-f", files); code != 1 || !strings.Contains(out, `hook "b": managedBy "other-team" in the file`) {
+		t.Errorf("a file's managedBy: %d\n%s", code, out)
+	}
+	var left struct{ Items []struct{ HookName string } }
+	if st := d.call("GET", "/api/hooks", "", &left); st != 200 || len(left.Items) != 2 {
+		t.Fatalf("after the refused runs: %d %+v, want a-good and by-hand", st, left.Items)
+	}
 }
 
 // A hook or test file's YAML becomes the JSON the daemon takes with each scalar as written: an
@@ -323,5 +363,38 @@ func TestYAMLScalarsAsWritten(t *testing.T) {
 		if string(docs[i]) != want[i] {
 			t.Errorf("document %d:\n got %s\nwant %s", i, docs[i], want[i])
 		}
+	}
+	// A number YAML tools read differently (05001 is 2561 to yaml.v3, 5001 to YAML 1.2) is refused
+	// rather than read one way: agentId 05001 would guard another agent.
+	for _, v := range []string{"05001", "-010", "0o17", "1_000", ".inf", "+5"} {
+		p := writeFile(t, t.TempDir(), "n.yaml", "agentId: "+v+"\n")
+		if _, err := yamlDocuments(p); err == nil || !strings.Contains(err.Error(), "line 1: "+v+" is not a number as JSON writes it") {
+			t.Errorf("%s: %v", v, err)
+		}
+	}
+}
+
+// A token endpoint's URL may carry a client secret in its query, which the daemon keeps secret
+// (shown as ***): in a hook file such a URL comes from the environment whole; written out, it is
+// refused, so it never sits in git.
+func TestHookFileTokenURL(t *testing.T) {
+	hook := func(url string) *dispatcher.Hook {
+		return &dispatcher.Hook{HookName: "t", DispatchConfig: dispatcher.DispatchConfig{Auth: &dispatcher.Auth{
+			Type: dispatcher.AuthCustomHTTPToken, TokenFetchConfig: &dispatcher.TokenFetch{URL: url}}}}
+	}
+	h := hook("https://idp.example.com/token?client_secret=LITERAL")
+	if err := expandSecrets(h); err == nil || !strings.Contains(err.Error(), "dispatchConfig.auth.tokenFetchConfig.url: its query is secret") {
+		t.Fatalf("a literal query: %v", err)
+	}
+	t.Setenv("HOOKD_TEST_TOKEN_URL", "https://idp.example.com/token?client_secret=from-env")
+	h = hook("${HOOKD_TEST_TOKEN_URL}")
+	if err := expandSecrets(h); err != nil || h.DispatchConfig.Auth.TokenFetchConfig.URL != "https://idp.example.com/token?client_secret=from-env" {
+		t.Fatalf("from the environment: %v %q", err, h.DispatchConfig.Auth.TokenFetchConfig.URL)
+	}
+	if err := expandSecrets(hook("${HOOKD_TEST_UNSET_URL}")); err == nil || !strings.Contains(err.Error(), "HOOKD_TEST_UNSET_URL is not set") {
+		t.Fatalf("an unset variable: %v", err)
+	}
+	if h := hook("https://idp.example.com/token"); expandSecrets(h) != nil || h.DispatchConfig.Auth.TokenFetchConfig.URL != "https://idp.example.com/token" {
+		t.Fatal("a URL without a query is taken as written")
 	}
 }
