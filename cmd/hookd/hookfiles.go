@@ -181,8 +181,8 @@ func loadHooks(files []string, policiesOnly bool) ([]dispatcher.Hook, error) {
 			if err := hookdtype.DecodeStrict(doc, &h, ""); err != nil {
 				return nil, fmt.Errorf("%s: %w", at, err)
 			}
-			if h.ID != 0 || h.CreatedAt != nil || h.UpdatedAt != nil {
-				return nil, fmt.Errorf("%s: id, createdAt and updatedAt belong to the daemon, not to a hook file", at)
+			if h.ID != 0 || h.CreatedAt != nil || h.UpdatedAt != nil || h.SecretUnreadable {
+				return nil, fmt.Errorf("%s: id, createdAt, updatedAt and secretUnreadable belong to the daemon, not to a hook file", at)
 			}
 			if policiesOnly && dispatchType(h) != dispatcher.DispatchPolicy {
 				continue

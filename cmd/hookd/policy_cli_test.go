@@ -398,3 +398,14 @@ func TestHookFileTokenURL(t *testing.T) {
 		t.Fatal("a URL without a query is taken as written")
 	}
 }
+
+// What the daemon says of a hook (its id, times, an unreadable secret) is not a hook file's to
+// say: taken, secretUnreadable would show as a change on every run.
+func TestHookFileRefusesTheDaemonsFields(t *testing.T) {
+	for _, field := range []string{"id: 3", "createdAt: '2026-01-01T00:00:00Z'", "updatedAt: '2026-01-01T00:00:00Z'", "secretUnreadable: true"} {
+		p := writeFile(t, t.TempDir(), "h.yaml", "hookName: h\nhookType: post_tool_use\n"+field+"\ndispatchConfig: {url: 'https://audit.example.com/h'}\n")
+		if _, err := loadHooks([]string{p}, false); err == nil || !strings.Contains(err.Error(), "belong to the daemon, not to a hook file") {
+			t.Errorf("%s: %v", field, err)
+		}
+	}
+}
