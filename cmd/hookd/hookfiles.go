@@ -219,8 +219,11 @@ func expandSecrets(h *dispatcher.Hook) error {
 			return hookdtype.Invalid(field, "write ${NAME} and set the environment variable NAME: secrets are not kept in hook files")
 		}
 		val, ok := os.LookupEnv(m[1])
-		if !ok || val == "" {
+		if !ok {
 			return hookdtype.Invalid(field, "environment variable %s is not set", m[1])
+		}
+		if val == "" {
+			return hookdtype.Invalid(field, "environment variable %s is empty", m[1])
 		}
 		*v = val
 		return nil

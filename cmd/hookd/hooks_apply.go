@@ -170,10 +170,17 @@ func planApply(desired, current []dispatcher.Hook, owner string, resendSecrets b
 		}
 		plan = append(plan, applyStep{op: op, hook: h, id: cur[0].ID, changes: changes})
 	}
+	deletes := 0
 	for _, h := range current {
 		if h.ManagedBy == owner && !wanted[h.HookName] {
 			plan = append(plan, applyStep{op: "delete", hook: h, id: h.ID})
+			deletes++
 		}
+	}
+	if len(desired) == 0 && deletes > 0 {
+		// An emptied file or a wrong directory would take every policy away at once.
+		return nil, fmt.Errorf("the files hold no hooks: applying them would delete all %d hooks --owner %s manages; "+
+			"delete those through the API (DELETE /api/hooks/{id}) if that is what you mean", deletes, owner)
 	}
 	return plan, nil
 }

@@ -339,6 +339,15 @@ func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
 	if out, code := cli("hooks", "apply", "-f", files); code != 1 || !strings.Contains(out, `hook "b": managedBy "other-team" in the file`) {
 		t.Errorf("a file's managedBy: %d\n%s", code, out)
 	}
+	// Files emptied by mistake (here: a file of no documents) do not take every hook they manage away.
+	os.Remove(filepath.Join(files, "b.yaml"))
+	writeFile(t, files, "a.yaml", "---\n")
+	for _, args := range [][]string{{"--dry-run"}, {}} {
+		if out, code := cli(append([]string{"hooks", "apply", "-f", files}, args...)...); code != 1 ||
+			!strings.Contains(out, "the files hold no hooks: applying them would delete all 1 hooks --owner files manages") {
+			t.Errorf("empty files %v: %d\n%s", args, code, out)
+		}
+	}
 	var left struct{ Items []struct{ HookName string } }
 	if st := d.call("GET", "/api/hooks", "", &left); st != 200 || len(left.Items) != 2 {
 		t.Fatalf("after the refused runs: %d %+v, want a-good and by-hand", st, left.Items)
