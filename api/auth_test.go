@@ -288,3 +288,18 @@ func mustSessions(t *testing.T, env *agenttest.Env, user string) []agent.Session
 	}
 	return out
 }
+
+// A wrong admin token and a missing one are told apart (a script with a stale token learns it
+// is the token), without saying anything of the configured tokens.
+func TestAdminTokenRefusals(t *testing.T) {
+	env := agenttest.New(t, storagetest.SQLite(t), agenttest.Options{Script: askScript})
+	c := config.Default()
+	c.Auth.AdminTokens = []string{authAdmin}
+	srv := authServer(t, env, c)
+	for bearer, want := range map[string]string{"": "admin bearer token required", "adm-wrong": "the bearer token is not one of the admin tokens"} {
+		st, body := call(t, srv, "GET", "/api/hooks", bearer, "")
+		if st != http.StatusUnauthorized || !strings.Contains(body, want) || strings.Contains(body, authAdmin) {
+			t.Errorf("bearer %q: %d %s", bearer, st, body)
+		}
+	}
+}

@@ -218,9 +218,14 @@ func adminAuth(tokens []string, dev bool, sessions *console.Sessions) gin.Handle
 			return
 		}
 		got, found := strings.CutPrefix(c.GetHeader("Authorization"), "Bearer ")
-		if !found || !tokenIn([]byte(got), want) {
+		if !found {
 			c.Header("WWW-Authenticate", `Bearer realm="hookd-admin"`)
 			wire.Fail(c, http.StatusUnauthorized, "admin bearer token required")
+			return
+		}
+		if !tokenIn([]byte(got), want) {
+			c.Header("WWW-Authenticate", `Bearer realm="hookd-admin", error="invalid_token"`)
+			wire.Fail(c, http.StatusUnauthorized, "the bearer token is not one of the admin tokens")
 			return
 		}
 	}
