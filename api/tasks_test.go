@@ -293,3 +293,48 @@ func TestTasksWithoutScheduler(t *testing.T) {
 		t.Fatalf("no scheduler: %d %s", status, w.Message)
 	}
 }
+
+// Two run-now calls that carry one traceparent (a caller's trace) are two firings: each run of a
+// task without reuseSession gets its own session, never the other's conversation.
+func TestRunNowInOneTraceGetsTwoSessions(t *testing.T) {
+	c := newTaskServer(t, storagetest.SQLite(t))
+	status, w := c.do("POST", "/api/tasks", `{"taskName":"t","cron":"@daily","input":"slow please"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("create: %d %s", status, w.Message)
+	}
+	var task scheduler.Task
+	json.Unmarshal(w.Data, &task)
+	path := "/api/tasks/" + itoa(task.ID)
+	runNow := func() storage.TaskRun {
+		t.Helper()
+		req, _ := http.NewRequest("POST", c.base+path+"/run", nil)
+		req.Header.Set("Authorization", "Bearer "+c.tok)
+		req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct{ Data storage.TaskRun }
+		json.NewDecoder(resp.Body).Decode(&out)
+		if resp.StatusCode != http.StatusAccepted || out.Data.SessionID == nil {
+			t.Fatalf("run now: %d %+v", resp.StatusCode, out.Data)
+		}
+		return out.Data
+	}
+	first := runNow()
+	// The second waits for the first to end (a task runs once at a time).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		_, w := c.do("GET", path+"/runs", "")
+		if runs := pageItems[storage.TaskRun](t, w.Data); len(runs) == 1 && runs[0].Status != storage.TaskRunRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first firing did not end")
+		}
+	}
+	second := runNow()
+	if *first.SessionID == *second.SessionID {
+		t.Fatalf("two firings share session %d", *first.SessionID)
+	}
+}

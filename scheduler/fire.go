@@ -50,13 +50,15 @@ func boundSession(t storage.Task) *int64 {
 	return nil
 }
 
-// sessionKey is the client session key of the firing's run: fixed for a reused session, else new.
+// sessionKey is the client session key of the firing's run: fixed for a reused session, else
+// the firing's own (its task_runs id: a trace id is the caller's when a run-now call carried a
+// traceparent, and two firings in one trace would share a session).
 func (f *firing) sessionKey() string {
 	key := "scheduled-task-" + strconv.FormatInt(f.task.ID, 10)
 	if f.task.ReuseSession {
 		return key
 	}
-	return key + "-" + f.run.TraceID
+	return key + "-run-" + strconv.FormatInt(f.run.ID, 10)
 }
 
 // execute takes a claimed firing to its end. A panic anywhere in it (a hook, the runtime) ends
