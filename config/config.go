@@ -662,6 +662,10 @@ func join(path, name string) string {
 
 // ---- environment ----
 
+// LocalUser is the user of what has no configured one: the runs of scheduled tasks whose principal
+// has no API key. No key may name it.
+const LocalUser = "local"
+
 const envPrefix = "HOOKD_"
 
 // envKey is one configuration key reachable from the environment.
@@ -1046,6 +1050,8 @@ func (c Config) Validate() error {
 		}
 		if strings.TrimSpace(k.UserID) == "" {
 			bad(p+".userId", "must not be empty")
+		} else if k.UserID == LocalUser {
+			bad(p+".userId", "%q is reserved: the runs of scheduled tasks whose principal has no key are its, and a key of it would control them", LocalUser)
 		}
 		if k.PrincipalID <= 0 {
 			bad(p+".principalId", "must be greater than 0")

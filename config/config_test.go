@@ -404,6 +404,8 @@ func TestValidate(t *testing.T) {
 		{"adminTokens empty", func(c *Config) { c.Auth.AdminTokens = []string{"a", " "} }, `config: auth.adminTokens[1]: must not be empty`},
 		{"apiKey key", func(c *Config) { c.Auth.APIKeys = []APIKey{{UserID: "u", PrincipalID: 1}} }, `config: auth.apiKeys[0].key: must not be empty`},
 		{"apiKey userId", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", PrincipalID: 1}} }, `config: auth.apiKeys[0].userId: must not be empty`},
+		{"apiKey userId local", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "local", PrincipalID: 1}} },
+			`config: auth.apiKeys[0].userId: "local" is reserved: the runs of scheduled tasks whose principal has no key are its, and a key of it would control them`},
 		{"apiKey principalId", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u"}} }, `config: auth.apiKeys[0].principalId: must be greater than 0`},
 		{"apiKey duplicate", func(c *Config) {
 			c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}, {Key: "k", UserID: "v", PrincipalID: 2}}

@@ -169,7 +169,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	}
 	sched := scheduler.New(db, runtime, disp, log, scheduler.Config{UserFor: func(p *int64) string {
 		if p == nil || users[*p] == "" {
-			return "local"
+			return config.LocalUser
 		}
 		return users[*p]
 	}})
