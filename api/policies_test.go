@@ -218,3 +218,23 @@ func deref(p *string) string {
 	}
 	return *p
 }
+
+// A modify to a blank value cannot take the place of a user's input or a task's: it is refused as
+// an invalid modify (502 through the dispatch API, the turn or firing fails), never run as an
+// empty message.
+func TestBlankModifyRefused(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	for _, hookType := range []string{"user_message", "pre_scheduled_task"} {
+		if st, w := c.do("POST", "/api/hooks", `{"hookName":"blank `+hookType+`","hookType":"`+hookType+`","dispatchType":"policy",
+			"dispatchConfig":{"failureMode":"DENY"},
+			"policyConfig":{"rules":[{"name":"blank","when":"true","decision":"modify","modifiedValue":"'  '"}]}}`); st != 201 {
+			t.Fatalf("%s hook: %d %s", hookType, st, w.Message)
+		}
+	}
+	for hookType, context := range map[string]string{"user_message": `{"userInput":"hello"}`, "pre_scheduled_task": `{"taskId":1,"taskName":"daily"}`} {
+		st, w := c.do("POST", "/api/hooks/dispatch", `{"hookType":"`+hookType+`","context":`+context+`}`)
+		if st != http.StatusBadGateway || !strings.Contains(w.Message, "returned a modifiedValue that is blank") {
+			t.Errorf("%s: %d %s", hookType, st, w.Message)
+		}
+	}
+}

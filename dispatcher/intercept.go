@@ -67,15 +67,18 @@ type ToolEvent struct {
 // not send it, or clients would take a hook's value for the run's state.
 const ReservedEventName = "state_updated"
 
-// InvalidModifyError is returned when a pre_tool_use hook's modifiedValue is not JSON: the tool
-// call must fail rather than run with arguments nobody approved.
+// InvalidModifyError is returned when a hook's modifiedValue cannot take the place of what it
+// modifies (a pre_tool_use value that is not JSON, a blank user input or task input): the call,
+// the turn or the firing must fail rather than run with something nobody approved.
 type InvalidModifyError struct {
 	HookID   int64
 	HookName string
+	// Problem says what is wrong with the value ("is not valid JSON arguments").
+	Problem string
 }
 
 func (e *InvalidModifyError) Error() string {
-	return fmt.Sprintf("hook %q returned a modifiedValue that is not valid JSON arguments", e.HookName)
+	return fmt.Sprintf("hook %q returned a modifiedValue that %s", e.HookName, e.Problem)
 }
 
 // hookAnswer is the receiver's response body.
@@ -310,7 +313,7 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 	if res.dec.Decision == Modify {
 		next, err := withModified(c.ev.Context, *res.dec.ModifiedValue)
 		if err != nil {
-			res.invalid = &InvalidModifyError{HookID: h.ID, HookName: h.HookName}
+			res.invalid = &InvalidModifyError{HookID: h.ID, HookName: h.HookName, Problem: err.Error()}
 			return res
 		}
 		res.next = next
@@ -609,15 +612,25 @@ func withModified(c any, v string) (any, error) {
 	switch c := c.(type) {
 	case *PreToolUseContext:
 		if !hookdtype.Valid([]byte(v)) {
-			return nil, errors.New("not JSON")
+			return nil, errors.New("is not valid JSON arguments")
 		}
 		n := *c
 		n.Arguments = Value(v)
 		return &n, nil
 	case *UserMessageContext:
+		// The source document's modify is the new userInput; an input the chat APIs would refuse
+		// as empty is no input to run.
+		if strings.TrimSpace(v) == "" {
+			return nil, errors.New("is blank: the user input it would replace cannot be empty")
+		}
 		n := *c
 		n.UserInput = v
 		return &n, nil
+	case *PreScheduledTaskContext:
+		// The scheduler runs the value as the task's input, which may not be blank either.
+		if strings.TrimSpace(v) == "" {
+			return nil, errors.New("is blank: the task input it would replace cannot be empty")
+		}
 	}
 	return c, nil
 }
