@@ -238,3 +238,26 @@ func TestBlankModifyRefused(t *testing.T) {
 		}
 	}
 }
+
+// A pre_scheduled_task dispatch that names its task by name alone is recorded without a task id,
+// not as task 0.
+func TestTaskNamedByNameAloneHasNoTaskID(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	if st, w := c.do("POST", "/api/hooks", `{"hookName":"gate","hookType":"pre_scheduled_task","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"no","when":"true","decision":"deny","reason":"'no'"}]}}`); st != 201 {
+		t.Fatalf("hook: %d %s", st, w.Message)
+	}
+	for ctx, want := range map[string]string{`{"taskName":"daily"}`: "", `{"taskId":7,"taskName":"daily"}`: `"taskId":7`} {
+		st, w := c.do("POST", "/api/hooks/dispatch", `{"hookType":"pre_scheduled_task","context":`+ctx+`}`)
+		var dec struct{ DecisionID string }
+		json.Unmarshal(w.Data, &dec)
+		if st != 200 || dec.DecisionID == "" {
+			t.Fatalf("dispatch %s: %d %s", ctx, st, w.Data)
+		}
+		_, w = c.do("GET", "/api/decisions?decisionId="+dec.DecisionID, "")
+		if rows := string(w.Data); !strings.Contains(rows, dec.DecisionID) || strings.Contains(rows, `"taskId":0`) ||
+			(want != "" && !strings.Contains(rows, want)) || (want == "" && strings.Contains(rows, `"taskId"`)) {
+			t.Errorf("the row of %s: %s", ctx, rows)
+		}
+	}
+}

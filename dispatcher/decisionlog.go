@@ -142,8 +142,12 @@ func subjectOf(c any) subject {
 	case *UserMessageContext:
 		return subject{of: c.UserInput, present: true}
 	case *PreScheduledTaskContext:
-		id := c.TaskID
-		return subject{taskID: &id, of: c.TaskName, present: true}
+		s := subject{of: c.TaskName, present: true}
+		if c.TaskID != 0 { // a dispatch may name the task by its name alone: no id, not task 0
+			id := c.TaskID
+			s.taskID = &id
+		}
+		return s
 	}
 	return subject{}
 }
