@@ -119,8 +119,6 @@ func TestTaskValidation(t *testing.T) {
 		{"sessionId", `999`},
 		{"nextRunAt", `"2026-12-02T09:00:00Z"`},
 		{"lastRunAt", `"2026-11-30T09:00:00Z"`},
-		{"createdAt", `"2026-11-30T09:00:00Z"`},
-		{"updatedAt", `"2026-11-30T09:00:00Z"`},
 	}
 	for _, tc := range cases {
 		status, w := c.do("POST", "/api/tasks", with(tc.field, tc.value))

@@ -134,10 +134,6 @@ func (s *Scheduler) Create(ctx context.Context, t Task) (Task, error) {
 		return Task{}, invalid("nextRunAt", "is set by hookd from cron; leave it out (a task runs at once with POST /api/tasks/{id}/run)")
 	case t.LastRunAt != nil:
 		return Task{}, invalid("lastRunAt", "is set by hookd when the task runs; leave it out")
-	case t.CreatedAt != nil:
-		return Task{}, invalid("createdAt", "is set by hookd when the task is created; leave it out")
-	case t.UpdatedAt != nil:
-		return Task{}, invalid("updatedAt", "is set by hookd when the task is written; leave it out")
 	}
 	now := s.now()
 	sched, err := t.normalize(now)
