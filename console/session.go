@@ -197,19 +197,21 @@ func (s *Sessions) Hold(r *http.Request, id Identity) (context.Context, context.
 	go func() {
 		tick := time.NewTicker(s.recheck)
 		defer tick.Stop()
+		// Check has just read the session: read again only when a sign-out may have ended it
+		// (announced here, or another replica's, found by the tick; so is one that fell between
+		// Check and this).
+		changed := s.db.Changed(storage.TopicConsoleSessions)
 		for {
-			// Taken before the read, so a sign-out committed after Check is either read or
-			// announced.
-			changed := s.db.Changed(storage.TopicConsoleSessions)
-			if _, err := s.db.ConsoleSession(ctx, hash, s.now()); errors.Is(err, storage.ErrNotFound) {
-				cancel()
-				return
-			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
 			case <-tick.C:
+			}
+			changed = s.db.Changed(storage.TopicConsoleSessions) // taken before the read: none falls between
+			if _, err := s.db.ConsoleSession(ctx, hash, s.now()); errors.Is(err, storage.ErrNotFound) {
+				cancel()
+				return
 			}
 		}
 	}()

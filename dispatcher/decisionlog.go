@@ -69,9 +69,7 @@ func (d *Dispatcher) RecordAnswer(ctx context.Context, ev Event, a PersonAnswer)
 	if ev.Context, err = normalizeContext(ev.HookType, ev.Context); err != nil {
 		return err
 	}
-	rec := storage.Decision{DecisionID: a.DecisionID, EventID: storage.NewTSIDString(), HookName: "person",
-		HookType: string(ev.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID,
-		TraceID: strPtr(ev.TraceID), Outcome: Deny, Reason: a.Reason, CreatedAt: time.Now(),
+	rec := storage.Decision{DecisionID: a.DecisionID, HookName: "person", Outcome: Deny, Reason: a.Reason,
 		AgentKind: codingAgentKind(ev.Context)}
 	switch {
 	case a.Expired:
@@ -82,9 +80,7 @@ func (d *Dispatcher) RecordAnswer(ctx context.Context, ev Event, a PersonAnswer)
 	if a.Approved {
 		rec.Outcome = Allow
 	}
-	subj := subjectOf(ev.Context)
-	rec.ToolName, rec.ToolCallID, rec.TaskID = subj.toolName, subj.toolCallID, subj.taskID
-	return d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
+	return d.recordHookless(ctx, ev, rec)
 }
 
 // RefusedBy is the hookName of the decision log rows of hookd's own refusals (RecordRefusal).
@@ -100,15 +96,21 @@ func (d *Dispatcher) RecordRefusal(ctx context.Context, ev Event, kind, reason s
 	if !ev.HookType.Interceptive() {
 		return "", fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
 	}
-	rec := storage.Decision{DecisionID: storage.NewTSIDString(), EventID: storage.NewTSIDString(), HookName: RefusedBy,
-		HookType: string(ev.HookType), SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID,
-		TraceID: strPtr(ev.TraceID), Outcome: Deny, Reason: reason, CreatedAt: time.Now(), AgentKind: kind}
+	rec := storage.Decision{DecisionID: storage.NewTSIDString(), HookName: RefusedBy, Outcome: Deny, Reason: reason, AgentKind: kind}
 	if cause != nil {
 		rec.Error = cause.Error()
 	}
+	return rec.DecisionID, d.recordHookless(ctx, ev, rec)
+}
+
+// recordHookless records rec, a row no hook wrote (a person's answer, hookd's own refusal),
+// completed from ev: its point, whom it was for, and its subject.
+func (d *Dispatcher) recordHookless(ctx context.Context, ev Event, rec storage.Decision) error {
+	rec.EventID, rec.HookType, rec.CreatedAt = storage.NewTSIDString(), string(ev.HookType), time.Now()
+	rec.SessionID, rec.PrincipalID, rec.AgentID, rec.TraceID = ev.SessionID, ev.PrincipalID, ev.AgentID, strPtr(ev.TraceID)
 	subj := subjectOf(ev.Context)
 	rec.ToolName, rec.ToolCallID, rec.TaskID = subj.toolName, subj.toolCallID, subj.taskID
-	return rec.DecisionID, d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
+	return d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
 }
 
 // digestSubjects fills each decision row's subject hash (and, with record, decisions.recordArguments,

@@ -209,11 +209,11 @@ func (s *Scheduler) Runs(ctx context.Context, f storage.TaskRunFilter) ([]storag
 	}
 	// A deleted task's history stays readable, for the record; ErrNotFound only for an id that
 	// never fired (or never was).
-	any, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: f.TaskID, Limit: 1})
+	fired, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: f.TaskID, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
-	if len(any) == 0 {
+	if len(fired) == 0 {
 		return nil, gone
 	}
 	return runs, nil

@@ -110,9 +110,9 @@ func (db *DB) Listen(ctx context.Context, names []string, l Listener) error {
 	h.subs[s] = struct{}{}
 	if h.stop == nil {
 		lctx, cancel := context.WithCancel(context.Background())
-		loop := &listenLoop{}
-		h.stop, h.loop = cancel, loop
-		go db.runListen(lctx, dial.DSN, loop)
+		h.gen++
+		h.stop = cancel
+		go db.runListen(lctx, dial.DSN, h.gen)
 	}
 	connected := h.connected
 	h.mu.Unlock()
@@ -124,7 +124,8 @@ func (db *DB) Listen(ctx context.Context, names []string, l Listener) error {
 	delete(h.subs, s)
 	if len(h.subs) == 0 {
 		h.stop()
-		h.stop, h.loop, h.connected = nil, nil, false
+		h.stop, h.connected = nil, false
+		h.gen++ // the stopped loop's last words reach nobody
 	}
 	h.mu.Unlock()
 	return nil
@@ -135,7 +136,7 @@ type listenHub struct {
 	mu        sync.Mutex
 	subs      map[*subscription]struct{}
 	stop      context.CancelFunc // ends the running loop; nil when none runs
-	loop      *listenLoop        // the running loop: one that was stopped changes nothing
+	gen       uint64             // the running loop's number: a stopped loop's is behind it
 	connected bool               // the running loop's connection is listening
 }
 
@@ -144,17 +145,16 @@ type subscription struct {
 	l     Listener
 }
 
-type listenLoop struct{}
-
-// each calls f for every subscriber, outside the lock, if loop is still the running one.
-func (h *listenHub) each(loop *listenLoop, connected *bool, f func(*subscription)) {
+// each calls f for every subscriber, outside the lock, if loop gen is still the running one;
+// state, when not nil, is its connection's new state.
+func (h *listenHub) each(gen uint64, state *bool, f func(*subscription)) {
 	h.mu.Lock()
-	if h.loop != loop {
+	if h.gen != gen {
 		h.mu.Unlock()
 		return
 	}
-	if connected != nil {
-		h.connected = *connected
+	if state != nil {
+		h.connected = *state
 	}
 	subs := make([]*subscription, 0, len(h.subs))
 	for s := range h.subs {
@@ -166,20 +166,20 @@ func (h *listenHub) each(loop *listenLoop, connected *bool, f func(*subscription
 	}
 }
 
-func (db *DB) runListen(ctx context.Context, dsn string, loop *listenLoop) {
+func (db *DB) runListen(ctx context.Context, dsn string, gen uint64) {
 	h := &db.listen
 	up, down := true, false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := db.listenOnce(ctx, dsn, func() {
 			backoff = 100 * time.Millisecond
-			h.each(loop, &up, func(s *subscription) {
+			h.each(gen, &up, func(s *subscription) {
 				if s.l.OnConnect != nil {
 					s.l.OnConnect()
 				}
 			})
 		}, func(name, payload string) {
-			h.each(loop, nil, func(s *subscription) {
+			h.each(gen, nil, func(s *subscription) {
 				if s.l.OnNotify != nil && slices.Contains(s.names, name) {
 					s.l.OnNotify(name, payload)
 				}
@@ -188,7 +188,7 @@ func (db *DB) runListen(ctx context.Context, dsn string, loop *listenLoop) {
 		if ctx.Err() != nil {
 			break
 		}
-		h.each(loop, &down, func(s *subscription) {
+		h.each(gen, &down, func(s *subscription) {
 			if s.l.OnError != nil && err != nil {
 				s.l.OnError(err)
 			}
