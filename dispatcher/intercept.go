@@ -108,6 +108,10 @@ type answer struct {
 	breaker string // the receiver URL's breaker state when it was asked
 	cost    uint64 // the CEL cost a policy spent
 	failure error
+	// flaw is what hookd could not use of an answer whose decision stands all the same: a deny
+	// (or an ask) whose extras are malformed, or that sent a field twice. On the record as the
+	// row's error; the decision is the receiver's, not its failureMode's.
+	flaw error
 }
 
 var (
@@ -299,16 +303,25 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 	if res.failure != nil {
 		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
 		if res.dec.Decision == Deny {
-			// A receiver that did not answer is unavailable; a policy is there, and failed.
+			// A receiver that did not answer is unavailable; one that did, answered what hookd
+			// cannot use; a policy is there, and failed.
 			what := " unavailable"
-			if h.DispatchType == DispatchPolicy {
+			var unusable *UnusableAnswerError
+			switch {
+			case h.DispatchType == DispatchPolicy:
 				what = " could not decide: its policy failed"
+			case errors.As(res.failure, &unusable):
+				what = " answered what hookd cannot use"
 			}
 			res.dec.Reason = "hook " + h.HookName + what + " (failureMode DENY)"
 		}
 		d.log.WarnContext(ctx, "interceptive hook failed; failureMode applied", "hookId", h.ID, "hookName", h.HookName,
 			"traceId", c.ev.TraceID, "failureMode", h.DispatchConfig.FailureMode, "err", res.failure)
 		return res
+	}
+	if res.flaw != nil {
+		d.log.WarnContext(ctx, "interceptive hook's answer partly unusable; its "+res.dec.Decision+" stands", "hookId", h.ID,
+			"hookName", h.HookName, "traceId", c.ev.TraceID, "err", res.flaw)
 	}
 	if res.dec.Decision == Modify {
 		next, err := withModified(c.ev.Context, *res.dec.ModifiedValue)
@@ -325,13 +338,11 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 type webhookDecider struct{}
 
 func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c *chainEvent, eventID string, now time.Time) answer {
-	var a answer
 	body, canonical, err := c.rendered()
 	if err != nil {
 		return answer{failure: err}
 	}
-	a.dec, a.status, a.breaker, a.failure = d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), body, canonical, eventID, now)
-	return a
+	return d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), body, canonical, eventID, now)
 }
 
 // anyWebhook tells whether a chain of hooks sends its event to some receiver.
@@ -360,6 +371,8 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj *subject, decisio
 	switch {
 	case res.failure != nil:
 		rec.Error = res.failure.Error()
+	case res.flaw != nil:
+		rec.Error = res.flaw.Error()
 	case res.invalid != nil:
 		rec.Outcome, rec.Error = storage.OutcomeError, res.invalid.Error()+"; the call was refused"
 	}
@@ -367,23 +380,23 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj *subject, decisio
 }
 
 // call performs the exchange and parses the answer; a non-nil failure means the hook's
-// failureMode decides. breakerState is the URL's breaker as the call found it.
-func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) (dec Decision, status int, breakerState string, failure error) {
+// failureMode decides. The answer's breaker is the URL's breaker as the call found it.
+func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID *string, body json.RawMessage, canonical bool, eventID string, now time.Time) answer {
 	if h.SecretUnreadable {
-		return Decision{}, 0, d.breakers.State(h.DispatchConfig.URL), ErrSecretUnreadable
+		return answer{breaker: d.breakers.State(h.DispatchConfig.URL), failure: ErrSecretUnreadable}
 	}
 	if d.interceptInFlight.Add(1) > int64(d.set.InterceptiveConcurrency) {
 		d.interceptInFlight.Add(-1)
 		d.bulkheadRejected.Add(1)
 		d.metrics.bulkheadRejected(true)
-		return Decision{}, 0, d.breakers.State(h.DispatchConfig.URL), errors.New("interceptive bulkhead full")
+		return answer{breaker: d.breakers.State(h.DispatchConfig.URL), failure: errors.New("interceptive bulkhead full")}
 	}
 	defer d.interceptInFlight.Add(-1)
 	done, err := d.breakers.Acquire(h.DispatchConfig.URL)
 	if err != nil {
-		return Decision{}, 0, breaker.StateOpen, err
+		return answer{breaker: breaker.StateOpen, failure: err}
 	}
-	breakerState = d.breakers.State(h.DispatchConfig.URL)
+	res := answer{breaker: d.breakers.State(h.DispatchConfig.URL)}
 	cctx := d.deadlines.start(ctx, &h.Hook, now)
 	defer d.deadlines.end(cctx)
 	ctx = cctx
@@ -392,30 +405,42 @@ func (d *Dispatcher) call(ctx context.Context, h *boundHook, ev *Event, traceID 
 		SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body, canonical: canonical}
 	a := d.send.send(ctx, &h.Hook, h.wire, env, now)
 	done(breakerOutcome(a))
-	if a.err != nil {
+	res.status = a.status
+	switch {
+	case a.err != nil:
+		res.failure = a.err
 		if cause := context.Cause(ctx); cause != nil && errors.Is(a.err, context.DeadlineExceeded) {
-			return Decision{}, a.status, breakerState, cause
+			res.failure = cause
 		}
-		return Decision{}, a.status, breakerState, a.err
+		return res
+	case a.status/100 != 2:
+		res.failure = fmt.Errorf("receiver answered HTTP %d", a.status)
+		return res
 	}
-	if a.status/100 != 2 {
-		return Decision{}, a.status, breakerState, fmt.Errorf("receiver answered HTTP %d", a.status)
-	}
-	dec, err = parseAnswer(a.respBody, ev.HookType)
+	res.dec, res.flaw, err = parseAnswer(a.respBody, ev.HookType)
 	if err != nil {
 		if a.bodyOver {
 			// Not the receiver's JSON that broke: its answer went on past what hookd reads.
 			err = fmt.Errorf("the answer is over %d KiB, more than hookd reads of an answer, and no whole answer ends within them",
 				maxResponseBody>>10)
 		}
-		return Decision{}, a.status, breakerState, err
+		res.dec, res.failure = Decision{}, &UnusableAnswerError{Err: err}
+		return res
 	}
-	if dec.Decision == Modify && dec.ModifiedValue == nil {
+	if res.dec.Decision == Modify && res.dec.ModifiedValue == nil {
 		d.log.WarnContext(ctx, "hook answered modify without modifiedValue; treated as allow", "hookId", h.ID, "hookName", h.HookName, "traceId", ev.TraceID)
-		dec.Decision = Allow
+		res.dec.Decision = Allow
 	}
-	return dec, a.status, breakerState, nil
+	return res
 }
+
+// UnusableAnswerError is a receiver's 2xx answer that hookd cannot use (not a JSON object, a
+// field of the wrong type, more than hookd reads): the hook's failureMode decides, as when the
+// receiver is unavailable, but the record says the receiver answered.
+type UnusableAnswerError struct{ Err error }
+
+func (e *UnusableAnswerError) Error() string { return e.Err.Error() }
+func (e *UnusableAnswerError) Unwrap() error { return e.Err }
 
 // The answers most receivers give, which parseAnswer recognises without decoding.
 var (
@@ -425,35 +450,45 @@ var (
 )
 
 // parseAnswer applies the tolerance rules: an empty body, a missing or unknown decision is allow;
-// a body that is not a JSON object is a failure. ask and the extras are hookd's extensions
-// (docs/receivers.md); extras that are malformed, or that the hook point cannot carry, are a
-// failure too, naming the field: a receiver that meant to show something is never silently
-// dropped.
-func parseAnswer(body []byte, t HookType) (Decision, error) {
+// a body that is not a JSON object is a failure (err: the failureMode decides). ask and the
+// extras are hookd's extensions (docs/receivers.md); extras that are malformed, or that the hook
+// point cannot carry, are a failure too, naming the field: a receiver that meant to show
+// something is never silently dropped. Only a deny or an ask outlives what is wrong around it:
+// an answer that says deny is a deny, whatever else in it hookd cannot use (flaw says what), so
+// that a hook's failureMode ALLOW never turns a receiver's deny into an allow.
+func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 	// The common answer, give or take JSON whitespace around it, is an allow: what decoding it
 	// would decide too.
 	if trimmed := bytes.Trim(body, " \t\r\n"); bytes.Equal(trimmed, answerAllow) ||
 		bytes.Equal(trimmed, answerAllowSpaced) || bytes.Equal(trimmed, answerAllowSpaced2) {
-		return Decision{Decision: Allow}, nil
+		return Decision{Decision: Allow}, nil, nil
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return Decision{Decision: Allow}, nil
+		return Decision{Decision: Allow}, nil, nil
 	}
 	var ans hookAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return Decision{}, fmt.Errorf("unparsable response body: %w", err)
+		return Decision{}, nil, fmt.Errorf("unparsable response body: %w", err)
 	}
 	if f := sentTwice(body); f != "" {
 		// encoding/json would take the last one: which the receiver meant is not known, and
-		// {"decision":"deny","decision":"allow"} must not pass as an allow.
-		return Decision{}, hookdtype.Invalid(f, "sent twice (names are matched without case); send each field once")
+		// {"decision":"deny","decision":"allow"} must not pass as an allow, under any failureMode.
+		twice := hookdtype.Invalid(f, "sent twice (names are matched without case); send each field once")
+		if saysDeny(body) {
+			return Decision{Decision: Deny, Reason: ans.Reason}, fmt.Errorf("%w; one of them says deny; the deny stands", twice), nil
+		}
+		return Decision{}, nil, twice
 	}
+	decision := strings.ToLower(strings.TrimSpace(ans.Decision))
 	extra, err := parseExtras(&ans, t)
 	if err != nil {
-		return Decision{}, err
+		if decision == Deny || decision == Ask {
+			// Nothing of the extras is shown; the decision is the receiver's.
+			return Decision{Decision: decision, Reason: ans.Reason}, fmt.Errorf("%w; the %s stands, its extras not shown", err, decision), nil
+		}
+		return Decision{}, nil, err
 	}
-	var dec Decision
-	switch strings.ToLower(strings.TrimSpace(ans.Decision)) {
+	switch decision {
 	case Deny:
 		dec = Decision{Decision: Deny, Reason: ans.Reason}
 	case Ask:
@@ -465,7 +500,7 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 			if json.Unmarshal(ans.ModifiedValue, &s) != nil {
 				if t != PreToolUse {
 					// The new input is a text; an object's JSON in the user's place is no answer.
-					return Decision{}, hookdtype.Invalid("modifiedValue", "must be a string, the new input of %s, not %s",
+					return Decision{}, nil, hookdtype.Invalid("modifiedValue", "must be a string, the new input of %s, not %s",
 						t, jsonKindOf(ans.ModifiedValue))
 				}
 				s = string(ans.ModifiedValue) // arguments as an object instead of its JSON text: take the text
@@ -478,7 +513,7 @@ func parseAnswer(body []byte, t HookType) (Decision, error) {
 	if extra != nil {
 		dec.Extras = []Extra{*extra}
 	}
-	return dec, nil
+	return dec, nil, nil
 }
 
 // answerFields are the members of an answer that hookd reads (hookAnswer's), each matched
@@ -508,6 +543,30 @@ func sentTwice(body []byte) string {
 			}
 		}
 		i = hookdtype.ValueEnd(body, hookdtype.SkipSpace(body, end)+1)
+		if i = hookdtype.SkipSpace(body, i); body[i] == ',' {
+			i++
+		}
+	}
+}
+
+// saysDeny tells whether some "decision" member of the answer body (a valid JSON object whose
+// members may repeat), matched without case, is a deny.
+func saysDeny(body []byte) bool {
+	i := hookdtype.SkipSpace(body, 0) + 1
+	for {
+		if i = hookdtype.SkipSpace(body, i); body[i] == '}' {
+			return false
+		}
+		end, decode := hookdtype.StringEnd(body, i)
+		key := hookdtype.StringContent(body[i:end], decode)
+		v := hookdtype.SkipSpace(body, hookdtype.SkipSpace(body, end)+1)
+		i = hookdtype.ValueEnd(body, v)
+		if strings.EqualFold(key, "decision") && body[v] == '"' {
+			vend, vdecode := hookdtype.StringEnd(body, v)
+			if strings.ToLower(strings.TrimSpace(hookdtype.StringContent(body[v:vend], vdecode))) == Deny {
+				return true
+			}
+		}
 		if i = hookdtype.SkipSpace(body, i); body[i] == ',' {
 			i++
 		}

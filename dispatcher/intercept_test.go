@@ -25,6 +25,8 @@ type tolRow struct {
 	// answer writes the receiver's response; target is a second receiver (the redirect target).
 	answer   func(rec *recorder, target *recorder, w http.ResponseWriter, r *http.Request)
 	failure  bool   // concluded by failureMode
+	answered bool   // a failure of an answer hookd cannot use, not of a receiver that did not answer
+	flaw     bool   // the decision stands, and the row's error says what of the answer was not used
 	want     string // decision when not a failure
 	reason   string
 	modified *string
@@ -68,14 +70,20 @@ func TestInterceptToleranceRules(t *testing.T) {
 			rec.block(r, 10*time.Second)
 			w.Write([]byte(`{"decision":"allow"}`))
 		}, failure: true},
-		{name: "unparsable body", answer: reply(200, `not json`), failure: true},
-		// encoding/json would take the last of the two: which was meant is not known.
-		{name: "decision sent twice", answer: reply(200, `{"decision":"deny","decision":"allow"}`), failure: true},
-		{name: "decision sent twice in two cases", answer: reply(200, `{"decision":"deny","reason":"r","Decision":"allow"}`), failure: true},
+		{name: "unparsable body", answer: reply(200, `not json`), failure: true, answered: true},
+		// encoding/json would take the last of the two: which was meant is not known, and one of
+		// them says deny, so the deny stands whatever the failureMode.
+		{name: "decision sent twice", answer: reply(200, `{"decision":"deny","decision":"allow"}`), want: Deny, flaw: true},
+		{name: "decision sent twice in two cases", answer: reply(200, `{"decision":"deny","reason":"r","Decision":"allow"}`),
+			want: Deny, reason: "r", flaw: true},
+		{name: "decision sent twice, no deny", answer: reply(200, `{"decision":"allow","Decision":"modify"}`), failure: true, answered: true},
+		// A deny whose extras hookd cannot use is still a deny.
+		{name: "deny with a malformed hint", answer: reply(200, `{"decision":"deny","reason":"r","hint":3}`), want: Deny, reason: "r", flaw: true},
+		{name: "allow with a malformed hint", answer: reply(200, `{"decision":"allow","hint":3}`), failure: true, answered: true},
 		{name: "unread field sent twice", answer: reply(200, `{"decision":"deny","reason":"r","x":1,"x":2}`), want: Deny, reason: "r"},
 		// A well-formed deny past what hookd reads: a failure that says so, not a parse error.
 		{name: "answer over the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
-			strings.Repeat("x", maxResponseBody)+`"}`), failure: true},
+			strings.Repeat("x", maxResponseBody)+`"}`), failure: true, answered: true},
 		{name: "answer at the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
 			strings.Repeat("x", maxResponseBody-len(`{"decision":"deny","reason":"r","pad":""}`))+`"}`), want: Deny, reason: "r"},
 	}
@@ -121,6 +129,9 @@ func TestInterceptToleranceRules(t *testing.T) {
 						reason = ""
 						if mode == FailClosed {
 							reason = "hook " + hk.HookName + " unavailable (failureMode DENY)"
+							if row.answered {
+								reason = "hook " + hk.HookName + " answered what hookd cannot use (failureMode DENY)"
+							}
 						}
 					}
 					if dec.Decision != want || dec.Reason != reason || !samePtr(dec.ModifiedValue, modified) {
@@ -145,6 +156,9 @@ func TestInterceptToleranceRules(t *testing.T) {
 					if row.failure && logged.Error == "" {
 						t.Error("failure logged without its error")
 					}
+					if row.flaw != strings.Contains(logged.Error, "; the deny stands") {
+						t.Errorf("the decision log's error %q, want a flaw noted: %v", logged.Error, row.flaw)
+					}
 					if strings.HasSuffix(row.name, "over the read limit") &&
 						logged.Error != "the answer is over 64 KiB, more than hookd reads of an answer, and no whole answer ends within them" {
 						t.Errorf("an answer over the limit logged as %q", logged.Error)
@@ -152,8 +166,8 @@ func TestInterceptToleranceRules(t *testing.T) {
 					if row.timeoutMs > 0 && !strings.Contains(logged.Error, "timeout") {
 						t.Errorf("timeout logged as %q", logged.Error)
 					}
-					if warned := len(h.logs.find(slog.LevelWarn, "hookId", hk.ID)) > 0; warned != (row.warn || row.failure) {
-						t.Errorf("warning logged = %v, want %v", warned, row.warn || row.failure)
+					if warned := len(h.logs.find(slog.LevelWarn, "hookId", hk.ID)) > 0; warned != (row.warn || row.failure || row.flaw) {
+						t.Errorf("warning logged = %v, want %v", warned, row.warn || row.failure || row.flaw)
 					}
 				})
 			}

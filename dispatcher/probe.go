@@ -133,6 +133,8 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 		switch {
 		case r.failure != nil:
 			res.Error = nullIfEmpty(r.failure.Error())
+		case r.flaw != nil:
+			res.Error = nullIfEmpty(r.flaw.Error())
 		case r.invalid != nil:
 			res.Decision, res.ModifiedValue = strPtr(storage.OutcomeError), nil
 			res.Error = nullIfEmpty(r.invalid.Error())

@@ -183,7 +183,7 @@ func TestSenderDoMatchesClient(t *testing.T) {
 func TestParseAnswerFastPath(t *testing.T) {
 	for _, body := range []string{`{"decision":"allow"}`, "{\"decision\":\"allow\"}\n", ` {"decision": "allow"} `,
 		`{ "decision": "allow" }`, "\r\n\t{\"decision\":\"allow\"}"} {
-		got, err := parseAnswer([]byte(body), PreToolUse)
+		got, _, err := parseAnswer([]byte(body), PreToolUse)
 		var ans hookAnswer
 		if err != nil || got.Decision != Allow || json.Unmarshal([]byte(body), &ans) != nil || ans.Decision != "allow" {
 			t.Errorf("%q: %+v %v", body, got, err)
@@ -192,7 +192,7 @@ func TestParseAnswerFastPath(t *testing.T) {
 	// Not the literal: decoded as before.
 	for body, want := range map[string]string{`{"decision":"ALLOW "}`: Allow, `{"decision":"deny","reason":"x"}`: Deny,
 		"\u00a0{\"decision\":\"allow\"}": "", `{"decision":"allow"}x`: ""} {
-		got, err := parseAnswer([]byte(body), PreToolUse)
+		got, _, err := parseAnswer([]byte(body), PreToolUse)
 		if (want == "") != (err != nil) || got.Decision != want {
 			t.Errorf("%q: %+v %v, want %q", body, got, err, want)
 		}

@@ -109,6 +109,10 @@ func TestPreHookDenyAndModify(t *testing.T) {
 			switch c.TaskName {
 			case "deny me":
 				return `{"decision":"deny","reason":"outside the approved window"}`
+			case "deny me with a hint":
+				// A hint no firing can show: the deny stands all the same, under the hook's
+				// failureMode ALLOW.
+				return `{"decision":"deny","reason":"outside the approved window","hint":"try again tomorrow"}`
 			case "modify me":
 				return `{"decision":"modify","modifiedValue":"modified input"}`
 			}
@@ -117,20 +121,43 @@ func TestPreHookDenyAndModify(t *testing.T) {
 		e.hook(dispatcher.PreScheduledTask, pre.srv.URL)
 		s := e.scheduler(testConfig())
 		deny := create(t, s, scheduler.Task{TaskName: "deny me", Cron: "@every 1s", Input: "original input"})
+		hinted := create(t, s, scheduler.Task{TaskName: "deny me with a hint", Cron: "@every 1s", Input: "original input"})
 		modify := create(t, s, scheduler.Task{TaskName: "modify me", Cron: "@every 1s", Input: "original input"})
 		plain := create(t, s, scheduler.Task{TaskName: "leave me", Cron: "@every 1s", Input: "original input"})
 		eventually(t, 10*time.Second, "two firings of each task", func() bool {
-			return len(history(t, s, deny.ID)) >= 2 && count(history(t, s, modify.ID), storage.TaskRunSucceeded) >= 2 &&
+			return len(history(t, s, deny.ID)) >= 2 && len(history(t, s, hinted.ID)) >= 2 &&
+				count(history(t, s, modify.ID), storage.TaskRunSucceeded) >= 2 &&
 				count(history(t, s, plain.ID), storage.TaskRunSucceeded) >= 2
 		})
 		disable(t, s, deny)
+		disable(t, s, hinted)
 		disable(t, s, modify)
 		disable(t, s, plain)
-		for _, r := range history(t, s, deny.ID) {
+		for _, r := range append(history(t, s, deny.ID), history(t, s, hinted.ID)...) {
 			if r.Status != storage.TaskRunDenied || r.Reason != "outside the approved window" || r.RequestID != nil ||
 				r.ErrorCode != agent.CodeHookDenied || r.Input != "original input" || r.Output != "" {
 				t.Fatalf("denied firing: %+v", r)
 			}
+		}
+		// The hinted deny is on the record as the deny it was, the unusable hint named.
+		rows, err := db.ListDecisions(context.Background(), storage.DecisionFilter{HookType: string(dispatcher.PreScheduledTask), Outcome: dispatcher.Deny})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var hintedRows int
+		for _, r := range rows {
+			if r.FromFailureMode || r.Reason != "outside the approved window" {
+				t.Fatalf("a denied firing's decision: %+v", r)
+			}
+			if r.Error != "" {
+				hintedRows++
+				if !strings.HasPrefix(r.Error, "hint: ") || !strings.Contains(r.Error, "the deny stands") {
+					t.Fatalf("the flaw of a hinted deny: %q", r.Error)
+				}
+			}
+		}
+		if hintedRows < 2 {
+			t.Fatalf("%d hinted denies on the record: %+v", hintedRows, rows)
 		}
 		// A denied firing never ran: lastRunAt is the last that did, and the denied task has none.
 		if got, err := s.Get(context.Background(), deny.ID); err != nil || got.LastRunAt != nil {
