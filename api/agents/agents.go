@@ -379,6 +379,13 @@ func SessionID(kind string, principal *int64, external string) int64 {
 	return id
 }
 
+// Known says whether event is one of kind's hook events as hookd knows them: one it maps to a
+// point, or a documented one it answers with nothing to say.
+func Known(kind, event string) bool {
+	a := For(kind)
+	return a != nil && (a.Point(event) != "" || knownEvents[event])
+}
+
 // Interceptive says whether hookd decides the event of kind (a pre-tool or prompt point), which the
 // command-hook forwarder must block when the daemon cannot be asked.
 func Interceptive(kind, event string) bool {

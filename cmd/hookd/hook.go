@@ -67,6 +67,15 @@ func forward(cmd *cobra.Command, f hookFlags, event string) error {
 	if f.cursorToolEvents && f.kind != agents.Cursor {
 		return usageErrorf("--cursor-tool-events: only with --agent %s", agents.Cursor)
 	}
+	if cmd.Flags().Changed("agent-id") && f.agentID <= 0 {
+		// Dropped, it would leave the agent's own hooks unasked.
+		return usageErrorf("--agent-id: %d is not an agent id (a positive integer)", f.agentID)
+	}
+	if !agents.Known(f.kind, event) {
+		// The daemon would answer it with nothing to say: an entry wired to another harness's
+		// event name (codex BeforeTool) would let every call through undecided.
+		return usageErrorf("EVENT: %q is not a %s hook event (docs/agents.md lists them)", event, f.kind)
+	}
 	deny := agents.Interceptive(f.kind, event)
 	switch f.onError {
 	case "":
@@ -155,9 +164,14 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 		_ = json.Unmarshal(body, &w)
 		return nil, fmt.Errorf("the daemon answered HTTP %d: %s", resp.StatusCode, cmp.Or(w.Message, "no message"))
 	}
-	// The daemon answers 204 with no body or 200 with a JSON object; anything else (a proxy's page,
-	// an answer cut short) is not its answer, and passed on with exit 0 it would let the call through.
+	// The daemon answers 200 with a JSON object, or 204 with no body to Claude Code alone (its
+	// "nothing to say"); anything else (a proxy's page, an answer cut short, a 204 to a harness that
+	// reads an empty stdout as no objection) is not its answer, and passed on with exit 0 it would
+	// let the call through.
 	if resp.StatusCode == http.StatusNoContent {
+		if f.kind != agents.ClaudeCode {
+			return nil, fmt.Errorf("the daemon answered HTTP 204, which is no answer to %s", f.kind)
+		}
 		return nil, nil
 	}
 	if b := bytes.TrimSpace(body); len(b) == 0 || b[0] != '{' || !json.Valid(b) {

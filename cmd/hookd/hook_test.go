@@ -136,8 +136,12 @@ func TestHookForwarder(t *testing.T) {
 	}
 
 	// Misuse is exit 2 before anything is sent.
+	// An --agent-id that names no agent would leave the agent's hooks unasked; an EVENT of another
+	// harness (codex BeforeTool) would be answered with nothing to say, the call let through.
 	for _, args := range [][]string{{"--agent", "claude", "PreToolUse"}, {"PreToolUse"}, {"--agent", "codex"},
-		{"--agent", "codex", "--on-error", "maybe", "PreToolUse"}} {
+		{"--agent", "codex", "--on-error", "maybe", "PreToolUse"}, {"--agent", "codex", "--agent-id", "0", "PreToolUse"},
+		{"--agent", "codex", "--agent-id=-8003", "PreToolUse"}, {"--agent", "codex", "BeforeTool"},
+		{"--agent", "claude-code", "beforeShellExecution"}, {"--agent", "gemini-cli", "PreToolUse"}} {
 		if _, errs, code := runHook(t, d.url(""), agentKey, nil, args...); code != 2 || errs == "" {
 			t.Errorf("%v: exit %d %q", args, code, errs)
 		}
@@ -185,6 +189,8 @@ func TestHookForwarderMalformedAnswer(t *testing.T) {
 			w.Write([]byte(`{"hookSpecificOutput":{"hookEventName":"PreToolUse","permissionDecision":"deny"`))
 		},
 		"empty 200": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) },
+		// Claude Code's "nothing to say"; to the others the daemon answers a JSON object.
+		"204": func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) },
 		"redirect": func(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, redirectTo.URL+"/login", http.StatusFound)
 		},
@@ -203,6 +209,12 @@ func TestHookForwarderMalformedAnswer(t *testing.T) {
 		for kind, evs := range events {
 			in := readFixture(t, kind, evs[0])
 			out, errs, code := runHook(t, srv.URL, agentKey, in, "--agent", kind, evs[0])
+			if name == "204" && kind == agents.ClaudeCode {
+				if code != 0 || out != "" || errs != "" {
+					t.Errorf("204 to claude-code: exit %d stdout %q stderr %q", code, out, errs)
+				}
+				continue
+			}
 			if code != 2 || !strings.Contains(errs, "blocked (--on-error deny)") || !strings.Contains(out, "hookd:") {
 				t.Errorf("%s: %s %s: exit %d stdout %q stderr %q", name, kind, evs[0], code, out, errs)
 			}
