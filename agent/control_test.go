@@ -666,3 +666,31 @@ func TestEditedApprovalRefusedOnTheLog(t *testing.T) {
 		t.Fatalf("%d rows, want the ask, the person's answer, the second chain", n)
 	}
 }
+
+// TestDeniedInputStaysOutOfHistory: a first input a user_message hook denied is kept from the
+// model of the session's later runs too, as one stopped before its hooks decided would be; an
+// admitted one is the conversation.
+func TestDeniedInputStaysOutOfHistory(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, `{"scripts":[{"match":"*","steps":[{"text":"ok"}]}]}`, Config{})
+		e.hook(`{"hookName":"dlp","hookType":"user_message","dispatchType":"policy","policyConfig":{"rules":[
+			{"name":"cards","when":"input.contains('4111')","decision":"deny","reason":"'no card numbers'"}]}}`)
+		denied := e.start("u", "s", "my card is 4111 1111")
+		if evs := e.until(denied.RequestID, 0, KindRunEnded); evs[len(evs)-1].End.ErrorCode != CodeHookDenied {
+			t.Fatalf("the denied run ended %+v", evs[len(evs)-1].End)
+		}
+		next := e.start("u", "s", "hello")
+		e.until(next.RequestID, 0, KindRunEnded)
+		h, err := e.rt.history(context.Background(), next.SessionID, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, m := range h {
+			texts = append(texts, m.Text)
+		}
+		if len(texts) != 2 || texts[0] != "hello" || texts[1] != "ok" {
+			t.Fatalf("the model's history of the session: %q", texts)
+		}
+	})
+}

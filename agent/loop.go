@@ -80,6 +80,9 @@ type userBody struct {
 	Images []string `json:"images,omitempty"`
 	// Supplementary input is also in the run's transcript; the model history takes it from there.
 	Supplementary bool `json:"supplementary,omitempty"`
+	// Refused: the run ended without taking this input (a user_message hook denied it, or the run
+	// ended before one decided), so no later run's model sees it either.
+	Refused bool `json:"refused,omitempty"`
 }
 
 type assistantBody struct {
@@ -245,7 +248,7 @@ func (rt *Runtime) history(ctx context.Context, sessionID, excludeRun int64) ([]
 			if err := json.Unmarshal(m.Body, &b); err != nil {
 				return nil, fmt.Errorf("%w: message %d of session %d: %v", ErrBadState, m.ID, sessionID, err)
 			}
-			if !b.Supplementary {
+			if !b.Supplementary && !b.Refused {
 				out = append(out, model.Message{Role: model.RoleUser, Text: b.Text, Images: b.Images})
 			}
 		case model.RoleAssistant:
@@ -592,6 +595,14 @@ func (r *run) end(outcome, reason, code, msg string) {
 // Then it reports agent_completion.
 func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bool) {
 	ctx := context.WithoutCancel(r.ctx)
+	if r.state.Input == "" {
+		// The run never took its input (it is set once the user_message hooks admit it): marked
+		// before the end is announced, so that the session's next run cannot show it to the model.
+		body := mustJSON(userBody{Text: r.spec.Input, Images: r.spec.Images, Refused: true})
+		if err := r.rt.db.UpdateMessage(ctx, r.spec.UserMessageID, body); err != nil {
+			r.rt.log.ErrorContext(r.ctx, "marking a refused input failed", "requestId", r.rec.RequestID, "err", err)
+		}
+	}
 	usage := r.state.Usage
 	body := assistantBody{Text: r.answer(), Thinking: r.state.Thinking, Transcript: r.state.Transcript, Usage: &usage,
 		GenerateReason: reason, MsgUUID: newUUID(), Error: msg, Compacted: r.state.Compacted,

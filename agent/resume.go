@@ -90,6 +90,12 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, spec runSpec,
 
 // resume applies what the run waited for and goes on with the loop (resumeRun announced it).
 func (r *run) resume() {
+	if r.state.Input == "" {
+		// Recovered before its input was admitted (the daemon stopped while a user_message hook
+		// decided, or before the run's first checkpoint): the run starts over from those hooks.
+		r.execute()
+		return
+	}
 	if err := r.loadBase(); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
