@@ -846,33 +846,43 @@ func setEnv(f reflect.Value, k envKey, val string) error {
 			return bad(k.path, err.Error())
 		}
 		f.SetInt(int64(d))
+	case t.Kind() == reflect.Slice && strings.TrimSpace(val) == "":
+		// An unset secret in a pod spec or a shell gives an empty value; taken as an empty list it
+		// would drop the file's admin tokens or API keys without a word.
+		return bad(k.path, "is empty: unset "+k.name+" to keep the configuration file's value, or give [] for an empty list")
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
 		// A list of objects (auth.apiKeys) comes as a JSON array.
 		out := reflect.New(t)
-		if strings.TrimSpace(val) != "" {
-			dec := json.NewDecoder(strings.NewReader(val))
-			dec.DisallowUnknownFields()
-			err := dec.Decode(out.Interface())
-			if err == nil && dec.More() {
-				err = errors.New("trailing data after the array")
+		dec := json.NewDecoder(strings.NewReader(val))
+		dec.DisallowUnknownFields()
+		err := dec.Decode(out.Interface())
+		if err == nil && dec.More() {
+			err = errors.New("trailing data after the array")
+		}
+		if err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) { // its message quotes input, which may be a key
+				err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
 			}
-			if err != nil {
-				var se *json.SyntaxError
-				if errors.As(err, &se) { // its message quotes input, which may be a key
-					err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
-				}
-				return bad(k.path, `must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: `+err.Error())
-			}
+			return bad(k.path, `must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: `+err.Error())
 		}
 		if out.Elem().IsNil() {
 			out.Elem().Set(reflect.MakeSlice(t, 0, 0))
 		}
 		f.Set(out.Elem())
 	case t.Kind() == reflect.Slice:
-		// Comma-separated; blanks around items and empty items are dropped.
+		// Comma-separated, blanks around items and empty items dropped; or a JSON array, as the
+		// lists of objects come ('["a","b"]' read as items would make `["a"` a token).
+		items := strings.Split(val, ",")
+		if strings.HasPrefix(strings.TrimSpace(val), "[") {
+			var err error
+			if items, err = jsonItems(val); err != nil {
+				return bad(k.path, `must be a JSON array of strings like ["a","b"], or items separated by commas: `+err.Error())
+			}
+		}
 		out := reflect.MakeSlice(t, 0, 0)
 		i := 0
-		for _, item := range strings.Split(val, ",") {
+		for _, item := range items {
 			item = strings.TrimSpace(item)
 			if item == "" {
 				continue
@@ -891,6 +901,39 @@ func setEnv(f reflect.Value, k envKey, val string) error {
 		}
 	}
 	return nil
+}
+
+// jsonItems are the items of a JSON array of strings or numbers, as text.
+func jsonItems(val string) ([]string, error) {
+	dec := json.NewDecoder(strings.NewReader(val))
+	dec.UseNumber()
+	var raw []any
+	err := dec.Decode(&raw)
+	if err == nil && dec.More() {
+		err = errors.New("trailing data after the array")
+	}
+	var se *json.SyntaxError
+	if errors.As(err, &se) { // its message quotes input, which may be a token
+		err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
+	}
+	if err != nil {
+		return nil, err
+	}
+	items := make([]string, len(raw))
+	for i, v := range raw {
+		switch v := v.(type) {
+		case string:
+			if strings.TrimSpace(v) == "" {
+				return nil, fmt.Errorf("item %d is empty", i)
+			}
+			items[i] = v
+		case json.Number:
+			items[i] = v.String()
+		default:
+			return nil, fmt.Errorf("item %d is not a string", i)
+		}
+	}
+	return items, nil
 }
 
 func setScalar(f reflect.Value, val string) error {

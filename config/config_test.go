@@ -252,7 +252,13 @@ func TestEnvOverrides(t *testing.T) {
 		{"duration list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=250ms, 1s,2.5s"}, func(c *Config) {
 			c.Webhooks.Retry.Fast = []Duration{sec(0.25), sec(1), sec(2.5)}
 		}},
-		{"empty list clears", []string{"HOOKD_WEBHOOKS_RETRY_FAST="}, func(c *Config) { c.Webhooks.Retry.Fast = []Duration{} }},
+		{"[] clears a list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=[]"}, func(c *Config) { c.Webhooks.Retry.Fast = []Duration{} }},
+		{"json duration list", []string{`HOOKD_WEBHOOKS_RETRY_FAST=["250ms", "1s"]`}, func(c *Config) {
+			c.Webhooks.Retry.Fast = []Duration{sec(0.25), sec(1)}
+		}},
+		{"json string list", []string{`HOOKD_AUTH_ADMIN_TOKENS= ["adm-1","adm,2"]`}, func(c *Config) {
+			c.Auth.AdminTokens = []string{"adm-1", "adm,2"}
+		}},
 		{"string list", []string{"HOOKD_AUTH_ADMIN_TOKENS=adm-1, adm-2,"}, func(c *Config) {
 			c.Auth.AdminTokens = []string{"adm-1", "adm-2"}
 		}},
@@ -263,7 +269,7 @@ func TestEnvOverrides(t *testing.T) {
 			func(c *Config) {
 				c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "u", PrincipalID: 1}, {Key: "k2", UserID: "u2", PrincipalID: 2}}
 			}},
-		{"empty json clears", []string{"HOOKD_AUTH_API_KEYS="}, func(c *Config) {}},
+		{"[] clears a list of objects", []string{"HOOKD_AUTH_API_KEYS=[]"}, func(c *Config) {}},
 		{"data dir", []string{"HOOKD_DATA_DIR=/srv/hookd"}, func(c *Config) { c.DataDir = "/srv/hookd" }},
 		{"last one wins", []string{"HOOKD_LISTEN=127.0.0.1:1", "HOOKD_LISTEN=127.0.0.1:2"}, func(c *Config) {
 			c.Listen = "127.0.0.1:2"
@@ -697,6 +703,17 @@ func TestEnvErrors(t *testing.T) {
 		{"retention", []string{"HOOKD_RETENTION_DECISIONS=10m"}, `config: HOOKD_RETENTION_DECISIONS: retention.decisions: must be 0 (keep) or at least 1h`},
 		{"bad duration", []string{"HOOKD_SSE_HEARTBEAT=often"}, `config: HOOKD_SSE_HEARTBEAT: sse.heartbeat: "often" is not a duration`},
 		{"bad duration in list", []string{"HOOKD_WEBHOOKS_RETRY_FAST=1s,x"}, `config: HOOKD_WEBHOOKS_RETRY_FAST: webhooks.retry.fast[1]: "x" is not a duration`},
+		// An unset secret gives an empty value: it would drop the file's tokens or keys.
+		{"empty list", []string{"HOOKD_AUTH_ADMIN_TOKENS="},
+			`config: HOOKD_AUTH_ADMIN_TOKENS: auth.adminTokens: is empty: unset HOOKD_AUTH_ADMIN_TOKENS to keep the configuration file's value, or give [] for an empty list`},
+		{"blank list of objects", []string{"HOOKD_AUTH_API_KEYS= "},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: is empty: unset HOOKD_AUTH_API_KEYS to keep the configuration file's value, or give [] for an empty list`},
+		{"json list cut short", []string{`HOOKD_AUTH_ADMIN_TOKENS=["tok-a","tok-b"`},
+			`config: HOOKD_AUTH_ADMIN_TOKENS: auth.adminTokens: must be a JSON array of strings like ["a","b"], or items separated by commas: unexpected EOF`},
+		{"json list of objects for strings", []string{`HOOKD_AUTH_ADMIN_TOKENS=[{"token":"t"}]`},
+			`config: HOOKD_AUTH_ADMIN_TOKENS: auth.adminTokens: must be a JSON array of strings like ["a","b"], or items separated by commas: item 0 is not a string`},
+		{"json list empty item", []string{`HOOKD_AUTH_ADMIN_TOKENS=["tok-a"," "]`},
+			`config: HOOKD_AUTH_ADMIN_TOKENS: auth.adminTokens: must be a JSON array of strings like ["a","b"], or items separated by commas: item 1 is empty`},
 		{"bad json", []string{"HOOKD_AUTH_API_KEYS=key-secret"},
 			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: invalid JSON at offset 1`},
 		{"json unknown field", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","user":"u","principalId":1}]`},
