@@ -546,9 +546,26 @@ func (h *handler) interactionResponse(c *gin.Context) {
 		h.fail(c, e)
 		return
 	}
+	// One decision answers this interaction: one that names another (by interactionId here, by
+	// toolCallId once the ask is read) must not be applied to it.
+	if len(resp.decisions) > 1 {
+		h.fail(c, badRequest("response: one decision answers one interaction; send each to its own interaction-response, or all at once to resume"))
+		return
+	}
 	d := req.Decision
+	var toolCallIDs []string // those the body names
+	if d.ToolCallID != "" {
+		toolCallIDs = append(toolCallIDs, d.ToolCallID)
+	}
 	if len(resp.decisions) == 1 { // fields inside response fill what the top level leaves out
 		in := resp.decisions[0]
+		if in.InteractionID != "" && in.InteractionID != id {
+			h.fail(c, badRequest("response.interactionId: %q is not this interaction (%q)", in.InteractionID, id))
+			return
+		}
+		if in.ToolCallID != "" {
+			toolCallIDs = append(toolCallIDs, in.ToolCallID)
+		}
 		if d.Approved == nil {
 			d.Approved = in.Approved
 		}
@@ -574,6 +591,12 @@ func (h *handler) interactionResponse(c *gin.Context) {
 	}
 	ctx := c.Request.Context()
 	if ask, err := h.rt.Ask(ctx, id); err == nil && ask.UserID == caller.UserID {
+		for _, tc := range toolCallIDs {
+			if tc != ask.CallID {
+				h.fail(c, badRequest("toolCallId: %q is not the tool call of this interaction (%q)", tc, ask.CallID))
+				return
+			}
+		}
 		requestID := ask.RequestID
 		run, err := h.rt.Run(ctx, caller.UserID, requestID)
 		if err != nil {
@@ -612,6 +635,10 @@ func (h *handler) interactionResponse(c *gin.Context) {
 	run, err := h.rt.RunByReply(ctx, caller.UserID, id)
 	if err != nil {
 		h.fail(c, controlError(err, interactionNotFound))
+		return
+	}
+	if len(toolCallIDs) > 0 {
+		h.fail(c, badRequest("toolCallId: %q names a tool call; this interaction is the turn's resume", toolCallIDs[0]))
 		return
 	}
 	if run.Status != agent.StatusSuspended {

@@ -110,6 +110,20 @@ func TestGoldenInteractionRoundTrip(t *testing.T) {
 		if code, r, _ := e.call("POST", ipath, global); code != 403 || r.Message != "agent.error.forbidden" {
 			t.Fatalf("a global rule from a chat user: %d %+v", code, r)
 		}
+		// A decision that names another interaction or tool call is not this one's answer; nor
+		// is one of several.
+		iid := in.ev.Interaction.InteractionID
+		for _, body := range []map[string]any{
+			{"response": []map[string]any{{"interactionId": iid + "x", "approved": true}}},
+			{"response": map[string]any{"interactionId": "ask_other", "approved": true}},
+			{"response": map[string]any{"toolCallId": "call_other", "approved": true}},
+			{"toolCallId": "call_other", "approved": true},
+			{"response": []map[string]any{{"interactionId": iid, "approved": true}, {"interactionId": iid, "approved": false}}},
+		} {
+			if code, r, raw := e.call("POST", ipath, body); code != 400 || r.Message == "" {
+				t.Fatalf("%v: %d %s", body, code, raw)
+			}
+		}
 		code, _, raw := e.call("POST", ipath, map[string]any{"response": "approve"})
 		g.request("POST", ipath, code)
 		g.body(raw)
