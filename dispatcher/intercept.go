@@ -177,7 +177,8 @@ func (c *chainEvent) handOn(next any) error {
 // denied. No matching hook means allow. Every hook asked adds a row to the decision log holding
 // what it was asked about and what was enforced; with decisions.durability sync the rows are
 // committed before Intercept returns, and a decision that cannot be recorded is an error, not a
-// verdict.
+// verdict. A chain that ends in an InvalidModifyError returns it with a Decision that holds only
+// the DecisionID of its rows.
 func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) {
 	if !ev.HookType.Interceptive() {
 		return Decision{}, fmt.Errorf("dispatcher: %s is not interceptive", ev.HookType)
@@ -214,7 +215,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 			recs, subjs = append(recs, d.decisionRow(h, &ev, &subj, verdict.DecisionID, now, res)), append(subjs, subj)
 			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
 			if res.invalid != nil {
-				return Decision{}, res.invalid
+				return Decision{DecisionID: verdict.DecisionID}, res.invalid
 			}
 			if x := res.dec.Extras; len(x) > 0 {
 				x[0].HookName = h.HookName

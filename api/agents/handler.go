@@ -84,10 +84,10 @@ func (h *handler) hook(c *gin.Context) {
 	if !wire.OnlyQuery(c) { // a setting put in the URL (agentId=…) would be ignored
 		return
 	}
-	caller, err := h.Keys.Identify(c.Request, "")
-	if err != nil {
+	caller, idErr := h.Keys.Identify(c.Request, "")
+	if idErr != nil && !errors.Is(idErr, wire.ErrUserMismatch) {
 		c.Header("WWW-Authenticate", `Bearer realm="hookd"`)
-		wire.Fail(c, wire.Status(err), "%v", err)
+		wire.Fail(c, wire.Status(idErr), "%v", idErr)
 		return
 	}
 	if o, over := wire.OversizedBody(c); over {
@@ -116,6 +116,12 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	if err != nil {
 		refuse(http.StatusBadRequest, err)
+		return
+	}
+	if idErr != nil {
+		// A valid key claiming another user: at a point hookd decides, a block on the record
+		// under the key's own principal (an error status would let the call run).
+		refuse(http.StatusForbidden, idErr)
 		return
 	}
 	agentID, err := agentOf(c)
@@ -176,11 +182,12 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
 	if err != nil {
+		id := dec.DecisionID // of the chain's rows, when it ended in an error after asking hooks
 		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}
 		var bad *dispatcher.InvalidModifyError
 		if errors.As(err, &bad) {
 			// The chain's rows say so already (outcome error).
-			dec.Reason = "hookd: " + bad.Error() + ", so the call is blocked"
+			dec.Reason, dec.DecisionID = "hookd: "+bad.Error()+", so the call is blocked", id
 		} else {
 			dec.DecisionID = h.recordRefusal(c, ev, kind, dec.Reason, err)
 		}
@@ -290,9 +297,9 @@ func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {
 
 // agentOf reads the optional agent id of the call.
 func agentOf(c *gin.Context) (*int64, error) {
-	s := c.GetHeader(AgentIDHeader)
-	if s == "" {
-		return nil, nil
+	s, err := oneHeader(c, AgentIDHeader)
+	if s == "" || err != nil {
+		return nil, err
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
@@ -303,7 +310,10 @@ func agentOf(c *gin.Context) (*int64, error) {
 
 // toolEventsOf reads ToolEventsHeader, which only a Cursor call may send.
 func toolEventsOf(c *gin.Context, kind string) (bool, error) {
-	switch v := c.GetHeader(ToolEventsHeader); {
+	v, err := oneHeader(c, ToolEventsHeader)
+	switch {
+	case err != nil:
+		return false, err
 	case v == "":
 		return false, nil
 	case kind != Cursor:
@@ -312,6 +322,19 @@ func toolEventsOf(c *gin.Context, kind string) (bool, error) {
 		return false, fmt.Errorf("%s: %q is not \"installed\"", ToolEventsHeader, v)
 	}
 	return true, nil
+}
+
+// oneHeader is the value of a header hookd reads, refused when sent more than once: which was
+// meant is not known (the first would win without a word).
+func oneHeader(c *gin.Context, name string) (string, error) {
+	vs := c.Request.Header.Values(name)
+	if len(vs) > 1 {
+		return "", fmt.Errorf("%s: sent %d times; send it once", name, len(vs))
+	}
+	if len(vs) == 0 {
+		return "", nil
+	}
+	return vs[0], nil
 }
 
 // knownEvents are the harnesses' documented events that have no hookd point; any other name is

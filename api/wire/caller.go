@@ -138,9 +138,6 @@ func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
 	if match == nil {
 		return Caller{}, ErrUnauthenticated
 	}
-	if (bodyUserID != "" && bodyUserID != match.UserID) || (header != "" && header != match.UserID) {
-		return Caller{}, ErrUserMismatch
-	}
 	p := match.PrincipalID
 	role := match.Role
 	if role == "" {
@@ -150,6 +147,11 @@ func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
 	if match.AgentID > 0 {
 		a := match.AgentID
 		c.AgentID = &a
+	}
+	if (bodyUserID != "" && bodyUserID != match.UserID) || (header != "" && header != match.UserID) ||
+		len(r.Header.Values("X-User-Id")) > 1 {
+		// The key's own caller comes with the error, for a refusal to be recorded under it.
+		return c, ErrUserMismatch
 	}
 	return c, nil
 }

@@ -274,7 +274,8 @@ func TestAgentGoldens(t *testing.T) {
 		for _, sc := range scenarios {
 			recv.answer(sc.answer)
 			status, body, decision := agentPost(t, d, f.kind, f.body, agentKey)
-			if status != answered(body) || (decision == "" && sc.name != "error") {
+			// Every answer names its decision, a block for a modify hookd cannot apply included.
+			if status != answered(body) || decision == "" {
 				t.Fatalf("%s %s %s: %d decision %q %s", f.kind, f.event, sc.name, status, decision, body)
 			}
 			check(recv.next(t))
@@ -511,18 +512,24 @@ func TestAgentRefusalsOnTheRecord(t *testing.T) {
 	pre := []byte(`{"hook_event_name":"PreToolUse","session_id":"s-ref","cwd":"/w","tool_name":"Bash","tool_input":{"command":"ls"}}`)
 	big := append(bytes.TrimSuffix(pre, []byte("}")), []byte(`,"content":"`+strings.Repeat("x", 1<<20)+`"}`)...)
 	for _, c := range []struct {
-		name, agentHeader string
-		body              []byte
-		tool, reason      string
+		name         string
+		headers      [][2]string
+		body         []byte
+		tool, reason string
 	}{
-		{"agent header refused", "x", pre, "Bash", agents.AgentIDHeader},
-		{"input cut short", "", pre[:len(pre)-2], "", "hookd: "},
-		{"input over the limit", "", big, "", "is over 1048576 bytes"},
+		{"agent header refused", [][2]string{{agents.AgentIDHeader, "x"}}, pre, "Bash", agents.AgentIDHeader},
+		// Which of the two was meant is not known.
+		{"agent header twice", [][2]string{{agents.AgentIDHeader, "7"}, {agents.AgentIDHeader, "8"}}, pre, "Bash", "sent 2 times"},
+		// A valid key claiming another user: a block under the key's own principal, not a 403
+		// that the harness would take for no objection.
+		{"another user claimed", [][2]string{{"X-User-Id", "someone-else"}}, pre, "Bash", "userId does not match"},
+		{"input cut short", nil, pre[:len(pre)-2], "", "hookd: "},
+		{"input over the limit", nil, big, "", "is over 1048576 bytes"},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(c.body))
 		req.Header.Set("Authorization", "Bearer "+agentKey)
-		if c.agentHeader != "" {
-			req.Header.Set(agents.AgentIDHeader, c.agentHeader)
+		for _, h := range c.headers {
+			req.Header.Add(h[0], h[1])
 		}
 		resp, err := d.http.Do(req)
 		if err != nil {
