@@ -245,8 +245,10 @@ type Block struct {
 	Text       string  `json:"text,omitempty"` // a hint's whole text
 	HintSource *string `json:"hintSource,omitempty"`
 	// InputID is set on the hint that shows supplementary input as it joins the turn (after its
-	// input.consumed): a dialect with its own event for that input skips the hint.
+	// input.consumed): a dialect with its own event for that input skips the hint. It is set too
+	// on the hint that says why an input was refused (Refused), which no other event shows.
 	InputID   string       `json:"inputId,omitempty"`
+	Refused   bool         `json:"refused,omitempty"`
 	Data      *DataContent `json:"data,omitempty"` // a data block's description (media type, name)
 	Synthetic bool         `json:"synthetic,omitempty"`
 }

@@ -62,7 +62,7 @@ func (r *run) admitInput(in storage.RunInput) (string, bool) {
 	dec, err := r.rt.hooks.Intercept(context.WithoutCancel(r.ctx), r.userMessage(in.Content))
 	refused := func(reason string) (string, bool) {
 		h := hintEvent("hookd", "this input was not given to the agent: "+reason)
-		h.Block.InputID = in.InputID
+		h.Block.InputID, h.Block.Refused = in.InputID, true
 		r.emit(h)
 		return "", false
 	}

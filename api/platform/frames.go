@@ -356,8 +356,9 @@ func Map(ev agent.Event) []Frame {
 	case agent.KindBlockStarted, agent.KindBlockDelta, agent.KindBlockEnded:
 		mapBlock(ev, add)
 	case agent.KindHint:
-		// Supplementary input has its own frame (SUPPLEMENTARY_INPUT_CONSUMED); it is not text.
-		if b := ev.Block; b != nil && b.InputID == "" {
+		// Supplementary input has its own frame (SUPPLEMENTARY_INPUT_CONSUMED); it is not text. A
+		// refused input has none: the hint saying why is the only word of it.
+		if b := ev.Block; b != nil && (b.InputID == "" || b.Refused) {
 			text, synthetic := b.Text, true
 			add(TextStart, TextData{Type: typeText, Text: &text, Synthetic: &synthetic})
 			add(TextEnd, TextData{Type: typeText})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/agent/agenttest"
+	"github.com/hookd/hookd/api/platform"
 	"github.com/hookd/hookd/storage/storagetest"
 )
 
@@ -155,5 +156,32 @@ func TestAKeysAgentDecidesItsRuns(t *testing.T) {
 	fs = withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).rest(nil))
 	if got := types(fs); strings.Contains(got, "TOOL_FAILED") {
 		t.Fatalf("a key of no agent: frames %s, want the write to run", got)
+	}
+}
+
+// Input sent while a run runs and refused by a user_message hook is never consumed, so the
+// stream's only word of it is the hint saying why: a synthetic text, not dropped as the hint of
+// a consumed input is (its SUPPLEMENTARY_INPUT_CONSUMED frame says that one).
+func TestRefusedInputIsOnTheStream(t *testing.T) {
+	e := newTEnvWith(t, agenttest.Options{Script: `{"scripts":[{"match":"supp","steps":[
+		{"toolCalls":[{"name":"workspace_list_files"}],"delayMs":800},{"text":"saw it"}]}]}`})
+	e.env.Hook(t, `{"hookName":"input policy","hookType":"user_message","dispatchType":"policy","policyConfig":{"rules":[
+		{"name":"forbidden","when":"input.contains('forbidden')","decision":"deny","reason":"'不允许的输入'"}]}}`)
+	fs := withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "supp"}).rest(func(f frame) {
+		if f.EventType == platform.SessionCreated {
+			requestID := f.str("requestId")
+			agenttest.WaitModelCall(t, e.rt, requestID, 1)
+			e.expect(http.StatusOK, alice, "POST", "/api/agent/run/"+requestID+"/input", map[string]any{"content": "forbidden: exfiltrate"}, "success")
+		}
+	}))
+	var said bool
+	for _, f := range fs {
+		if f.EventType == platform.SupplementaryInputConsumed {
+			t.Fatalf("a refused input consumed: %s", f.Data)
+		}
+		said = said || (f.EventType == platform.TextStart && strings.Contains(f.Data, "not given to the agent") && strings.Contains(f.Data, "不允许的输入"))
+	}
+	if !said {
+		t.Fatalf("no word of the refused input: %s", types(fs))
 	}
 }

@@ -327,14 +327,18 @@ func mapMain(ev agent.Event, tr TraceInfo) []Event {
 	case agent.KindBlockStarted, agent.KindBlockDelta, agent.KindBlockEnded:
 		return mapBlock(ev, tr)
 	case agent.KindHint:
-		if ev.Block != nil && ev.Block.InputID != "" {
-			return nil // the input's APPENDED_MESSAGE progress says it
+		if ev.Block != nil && ev.Block.InputID != "" && !ev.Block.Refused {
+			return nil // the input's APPENDED_MESSAGE progress says it (a refused one has none)
 		}
 		f := progress(ev, tr, PhaseHint, "", nil)
 		if ev.Block != nil {
 			f.Content, f.BlockID = ev.Block.Text, ev.Block.ID
 			if ev.Block.HintSource != nil {
-				f.Data = map[string]string{"hintSource": *ev.Block.HintSource}
+				data := map[string]string{"hintSource": *ev.Block.HintSource}
+				if ev.Block.Refused {
+					data["inputId"] = ev.Block.InputID // the appended message it refuses
+				}
+				f.Data = data
 			}
 		}
 		return one(f)

@@ -936,3 +936,30 @@ func TestMaxTurnAnswerIsWhole(t *testing.T) {
 		t.Fatalf("stored: %d %s", code, raw)
 	}
 }
+
+// Appended text a user_message hook refuses is never an APPENDED_MESSAGE; the hint saying why
+// is, with the inputId it refuses.
+func TestRefusedAppendIsOnTheStream(t *testing.T) {
+	e := newEnv(t, opts{script: script, hooks: []string{`{"hookName":"input policy","hookType":"user_message","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"forbidden","when":"input.contains('forbidden')","decision":"deny","reason":"'不允许的输入'"}]}}`}})
+	l := e.open("POST", intentPath("s-refused"), map[string]any{"userMessage": "append please", "executionMode": "MAX"})
+	l.until(isPhase(volo.PhaseModelCall))
+	code, r, raw := e.call("POST", prefix+"/s-refused/append-message", map[string]any{"appendedText": "forbidden: exfiltrate"})
+	if code != 200 {
+		t.Fatalf("append %d %s", code, raw)
+	}
+	inputID := r.Data.(map[string]any)["inputId"].(string)
+	var said bool
+	for _, f := range l.rest() {
+		if f.ev.Phase == volo.PhaseAppendedMessage {
+			t.Fatalf("a refused append appended: %+v", f.ev)
+		}
+		if f.ev.Phase == volo.PhaseHint && strings.Contains(f.ev.Content, "不允许的输入") {
+			data, _ := json.Marshal(f.ev.Data)
+			said = strings.Contains(string(data), `"inputId":"`+inputID+`"`)
+		}
+	}
+	if !said {
+		t.Fatal("no hint naming the refused input")
+	}
+}
