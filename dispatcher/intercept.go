@@ -81,6 +81,21 @@ func (e *InvalidModifyError) Error() string {
 	return fmt.Sprintf("hook %q returned a modifiedValue that %s", e.HookName, e.Problem)
 }
 
+// CallerGoneError ends a chain whose caller went away (its request context ended: a client's
+// timeout, a disconnect) while a hook was deciding: the hook did not fail, so its failureMode is
+// not what happened; the caller was told nothing, and the record says so.
+type CallerGoneError struct {
+	HookID   int64
+	HookName string
+	Err      error // the caller's context's error
+}
+
+func (e *CallerGoneError) Error() string {
+	return fmt.Sprintf("the caller went away while hook %q decided (%v): it was told nothing, and what it did is its own (the command-hook forwarder blocks)", e.HookName, e.Err)
+}
+
+func (e *CallerGoneError) Unwrap() error { return e.Err }
+
 // hookAnswer is the receiver's response body.
 type hookAnswer struct {
 	Decision      string          `json:"decision"`
@@ -284,7 +299,7 @@ func enforced(recs []storage.Decision, verdict, e Decision) Decision {
 type hookResult struct {
 	answer
 	eventID string
-	invalid error // non-nil: a modify that cannot be applied; the chain ends in this error
+	invalid error // non-nil: a modify that cannot be applied, or the caller gone; the chain ends in this error
 	next    any   // the context the next hook sees after a modify
 	took    time.Duration
 }
@@ -301,6 +316,12 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 	}()
 	res.answer = h.decider.decide(ctx, d, h, c, res.eventID, start)
 	res.took = time.Since(start)
+	if res.failure != nil && ctx.Err() != nil {
+		// Not the hook's failure (its own timeout is a context of its own, in call).
+		res.invalid = &CallerGoneError{HookID: h.ID, HookName: h.HookName, Err: ctx.Err()}
+		res.failure = nil
+		return res
+	}
 	if res.failure != nil {
 		res.dec = Decision{Decision: strings.ToLower(h.DispatchConfig.FailureMode)}
 		if res.dec.Decision == Deny {
@@ -375,7 +396,11 @@ func (d *Dispatcher) decisionRow(h *boundHook, ev *Event, subj *subject, decisio
 	case res.flaw != nil:
 		rec.Error = res.flaw.Error()
 	case res.invalid != nil:
-		rec.Outcome, rec.Error = storage.OutcomeError, res.invalid.Error()+"; the call was refused"
+		rec.Outcome, rec.Error = storage.OutcomeError, res.invalid.Error()
+		var bad *InvalidModifyError
+		if errors.As(res.invalid, &bad) {
+			rec.Error += "; the call was refused"
+		}
 	}
 	return rec
 }

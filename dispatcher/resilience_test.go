@@ -2,6 +2,7 @@ package dispatcher
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"strings"
@@ -151,9 +152,15 @@ func TestBreaker(t *testing.T) {
 			}
 			cctx, cancel := context.WithCancel(ctx)
 			cancel() // the caller is gone before the request is out: no timing to race with
+			// Not the hook failing, so not its failureMode: the record says the caller went away.
 			dec, err := h.d.Intercept(cctx, ev)
-			if err != nil || dec.Decision != Allow {
+			var gone *CallerGoneError
+			if !errors.As(err, &gone) || gone.HookName != "silent 2" || dec.DecisionID == "" {
 				t.Fatalf("cancelled call: %+v %v", dec, err)
+			}
+			if row := h.decisions(dec.DecisionID, 1)[0]; row.Outcome != storage.OutcomeError || row.FromFailureMode ||
+				!strings.Contains(row.Error, "the caller went away") {
+				t.Fatalf("the cancelled call's row: %+v", row)
 			}
 			if n := failures(); n != 2 {
 				t.Fatalf("%d consecutive failures after a cancelled call; want still 2: our giving up says nothing about the receiver", n)

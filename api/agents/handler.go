@@ -181,6 +181,9 @@ func (h *handler) hook(c *gin.Context) {
 		return d
 	}
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
+	if gone := (*dispatcher.CallerGoneError)(nil); errors.As(err, &gone) {
+		return // nobody to answer; the chain's rows say so
+	}
 	if err != nil {
 		id := dec.DecisionID // of the chain's rows, when it ended in an error after asking hooks
 		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}

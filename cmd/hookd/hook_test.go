@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/api/agents"
 	"github.com/hookd/hookd/dispatcher"
@@ -226,5 +228,49 @@ func TestHookForwarderMalformedAnswer(t *testing.T) {
 			}
 		}
 		srv.Close()
+	}
+}
+
+// A forwarder that gives up waiting (its --timeout, shorter than the hook's) blocks the call;
+// the decision log says the caller went away while the hook decided, not the allow of the hook's
+// failureMode, which nobody was told.
+func TestHookForwarderGivesUp(t *testing.T) {
+	d := startAgentDaemon(t)
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		w.Write([]byte(`{"decision":"allow"}`))
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	spec := fmt.Sprintf(`{"hookName":"slow approval","hookType":"pre_tool_use","dispatchConfig":{"url":%q,"signingSecret":%q,"timeoutMs":20000,"failureMode":"ALLOW"}}`,
+		slow.URL, hookSecret)
+	if s := d.call("POST", "/api/hooks", spec, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+	in := readFixture(t, agents.Codex, "PreToolUse")
+	_, errs, code := runHook(t, d.url(""), agentKey, in, "--agent", agents.Codex, "PreToolUse", "--timeout", "500ms")
+	if code != 2 || !strings.Contains(errs, "no answer from") {
+		t.Fatalf("the forwarder giving up: exit %d %q", code, errs)
+	}
+	var head struct {
+		Session string `json:"session_id"`
+	}
+	json.Unmarshal(in, &head)
+	session := agents.SessionID(agents.Codex, ptr(int64(agentUser)), head.Session)
+	var rows []struct{ Outcome, Error string }
+	for deadline := time.Now().Add(30 * time.Second); len(rows) == 0; time.Sleep(20 * time.Millisecond) {
+		// The daemon learns that its caller left when the connection closes, after the exit.
+		if time.Now().After(deadline) {
+			t.Fatal("no decision row")
+		}
+		decisionLog(t, d, session, &rows)
+	}
+	if len(rows) != 1 || rows[0].Outcome != "error" || !strings.Contains(rows[0].Error, "the caller went away") {
+		t.Fatalf("rows %+v", rows)
 	}
 }
