@@ -327,6 +327,13 @@ func truncateUTF8(b []byte, n int) string {
 // a success would report an attempt never made. The claim refuses a disabled hook's delivery and
 // leaves it as it was; here, beside the deleted-hook check, is what the operator is told.
 func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery, error) {
+	// An open breaker sends nothing: the attempt would only snooze the row (a failed or dead one
+	// back to pending), and the answer would report an attempt never made.
+	if cur, err := d.db.GetDelivery(ctx, id); err == nil {
+		if err := d.breakerRefusal(id, cur.HookID); err != nil {
+			return storage.Delivery{}, err
+		}
+	}
 	row, err := d.db.ClaimDelivery(ctx, id, time.Now(), d.set.Lease)
 	var off *storage.HookDisabledError
 	if errors.As(err, &off) {
@@ -354,7 +361,24 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		// any delivery in flight when its hook is disabled.
 		return storage.Delivery{}, d.pausedError(id, h.ID)
 	}
+	if out.Attempt == nil {
+		// The breaker opened between the check and the attempt: the row waits for it, pending.
+		if err := d.breakerRefusal(id, h.ID); err != nil {
+			return storage.Delivery{}, &RedeliverError{Msg: err.Error() + "; the delivery is pending until the breaker lets it through"}
+		}
+	}
 	return d.db.GetDelivery(ctx, id)
+}
+
+// breakerRefusal refuses the redelivery of delivery id while its hook's URL's breaker is open;
+// nil when it is not (or the hook is gone: Redeliver says so).
+func (d *Dispatcher) breakerRefusal(id, hookID int64) *RedeliverError {
+	h := d.reg.byID(hookID)
+	if h == nil || d.breakers.State(h.DispatchConfig.URL) != breaker.StateOpen {
+		return nil
+	}
+	return &RedeliverError{Msg: fmt.Sprintf("delivery %d: the breaker of its receiver is open (GET /api/breakers), so nothing is sent "+
+		"there until it lets a probe through; no attempt was made", id)}
 }
 
 // pausedError refuses the redelivery of delivery id, whose hook hookID is disabled.

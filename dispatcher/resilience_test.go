@@ -135,6 +135,15 @@ func TestBreaker(t *testing.T) {
 			if n := bh.accepted.Load(); n != connsBefore {
 				t.Errorf("the delivery connected to an open breaker's URL")
 			}
+			// A redelivery asked now sends nothing either, and says so instead of a success.
+			var refused *RedeliverError
+			if _, err := h.d.Redeliver(ctx, d.ID); !errors.As(err, &refused) || !strings.Contains(err.Error(), "breaker") ||
+				!strings.Contains(err.Error(), "no attempt was made") {
+				t.Fatalf("redeliver at an open breaker: %v", err)
+			}
+			if after := h.delivery(id); after.Attempts != 0 || after.Status != storage.StatusPending || bh.accepted.Load() != connsBefore {
+				t.Fatalf("the refused redelivery touched the delivery: %+v", after)
+			}
 		})
 
 		t.Run("a caller's cancellation neither counts nor resets", func(t *testing.T) {
