@@ -497,6 +497,15 @@ func decodeFile(c *Config, path string, data []byte) error {
 	if err := check(doc.Content[0], reflect.TypeOf(Config{}), ""); err != nil {
 		return err
 	}
+	// A key set to null leaves its default, lists as much as the rest (yaml.v3 would decode a
+	// null list as an empty one: `fast: null` turned the fast retries off).
+	if dropNulls(doc.Content[0]) {
+		out, err := yaml.Marshal(&doc)
+		if err != nil {
+			return fmt.Errorf("config: %s: %w", path, err)
+		}
+		data = out
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
@@ -507,6 +516,27 @@ func decodeFile(c *Config, path string, data []byte) error {
 		return fmt.Errorf("config: %s: more than one YAML document", path)
 	}
 	return nil
+}
+
+// dropNulls removes the members of every mapping in n whose value is null, and tells whether
+// it removed any.
+func dropNulls(n *yaml.Node) bool {
+	dropped := false
+	if n.Kind == yaml.MappingNode {
+		kept := n.Content[:0]
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if v := n.Content[i+1]; v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+				dropped = true
+				continue
+			}
+			kept = append(kept, n.Content[i], n.Content[i+1])
+		}
+		n.Content = kept
+	}
+	for _, c := range n.Content {
+		dropped = dropNulls(c) || dropped
+	}
+	return dropped
 }
 
 var durationType = reflect.TypeOf(Duration(0))
@@ -1160,6 +1190,11 @@ func (c Config) Validate() error {
 		if d <= 0 {
 			bad(fmt.Sprintf("webhooks.retry.fast[%d]", i), "must be greater than 0")
 		}
+	}
+	if len(c.Webhooks.Retry.Ladder) == 0 {
+		// The source document appends the minute ladder after the fast retries, always: without
+		// it a receiver that is down for a minute loses every event.
+		bad("webhooks.retry.ladder", "must hold at least one step: the slow retries always follow the fast ones")
 	}
 	for i, d := range c.Webhooks.Retry.Ladder {
 		if d <= 0 {

@@ -389,6 +389,17 @@ func TestUpperSnake(t *testing.T) {
 	}
 }
 
+// A key set to null keeps its default, a list's as much as a scalar's.
+func TestNullKeepsDefaults(t *testing.T) {
+	c, err := Load(writeFile(t, "webhooks:\n  retry: {fast: null, ladder: null, jitter: null}\n  allowCIDRs: ~\nagent: {maxIters: null}\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := Default(); !reflect.DeepEqual(c, want) {
+		t.Fatalf("got %+v\nwant %+v", c.Webhooks, want.Webhooks)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string
@@ -408,6 +419,8 @@ func TestValidate(t *testing.T) {
 			`config: masterKey: must decode to exactly 32 bytes, got 16`},
 		{"shutdownTimeout", func(c *Config) { c.ShutdownTimeout = 0 }, `config: shutdownTimeout: must be greater than 0`},
 		{"adminTokens empty", func(c *Config) { c.Auth.AdminTokens = []string{"a", " "} }, `config: auth.adminTokens[1]: must not be empty`},
+		{"retry ladder empty", func(c *Config) { c.Webhooks.Retry.Ladder = []Duration{} },
+			`config: webhooks.retry.ladder: must hold at least one step: the slow retries always follow the fast ones`},
 		{"apiKey key", func(c *Config) { c.Auth.APIKeys = []APIKey{{UserID: "u", PrincipalID: 1}} }, `config: auth.apiKeys[0].key: must not be empty`},
 		{"apiKey userId", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", PrincipalID: 1}} }, `config: auth.apiKeys[0].userId: must not be empty`},
 		{"apiKey userId local", func(c *Config) { c.Auth.APIKeys = []APIKey{{Key: "k", UserID: "local", PrincipalID: 1}} },
