@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -289,43 +288,43 @@ func (h *handler) fileFailure(c *gin.Context, tr TraceInfo, e *fileError) {
 // Attachment is a multimodal attachment of a ChatRequest. Type is image, document, video or file
 // (inferred from the media type when absent); the content is URL (http(s) or data:), Data
 // (base64; also read from "base64") or, for documents, Content (text). The media type is read
-// from mediaType, mimeType or contentType.
+// from mediaType, mimeType or contentType, the name from name or fileName: the names clients use
+// for the same things, each a field of its own so that the strict decoding names any other, and
+// two of them given different values are refused (which was meant is not known).
 type Attachment struct {
-	Type      string `json:"type"`
-	Name      string `json:"name"`
-	MediaType string `json:"mediaType"`
-	URL       string `json:"url"`
-	Data      string `json:"data"`
-	Content   string `json:"content"`
+	Type        string `json:"type"`
+	Name        string `json:"name"`
+	FileName    string `json:"fileName"`
+	MediaType   string `json:"mediaType"`
+	MimeType    string `json:"mimeType"`
+	ContentType string `json:"contentType"`
+	URL         string `json:"url"`
+	Data        string `json:"data"`
+	Base64      string `json:"base64"`
+	Content     string `json:"content"`
 }
 
-// UnmarshalJSON reads the field names clients use for the same things.
-func (a *Attachment) UnmarshalJSON(b []byte) error {
-	type plain Attachment
-	var x struct {
-		plain
-		MimeType    string `json:"mimeType"`
-		ContentType string `json:"contentType"`
-		Base64      string `json:"base64"`
-		FileName    string `json:"fileName"`
+// resolve folds the aliases into Name, MediaType and Data; at names the attachment for an error.
+func (a *Attachment) resolve(at string) *apiError {
+	one := func(dst *string, names string, vals ...string) *apiError {
+		for _, v := range vals {
+			switch {
+			case v == "":
+			case *dst == "":
+				*dst = v
+			case *dst != v:
+				return badRequest("%s: %s name one thing; give one of them", at, names)
+			}
+		}
+		return nil
 	}
-	if err := json.Unmarshal(b, &x); err != nil {
-		return err
+	if e := one(&a.Name, "name and fileName", a.FileName); e != nil {
+		return e
 	}
-	*a = Attachment(x.plain)
-	if a.MediaType == "" {
-		a.MediaType = x.MimeType
+	if e := one(&a.MediaType, "mediaType, mimeType and contentType", a.MimeType, a.ContentType); e != nil {
+		return e
 	}
-	if a.MediaType == "" {
-		a.MediaType = x.ContentType
-	}
-	if a.Data == "" {
-		a.Data = x.Base64
-	}
-	if a.Name == "" {
-		a.Name = x.FileName
-	}
-	return nil
+	return one(&a.Data, "data and base64", a.Base64)
 }
 
 // attachmentContent gives the attachments to the model: images as StartRequest.Images (data URLs
@@ -335,6 +334,9 @@ func attachmentContent(text string, atts []Attachment) (string, []string, *apiEr
 	b.WriteString(strings.TrimSpace(text))
 	var images []string
 	for i, a := range atts {
+		if e := a.resolve(fmt.Sprintf("attachments[%d]", i)); e != nil {
+			return "", nil, e
+		}
 		typ := strings.ToLower(strings.TrimSpace(a.Type))
 		mt := strings.ToLower(strings.TrimSpace(a.MediaType))
 		if typ == "" {

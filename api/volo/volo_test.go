@@ -712,6 +712,11 @@ func TestAutoModeAndAttachments(t *testing.T) {
 		{"userMessage": "x", "attachments": []any{map[string]any{"type": "image", "url": "ftp://x"}}},
 		{"userMessage": "x", "attachments": []any{map[string]any{"type": "document", "data": "AAEC", "mediaType": "application/pdf"}}},
 		{"userMessage": "x", "attachments": []any{map[string]any{"type": "hologram", "url": "https://x"}}},
+		// A field an attachment does not have (a typo would make a document's text vanish), and
+		// two names of one thing that disagree.
+		{"userMessage": "x", "attachments": []any{map[string]any{"type": "document", "conten": "# notes"}}},
+		{"userMessage": "x", "attachments": []any{map[string]any{"type": "image", "url": "https://x/y.png", "foo": 1}}},
+		{"userMessage": "x", "attachments": []any{map[string]any{"url": "https://x/y.png", "mediaType": "image/png", "mimeType": "image/gif"}}},
 	} {
 		if st, fs := e.stream("POST", intentPath("s-att"), bad); st != 400 || fs[0].ev.ErrorCode != "agent.error.badRequest" {
 			t.Fatalf("%v: %d %s", bad, st, names(fs))
