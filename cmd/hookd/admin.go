@@ -81,17 +81,23 @@ func (c *adminClient) callNoted(method, path string, body io.Reader) (json.RawMe
 // of the request (valid, but likely not what was meant: a glob-like toolNameMatch, say), so that
 // the JSON on stdout stays the data alone.
 func (c *adminClient) print(cmd *cobra.Command, method, path string, body io.Reader) error {
+	_, err := c.printed(cmd, method, path, body)
+	return err
+}
+
+// printed is print that also returns the answer's data, for a command that judges it.
+func (c *adminClient) printed(cmd *cobra.Command, method, path string, body io.Reader) (json.RawMessage, error) {
 	data, notes, err := c.callNoted(method, path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if err := printJSON(cmd.OutOrStdout(), data); err != nil {
-		return err
+		return nil, err
 	}
 	for _, n := range notes {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: %s\n", n)
 	}
-	return nil
+	return data, nil
 }
 
 // list calls a list endpoint and prints its items with table, or the data verbatim with --json.

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // hookd runs the built binary with args and returns its stdout, stderr and exit code.
@@ -78,5 +79,19 @@ func TestShellCompletion(t *testing.T) {
 	out, _, _ = hookd(t, nil, "__complete", "hooks", "list", "--type", "pre_")
 	if !strings.Contains(out, "pre_tool_use\n") {
 		t.Fatalf("complete --type: %s", out)
+	}
+}
+
+// A paused delivery (its hook is disabled) says so in the table, and shows no next attempt: none
+// is made until the hook is enabled.
+func TestDeliveriesTableShowsPaused(t *testing.T) {
+	var out strings.Builder
+	next := time.Now().Add(time.Minute)
+	printDeliveries(&out, []deliveryRow{{ID: 7, EventID: "e7", HookID: 3, HookType: "post_tool_use", Status: "pending", Paused: true, Attempts: 1, NextAttemptAt: next},
+		{ID: 8, EventID: "e8", HookID: 4, HookType: "post_tool_use", Status: "pending", Attempts: 1, NextAttemptAt: next}})
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) < 3 || !strings.Contains(lines[1], "pending (paused)") || strings.Contains(lines[1], next.Local().Format(time.DateTime)) ||
+		strings.Contains(lines[2], "paused") || !strings.Contains(lines[2], next.Local().Format(time.DateTime)) {
+		t.Fatalf("the table:\n%s", out.String())
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -334,6 +335,54 @@ func TestOperatorCLI(t *testing.T) {
 	}
 	if out, code = cli("", "hooks", "rm", "1"); code != 1 || !strings.Contains(out, "404") {
 		t.Fatalf("rm twice: %d %s", code, out)
+	}
+	// A test or a redeliver that shows the receiver failing exits 1, after printing what it saw.
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	if out, code = cli(`{"hookName":"down","hookType":"pre_tool_use","dispatchConfig":{"url":"`+down.URL+`"}}`, "hooks", "add"); code != 0 {
+		t.Fatalf("add the hook of a closed receiver: %d %s", code, out)
+	}
+	downID := fmt.Sprint(jsonList(t, "["+out[:strings.LastIndex(out, "}")+1]+"]")[0]["id"])
+	if out, code = cli("", "hooks", "test", downID); code != 1 || !strings.Contains(out, `"fromFailureMode": true`) ||
+		!strings.Contains(out, "hook "+downID+" failed the test: ") {
+		t.Fatalf("test of a closed receiver: %d %s", code, out)
+	}
+	var healed atomic.Bool
+	audit := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !healed.Load() {
+			w.WriteHeader(http.StatusBadRequest) // not worth a retry: the delivery fails at once
+		}
+	}))
+	defer audit.Close()
+	if out, code = cli(`{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"`+audit.URL+`"}}`, "hooks", "add"); code != 0 {
+		t.Fatalf("add the audit hook: %d %s", code, out)
+	}
+	req, _ := http.NewRequest("POST", "http://"+d.addr+"/api/hooks/dispatch", strings.NewReader(
+		`{"hookType":"post_tool_use","context":{"toolName":"search"}}`))
+	req.Header.Set("Authorization", "Bearer adm-test")
+	req.Header.Set("Content-Type", "application/json")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 202 {
+		t.Fatalf("dispatch the observational event: %v %v", err, resp)
+	} else {
+		resp.Body.Close()
+	}
+	// The daemon's delivery owns the row: its first attempt ends it failed.
+	var failed []map[string]any
+	for deadline := time.Now().Add(30 * time.Second); len(failed) == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the audit delivery never failed")
+		}
+		out, _ = cli("", "deliveries", "list", "--json", "--status", "failed")
+		failed = jsonList(t, out)
+	}
+	failedID := fmt.Sprint(failed[0]["id"])
+	if out, code = cli("", "deliveries", "redeliver", failedID); code != 1 || !strings.Contains(out, `"statusCode": 400`) ||
+		!strings.Contains(out, "delivery "+failedID+" was not delivered: it is failed: HTTP 400") {
+		t.Fatalf("redeliver to a failing receiver: %d %s", code, out)
+	}
+	healed.Store(true)
+	if out, code = cli("", "deliveries", "redeliver", failedID); code != 0 || !strings.Contains(out, `"status": "delivered"`) {
+		t.Fatalf("redeliver to a healed receiver: %d %s", code, out)
 	}
 	if out, code = cli("", "deliveries", "list"); code != 0 || !strings.Contains(out, "STATUS") {
 		t.Fatalf("deliveries: %d %s", code, out)

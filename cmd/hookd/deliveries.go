@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -57,6 +59,7 @@ type deliveryRow struct {
 	HookID        int64     `json:"hookId"`
 	HookType      string    `json:"hookType"`
 	Status        string    `json:"status"`
+	Paused        bool      `json:"paused"`
 	Attempts      int       `json:"attempts"`
 	NextAttemptAt time.Time `json:"nextAttemptAt"`
 	LastError     string    `json:"lastError"`
@@ -66,15 +69,38 @@ func printDeliveries(w io.Writer, ds []deliveryRow) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tEVENT\tHOOK\tTYPE\tSTATUS\tATTEMPTS\tNEXT\tLAST ERROR")
 	for _, d := range ds {
-		next := "-"
-		if d.Status == storage.StatusPending && !d.NextAttemptAt.IsZero() {
+		next, status := "-", d.Status
+		switch {
+		case d.Paused:
+			status += " (paused)" // its hook is disabled: not attempted until it is enabled
+		case d.Status == storage.StatusPending && !d.NextAttemptAt.IsZero():
 			next = d.NextAttemptAt.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.HookID, d.HookType, d.Status, d.Attempts, next, d.LastError)
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.HookID, d.HookType, status, d.Attempts, next, d.LastError)
 	}
 	tw.Flush()
 }
 
+// newDeliveriesRedeliverCmd prints the delivery after its attempt and exits 1 unless the attempt
+// delivered it: an operator's script must not read a failed attempt as done.
 func newDeliveriesRedeliverCmd(c *adminClient) *cobra.Command {
-	return c.idCommand("redeliver ID", "one more attempt of a delivery now, same eventId (a 409 when its hook is deleted or disabled)", "POST", "/api/deliveries/%s/redeliver")
+	return &cobra.Command{
+		Use:   "redeliver ID",
+		Short: "one more attempt of a delivery now, same eventId (a 409 when its hook is deleted or disabled, or its receiver's breaker is open); exit 1 unless it was delivered",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := c.printed(cmd, "POST", "/api/deliveries/"+url.PathEscape(args[0])+"/redeliver", nil)
+			if err != nil {
+				return err
+			}
+			var d deliveryRow
+			if err := json.Unmarshal(data, &d); err != nil {
+				return fmt.Errorf("POST /api/deliveries/%s/redeliver: unexpected answer: %w", args[0], err)
+			}
+			if d.Status != storage.StatusDelivered {
+				return fmt.Errorf("delivery %s was not delivered: it is %s: %s", args[0], d.Status, cmp.Or(d.LastError, "no error recorded"))
+			}
+			return nil
+		},
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/url"
@@ -118,10 +119,32 @@ func newHooksRmCmd(c *adminClient) *cobra.Command {
 	return cmd
 }
 
+// newHooksTestCmd prints the test's result and exits 1 when it shows the receiver failing (no
+// answer, an error status, an answer hookd cannot use): a script that checks a hook before a
+// change must not read a failed test as a passed one.
 func newHooksTestCmd(c *adminClient) *cobra.Command {
-	cmd := c.idCommand("test ID", "send a signed test event to a hook's receiver and show its answer", "POST", "/api/hooks/%s/test")
-	cmd.ValidArgsFunction = c.completeHookIDs
-	return cmd
+	return &cobra.Command{
+		Use:               "test ID",
+		Short:             "send a signed test event to a hook's receiver and show its answer (exit 1 when the receiver failed)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: c.completeHookIDs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			data, err := c.printed(cmd, "POST", "/api/hooks/"+url.PathEscape(args[0])+"/test", nil)
+			if err != nil {
+				return err
+			}
+			var res struct {
+				Error *string `json:"error"`
+			}
+			if err := json.Unmarshal(data, &res); err != nil {
+				return fmt.Errorf("POST /api/hooks/%s/test: unexpected answer: %w", args[0], err)
+			}
+			if res.Error != nil {
+				return fmt.Errorf("hook %s failed the test: %s", args[0], *res.Error)
+			}
+			return nil
+		},
+	}
 }
 
 // completeHookIDs offers the daemon's hook ids, each described by its type and name.
