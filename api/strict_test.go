@@ -860,7 +860,8 @@ func TestRoutesWithoutBodyRefuseOne(t *testing.T) {
 
 // A setting whose absence takes a default is refused when sent empty: an empty failureMode would
 // be stored as ALLOW (fail-open), an empty policy default as allow, a timeoutMs or costLimit of 0
-// as the default, all silently. Left out, each takes its default.
+// as the default, a maxRetries of null as 3 (its 0 is a value), all silently. Left out, each
+// takes its default.
 func TestEmptySettingsRefused(t *testing.T) {
 	c, _ := gateServer(t)
 	const msg = "is empty; leave it out for the default, or give a value"
@@ -875,6 +876,8 @@ func TestEmptySettingsRefused(t *testing.T) {
 		{webhook(`, "failureMode": ""`), "dispatchConfig.failureMode"},
 		{webhook(`, "failureMode": null`), "dispatchConfig.failureMode"},
 		{webhook(`, "timeoutMs": 0`), "dispatchConfig.timeoutMs"},
+		{webhook(`, "timeoutMs": null`), "dispatchConfig.timeoutMs"},
+		{webhook(`, "maxRetries": null`), "dispatchConfig.maxRetries"}, // 0 is a value: no fast retry
 		{policy(`, "default": ""`), "policyConfig.default"},
 		{policy(`, "costLimit": 0`), "policyConfig.costLimit"},
 	} {
@@ -890,6 +893,11 @@ func TestEmptySettingsRefused(t *testing.T) {
 	json.Unmarshal(w.Data, &h)
 	if status != 201 || h.DispatchConfig.FailureMode != dispatcher.FailOpen || h.DispatchConfig.TimeoutMs == 0 {
 		t.Fatalf("defaults: %d %s %+v", status, w.Message, h.DispatchConfig)
+	}
+	status, w = c.do("POST", "/api/hooks", webhook(`, "maxRetries": 0`))
+	json.Unmarshal(w.Data, &h)
+	if status != 201 || h.DispatchConfig.MaxRetries == nil || *h.DispatchConfig.MaxRetries != 0 {
+		t.Fatalf("maxRetries 0: %d %s %+v", status, w.Message, h.DispatchConfig)
 	}
 }
 

@@ -100,7 +100,7 @@ type Hook struct {
 type DispatchConfig struct {
 	URL        string `json:"url,omitempty"` // webhooks only
 	TimeoutMs  int    `json:"timeoutMs,omitempty" strict:"nonempty"`
-	MaxRetries *int   `json:"maxRetries,omitempty"`
+	MaxRetries *int   `json:"maxRetries,omitempty" strict:"nonnull"` // 0 is no fast retry
 	// SigningSecret is tri-state on update: nil or "***" keeps, "" clears, a value replaces.
 	SigningSecret   *string `json:"signingSecret,omitempty"`
 	FailureMode     string  `json:"failureMode,omitempty" strict:"nonempty"`

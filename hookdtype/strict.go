@@ -17,7 +17,8 @@ import (
 // DecodeStrict decodes the JSON value data into v and refuses what encoding/json would let pass
 // silently: text that is not UTF-8, a field v does not have (at any depth, with a "did you mean"
 // when a known field is close), a field whose name differs from the known one only in case, an
-// empty value ("", 0, null) of a field tagged strict:"nonempty", and trailing data. Errors
+// empty value ("", 0, null) of a field tagged strict:"nonempty" (null alone for strict:"nonnull"),
+// and trailing data. Errors
 // are ValidationErrors naming the JSON path below at ("" names the whole value "body"):
 // `dispatchConfig.failure_mode`, `context.toolName`. A value of the wrong type is named the same way.
 //
@@ -282,7 +283,7 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 		switch {
 		case !known:
 			err = leaf(k, fields.unknown(string(k)))
-		case err == nil && fields != nil && fields.nonEmpty[string(k)] && emptyLiteral(w.b[SkipSpace(w.b, i):end]):
+		case err == nil && fields != nil && fields.refusesEmpty(string(k), w.b[SkipSpace(w.b, i):end]):
 			err = leaf(k, "is empty; leave it out for the default, or give a value")
 		case err != nil:
 			err.under(string(k), true)
@@ -327,8 +328,9 @@ type structFields struct {
 	names []string
 	// nonEmpty are the fields tagged strict:"nonempty": absent they take a default, and sent empty
 	// ("", 0 or null) they are refused, since an empty value would take the default too, silently
-	// (an empty failureMode is fail-open).
-	nonEmpty map[string]bool
+	// (an empty failureMode is fail-open). A field tagged strict:"nonnull" (a count whose 0 means
+	// something) is refused null alone. The value is the tag.
+	nonEmpty map[string]string
 	// index is where each name's field is, for decodeValue; nil when encoding/json's own rules
 	// are needed to find a field (see fieldsOf) and decodeValue leaves the struct to it.
 	index map[string][]int
@@ -398,11 +400,11 @@ func fieldsOf(t reflect.Type) *structFields {
 				simple = false
 			}
 			f.types[name] = sf.Type
-			if sf.Tag.Get("strict") == "nonempty" {
+			if tag := sf.Tag.Get("strict"); tag == "nonempty" || tag == "nonnull" {
 				if f.nonEmpty == nil {
-					f.nonEmpty = map[string]bool{}
+					f.nonEmpty = map[string]string{}
 				}
-				f.nonEmpty[name] = true
+				f.nonEmpty[name] = tag
 			}
 			if strings.Contains(opts, "string") || strings.ContainsFunc(name, unusualInName) {
 				simple = false
@@ -427,6 +429,17 @@ func unusualInName(r rune) bool {
 
 // jsonKind names the JSON kind a Go type decodes from.
 // emptyLiteral reports whether the JSON value lit is "", 0 or null.
+// refusesEmpty tells whether lit, the value of field k, is an empty value k's tag refuses.
+func (f *structFields) refusesEmpty(k string, lit []byte) bool {
+	switch f.nonEmpty[k] {
+	case "nonempty":
+		return emptyLiteral(lit)
+	case "nonnull":
+		return string(lit) == "null"
+	}
+	return false
+}
+
 func emptyLiteral(lit []byte) bool {
 	switch string(lit) {
 	case `""`, "0", "null":

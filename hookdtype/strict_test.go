@@ -83,6 +83,7 @@ func TestDecodeStrictNonEmpty(t *testing.T) {
 	type config struct {
 		FailureMode string `json:"failureMode,omitempty" strict:"nonempty"`
 		TimeoutMs   int    `json:"timeoutMs,omitempty" strict:"nonempty"`
+		MaxRetries  *int   `json:"maxRetries,omitempty" strict:"nonnull"`
 		Name        string `json:"name"`
 	}
 	type outer struct {
@@ -94,6 +95,7 @@ func TestDecodeStrictNonEmpty(t *testing.T) {
 		`{"dispatchConfig":{"failureMode": null}}`:     "dispatchConfig.failureMode",
 		`{"dispatchConfig":{"timeoutMs": 0 }}`:         "dispatchConfig.timeoutMs",
 		`{"dispatchConfig":{"name":"","timeoutMs":0}}`: "dispatchConfig.timeoutMs",
+		`{"dispatchConfig":{"maxRetries":null}}`:       "dispatchConfig.maxRetries",
 	} {
 		var v outer
 		err := DecodeStrict([]byte(body), &v, "")
@@ -103,8 +105,8 @@ func TestDecodeStrictNonEmpty(t *testing.T) {
 		}
 	}
 	var v outer
-	if err := DecodeStrict([]byte(`{"dispatchConfig":{"name":"","failureMode":"DENY","timeoutMs":10}}`), &v, ""); err != nil ||
-		v.Config.FailureMode != "DENY" || v.Config.TimeoutMs != 10 {
+	if err := DecodeStrict([]byte(`{"dispatchConfig":{"name":"","failureMode":"DENY","timeoutMs":10,"maxRetries":0}}`), &v, ""); err != nil ||
+		v.Config.FailureMode != "DENY" || v.Config.TimeoutMs != 10 || v.Config.MaxRetries == nil || *v.Config.MaxRetries != 0 {
 		t.Fatalf("set fields: %v %+v", err, v.Config)
 	}
 	if err := DecodeStrict([]byte(`{"dispatchConfig":{}}`), &v, ""); err != nil {
