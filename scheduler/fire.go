@@ -15,7 +15,7 @@ import (
 // Error codes of task firings, besides the runtime's (agent.Code*).
 const (
 	codeSessionBusy = "SESSION_BUSY"       // the reused session still has a live run
-	codeSuspended   = "RUN_SUSPENDED"      // the run paused; it goes on outside the scheduler
+	codeSuspended   = "RUN_SUSPENDED"      // the run paused: the firing ends when the run does
 	codeShutdown    = "SHUTDOWN_INTERRUPT" // the scheduler stopped before the run ended
 )
 
@@ -157,18 +157,7 @@ func (s *Scheduler) await(ctx context.Context, f *firing, requestID string) {
 		case ev.Kind == agent.KindResult && ev.Result != nil:
 			f.run.Output = ev.Result.Text
 		case ev.Kind == agent.KindRunEnded && ev.End != nil:
-			switch ev.End.Outcome {
-			case agent.OutcomeCompleted:
-				f.end(storage.TaskRunSucceeded, "", "")
-			case agent.OutcomeInterrupted:
-				f.end(storage.TaskRunInterrupted, agent.CodeInterrupted, "the run was stopped")
-			default:
-				code := ev.End.ErrorCode
-				if code == "" {
-					code = agent.CodeInternal
-				}
-				f.end(storage.TaskRunFailed, code, ev.End.ErrorMessage)
-			}
+			f.end(endOf(ev.End))
 			return
 		case ev.Kind == agent.KindSuspended && ev.Suspend != nil:
 			msg := "the run is suspended (" + ev.Suspend.Reason + ")"
@@ -186,7 +175,25 @@ func (s *Scheduler) await(ctx context.Context, f *firing, requestID string) {
 	f.end(storage.TaskRunFailed, agent.CodeInternal, "the run's event stream ended before the run did")
 }
 
-// finish records how the firing ended and reports it through post_scheduled_task.
+// endOf is the firing's status, error code and message for how its run ended.
+func endOf(end *agent.EndInfo) (status, code, msg string) {
+	switch end.Outcome {
+	case agent.OutcomeCompleted:
+		return storage.TaskRunSucceeded, "", ""
+	case agent.OutcomeInterrupted:
+		return storage.TaskRunInterrupted, agent.CodeInterrupted, "the run was stopped"
+	}
+	code = end.ErrorCode
+	if code == "" {
+		code = agent.CodeInternal
+	}
+	return storage.TaskRunFailed, code, end.ErrorMessage
+}
+
+// finish records how the firing ended and reports it through post_scheduled_task. A firing whose
+// run paused is recorded suspended and not reported: post_scheduled_task is sent once the task
+// has completed or failed (the source document's "执行完成或失败后"), which for a paused run is
+// when it ends, after a person answered (followSuspended).
 func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	f.done = true
 	defer f.notify()
@@ -195,17 +202,142 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	f.run.DurationMs = time.Since(f.start).Milliseconds()
-	now := s.now()
-	f.run.FinishedAt = &now
+	suspended := f.run.Status == storage.TaskRunSuspended
+	if !suspended {
+		now := s.now()
+		f.run.FinishedAt = &now
+	}
 	if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
 		s.log.WarnContext(ctx, "recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+		suspended = false // not recorded suspended: nothing would end it
 	}
-	logArgs := []any{"taskId", f.task.ID, "taskRunId", f.run.ID, "status", f.run.Status, "durationMs", f.run.DurationMs}
-	if f.run.ErrorCode != "" {
-		logArgs = append(logArgs, "errorCode", f.run.ErrorCode, "errorMessage", f.run.ErrorMessage)
+	s.logEnd(ctx, f.run, "task firing ended")
+	if suspended {
+		s.followSuspended(f.task, f.run)
+		return
 	}
-	s.log.InfoContext(ctx, "task firing ended", logArgs...)
 	s.report(ctx, f.task, f.run)
+}
+
+func (s *Scheduler) logEnd(ctx context.Context, run storage.TaskRun, msg string) {
+	logArgs := []any{"taskId", run.TaskID, "taskRunId", run.ID, "status", run.Status, "durationMs", run.DurationMs}
+	if run.ErrorCode != "" {
+		logArgs = append(logArgs, "errorCode", run.ErrorCode, "errorMessage", run.ErrorMessage)
+	}
+	s.log.InfoContext(ctx, msg, logArgs...)
+}
+
+// followSuspended follows the run of a firing recorded suspended until the run ends, on a
+// goroutine of its own, then records the run's outcome on the firing and reports it. Every
+// scheduler of the database follows the suspended firings it knows of (its own, and at Start
+// and on PostgreSQL's poll those of every daemon: the one that paused it may be gone); the row
+// decides which one ends it (EndSuspendedTaskRun), so it is reported once. Stop ends the
+// following, not the firing: the next scheduler to start takes it up.
+func (s *Scheduler) followSuspended(task storage.Task, run storage.TaskRun) {
+	if run.RequestID == nil {
+		return
+	}
+	s.jobsMu.Lock()
+	if s.stopping || s.following[run.ID] {
+		s.jobsMu.Unlock()
+		return
+	}
+	s.following[run.ID] = true
+	s.jobs.Add(1)
+	s.jobsMu.Unlock()
+	go func() {
+		defer s.jobs.Done()
+		defer func() {
+			s.jobsMu.Lock()
+			delete(s.following, run.ID)
+			s.jobsMu.Unlock()
+		}()
+		s.awaitSuspended(s.jobCtx, task, run)
+	}()
+}
+
+func (s *Scheduler) awaitSuspended(ctx context.Context, task storage.Task, run storage.TaskRun) {
+	events, err := s.rt.Subscribe(ctx, *run.RequestID, 0)
+	if errors.Is(err, storage.ErrNotFound) || errors.Is(err, agent.ErrNotFound) {
+		run.Status, run.ErrorCode, run.ErrorMessage = storage.TaskRunFailed, agent.CodeInternal, "the firing's run is no longer stored"
+		s.endSuspended(ctx, task, run)
+		return
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.WarnContext(ctx, "following a suspended task firing's run failed; the next start tries again",
+				"taskId", run.TaskID, "taskRunId", run.ID, "err", err)
+		}
+		return
+	}
+	for ev := range events {
+		switch {
+		case ev.Source != "":
+		case ev.Kind == agent.KindResult && ev.Result != nil:
+			run.Output = ev.Result.Text
+		case ev.Kind == agent.KindRunEnded && ev.End != nil:
+			run.Status, run.ErrorCode, run.ErrorMessage = endOf(ev.End)
+			s.endSuspended(ctx, task, run)
+			return
+		}
+	}
+	if ctx.Err() == nil {
+		s.log.WarnContext(ctx, "a suspended task firing's run stream ended before the run did; the next start follows it again",
+			"taskId", run.TaskID, "taskRunId", run.ID)
+	}
+}
+
+// endSuspended records the end of a suspended firing, and reports it if this scheduler ended it.
+func (s *Scheduler) endSuspended(ctx context.Context, task storage.Task, run storage.TaskRun) {
+	ctx = context.WithoutCancel(ctx)
+	now := s.now()
+	run.FinishedAt = &now
+	run.DurationMs = now.Sub(run.StartedAt).Milliseconds() // from the claim: the pause is the task's time too
+	ended, err := s.db.EndSuspendedTaskRun(ctx, &run)
+	if err != nil {
+		s.log.WarnContext(ctx, "recording the end of a suspended task firing failed", "taskId", run.TaskID, "taskRunId", run.ID, "err", err)
+		return
+	}
+	if ended {
+		s.logEnd(ctx, run, "suspended task firing ended")
+		s.report(ctx, task, run)
+	}
+}
+
+// followAllSuspended follows every firing recorded suspended (followSuspended), with its task as
+// it is now (a deleted task's firing is reported with its id alone).
+func (s *Scheduler) followAllSuspended(ctx context.Context) error {
+	var before int64
+	for {
+		runs, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{Status: storage.TaskRunSuspended, BeforeID: before, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		for _, run := range runs {
+			s.jobsMu.Lock()
+			known := s.following[run.ID]
+			s.jobsMu.Unlock()
+			if !known {
+				s.followSuspended(s.taskOf(ctx, run), run)
+			}
+		}
+		if len(runs) < 1000 {
+			return nil
+		}
+		before = runs[len(runs)-1].ID
+	}
+}
+
+// taskOf is the task of run as it is now, or one with run's task id alone when it is gone.
+func (s *Scheduler) taskOf(ctx context.Context, run storage.TaskRun) storage.Task {
+	task, err := s.db.GetTask(ctx, run.TaskID)
+	if err != nil {
+		if !errors.Is(err, storage.ErrNotFound) {
+			s.log.ErrorContext(ctx, "reading the task of a firing failed", "taskId", run.TaskID, "taskRunId", run.ID, "err", err)
+		}
+		return storage.Task{ID: run.TaskID}
+	}
+	return task
 }
 
 // report sends post_scheduled_task for the firing run of task, once its end is recorded.
@@ -232,15 +364,7 @@ func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.T
 // is reported with its id alone.
 func (s *Scheduler) reportAbandoned(ctx context.Context, runs []storage.TaskRun) {
 	for _, run := range runs {
-		task, err := s.db.GetTask(ctx, run.TaskID)
-		if err != nil {
-			if !errors.Is(err, storage.ErrNotFound) {
-				s.log.ErrorContext(ctx, "post_scheduled_task of an abandoned firing: reading its task failed",
-					"taskId", run.TaskID, "taskRunId", run.ID, "err", err)
-			}
-			task = storage.Task{ID: run.TaskID}
-		}
-		s.report(ctx, task, run)
+		s.report(ctx, s.taskOf(ctx, run), run)
 	}
 }
 

@@ -33,8 +33,15 @@ type env struct {
 
 func newEnv(t *testing.T, db *storage.DB, script string) *env {
 	t.Helper()
+	return newEnvWith(t, db, script, agent.Config{})
+}
+
+// newEnvWith is newEnv with the runtime's config (its Owner is set).
+func newEnvWith(t *testing.T, db *storage.DB, script string, cfg agent.Config) *env {
+	t.Helper()
+	cfg.Owner = storage.NewTSIDString()
 	ae := agenttest.New(t, db, agenttest.Options{Script: script,
-		Config: agent.Config{Owner: storage.NewTSIDString()},
+		Config: cfg,
 		Dispatcher: dispatcher.Settings{Retry: dispatcher.RetryPolicy{Fast: []time.Duration{100 * time.Millisecond},
 			Ladder: []time.Duration{time.Second}}}})
 	return &env{t: t, db: db, reg: ae.Hooks, disp: ae.Dispatcher, rt: ae.Runtime}

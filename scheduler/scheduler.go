@@ -96,10 +96,13 @@ type Scheduler struct {
 
 	jobCtx   context.Context // ends when Stop interrupts the firings in flight
 	stopJobs context.CancelCauseFunc
-	jobsMu   sync.Mutex // guards stopping against jobs.Add
+	jobsMu   sync.Mutex // guards stopping against jobs.Add, and following
 	stopping bool
-	jobs     sync.WaitGroup
-	inflight atomic.Int64 // firings running on this scheduler
+	// following are the suspended firings (task_runs ids) this scheduler follows to their run's
+	// end: a firing is followed once however often it is found.
+	following map[int64]bool
+	jobs      sync.WaitGroup
+	inflight  atomic.Int64 // firings running on this scheduler
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -147,7 +150,7 @@ func New(db *storage.DB, rt Runtime, hooks Hooks, log *slog.Logger, cfg Config) 
 		cfg.Owner = fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
 	s := &Scheduler{db: db, rt: rt, hooks: hooks, log: log, cfg: cfg, entries: map[int64]*entry{},
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), following: map[int64]bool{}}
 	s.loopCtx, s.stopLoop = context.WithCancel(context.Background())
 	s.jobCtx, s.stopJobs = context.WithCancelCause(context.Background())
 	return s
@@ -175,6 +178,9 @@ func (s *Scheduler) start(ctx context.Context) error {
 	} else if len(runs) > 0 {
 		s.log.Warn("task firings left running by a stopped daemon were ended", "count", len(runs))
 		s.reportAbandoned(ctx, runs)
+	}
+	if err := s.followAllSuspended(ctx); err != nil {
+		return err
 	}
 	if err := s.Reload(ctx); err != nil {
 		return err
@@ -440,6 +446,10 @@ func (s *Scheduler) poll() {
 	} else if len(runs) > 0 {
 		s.log.Warn("task firings of a silent daemon were ended", "count", len(runs))
 		s.reportAbandoned(ctx, runs)
+	}
+	// Firings another daemon recorded suspended: it may be gone before their runs end.
+	if err := s.followAllSuspended(ctx); err != nil && ctx.Err() == nil {
+		s.log.Warn("finding suspended task firings failed", "err", err)
 	}
 }
 

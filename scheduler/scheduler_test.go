@@ -708,3 +708,104 @@ func TestAbandonedFiring(t *testing.T) {
 		}
 	})
 }
+
+// TestSuspendedFiringEndsWithItsRun: a firing whose run pauses for a person is recorded
+// suspended and reported by post_scheduled_task only once its run has ended, with the run's
+// outcome ("定时任务执行完成或失败后"): the scheduler that paused it follows the run, and when it
+// stopped meanwhile, the next one to start takes the firing up. Each firing is reported once.
+func TestSuspendedFiringEndsWithItsRun(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		// A tool that writes asks its run's user first, as the daemon's default has it.
+		e := newEnvWith(t, db, `{"scripts":[{"match":"write it","steps":[
+			{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"r.md","content":"x"}}]},
+			{"text":"written"}]}]}`, agent.Config{DefaultBehavior: agent.BehaviorAsk})
+		post := newReceiver(t, nil)
+		e.hook(dispatcher.PostScheduledTask, post.srv.URL)
+		ctx := context.Background()
+		cfg := testConfig()
+		s := scheduler.New(db, e.rt, e.disp, quiet(), cfg)
+		if err := s.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		task := create(t, s, scheduler.Task{TaskName: "needs a person", Cron: "@yearly", Input: "write it", PrincipalID: ptr(principal)})
+		// pause fires the task and returns its firing once recorded suspended, with the run's ask.
+		pause := func(s *scheduler.Scheduler) (storage.TaskRun, string) {
+			t.Helper()
+			run, err := s.RunNow(ctx, task.ID)
+			if err != nil || run.RequestID == nil {
+				t.Fatalf("run now: %v %+v", err, run)
+			}
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			events, err := e.rt.Subscribe(sctx, *run.RequestID, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ask string
+			for ev := range events {
+				if ev.Kind == agent.KindSuspended && ev.Suspend != nil && len(ev.Suspend.PendingCalls) == 1 {
+					ask = ev.Suspend.PendingCalls[0].AskID
+					break
+				}
+			}
+			if ask == "" {
+				t.Fatal("the run never asked")
+			}
+			eventually(t, 10*time.Second, "the firing recorded suspended", func() bool {
+				got, _ := db.GetTaskRun(ctx, run.ID)
+				return got.Status == storage.TaskRunSuspended
+			})
+			got, _ := db.GetTaskRun(ctx, run.ID)
+			if got.ErrorCode != "RUN_SUSPENDED" || got.FinishedAt != nil {
+				t.Fatalf("the suspended firing: %+v", got)
+			}
+			return got, ask
+		}
+		answer := func(run storage.TaskRun, ask string) {
+			t.Helper()
+			if err := e.rt.Answer(ctx, "user-10001", *run.RequestID, []agent.Answer{{AskID: ask, Approved: true}}); err != nil {
+				t.Fatalf("answer the ask: %v", err)
+			}
+		}
+		ended := func(run storage.TaskRun) storage.TaskRun {
+			t.Helper()
+			var got storage.TaskRun
+			eventually(t, 20*time.Second, "the firing ended with its run", func() bool {
+				got, _ = db.GetTaskRun(ctx, run.ID)
+				return got.Status != storage.TaskRunSuspended
+			})
+			if got.Status != storage.TaskRunSucceeded || got.ErrorCode != "" || got.ErrorMessage != "" || got.Output != "written" ||
+				got.FinishedAt == nil || got.DurationMs < run.DurationMs {
+				t.Fatalf("the firing after its run ended: %+v", got)
+			}
+			eventually(t, 20*time.Second, "its post_scheduled_task", func() bool {
+				return post.byTrace(dispatcher.PostScheduledTask, got.TraceID) != nil
+			})
+			c := post.byTrace(dispatcher.PostScheduledTask, got.TraceID).ctx
+			if c["succeeded"] != true || c["errorCode"] != nil || c["errorMessage"] != nil || c["requestId"] != *run.RequestID ||
+				c["taskId"] != float64(task.ID) || c["durationMs"] != float64(got.DurationMs) {
+				t.Fatalf("post_scheduled_task of a firing that paused: %v (firing %+v)", c, got)
+			}
+			return got
+		}
+
+		// Answered while the scheduler that paused it runs: it follows the run to its end.
+		first, ask := pause(s)
+		answer(first, ask)
+		ended(first)
+
+		// Answered while no scheduler runs: the next ones to start follow it (two daemons here),
+		// and the one that ends it reports it.
+		second, ask := pause(s)
+		s.Stop()
+		answer(second, ask)
+		e.scheduler(cfg)
+		e.scheduler(cfg)
+		ended(second)
+
+		// One report a firing: none was sent at a pause.
+		if n := len(post.of(dispatcher.PostScheduledTask)); n != 2 {
+			t.Fatalf("%d post_scheduled_task events for two firings", n)
+		}
+	})
+}

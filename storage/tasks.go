@@ -156,7 +156,7 @@ const (
 	TaskRunSkipped     = "skipped"     // not run: still running, or missed while down with catchUp=false
 	TaskRunDenied      = "denied"      // a pre_scheduled_task hook said no
 	TaskRunInterrupted = "interrupted" // the daemon stopped (or died) before the run ended
-	TaskRunSuspended   = "suspended"   // the agent run paused (an ask, an external tool): it goes on outside the scheduler
+	TaskRunSuspended   = "suspended"   // the agent run paused (an ask, an external tool); the firing takes the run's outcome when it ends
 )
 
 // What fired a task.
@@ -337,6 +337,23 @@ func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 		at := ms(r.StartedAt)
 		return tx.Exec(`UPDATE tasks SET last_run_at = ? WHERE id = ? AND last_run_at < ?`, at, r.TaskID, at).Error
 	})
+}
+
+// EndSuspendedTaskRun records how the run of a suspended firing ended (r's status, error,
+// output, duration and finish). It reports false, and changes nothing, when the firing is no
+// longer suspended: another scheduler following the same run ended it first, so exactly one of
+// them reports it.
+func (db *DB) EndSuspendedTaskRun(ctx context.Context, r *TaskRun) (bool, error) {
+	fields := map[string]any{"status": r.Status, "error_code": r.ErrorCode, "error_message": r.ErrorMessage,
+		"output": r.Output, "duration_ms": r.DurationMs}
+	if r.FinishedAt != nil {
+		fields["finished_at"] = ms(*r.FinishedAt)
+	}
+	res := db.w.WithContext(ctx).Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunSuspended).Updates(fields)
+	if res.Error != nil {
+		return false, fmt.Errorf("storage: end suspended task run %d: %w", r.ID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }
 
 // GetTaskRun reads one firing; ErrNotFound if there is none.
