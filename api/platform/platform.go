@@ -228,7 +228,8 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from 
 		return
 	}
 	defer run.Close()
-	switch status, last := run.Start(); {
+	status, last := run.Start()
+	switch {
 	case cur.Seq > last:
 		wire.Fail(c, http.StatusBadRequest, "%s: %s is beyond the last event of run %s", from, FrameID(cur.Seq, cur.K), requestID)
 		return
@@ -248,7 +249,7 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from 
 				return
 			}
 		case <-run.Ready():
-			if !sendNext(ctx, sse, run, &cur) {
+			if !sendNext(ctx, sse, run, &cur, agent.Final(status)) {
 				return
 			}
 		}
@@ -257,15 +258,17 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from 
 
 // sendNext writes the frames of the run's next events; false when the stream is over (a
 // terminal frame was sent, the run's events ended, or the client went away, in which case the
-// run goes on and can be resumed).
-func sendNext(ctx context.Context, sse *wire.SSE, run *agent.Follower, cur *Cursor) bool {
+// run goes on and can be resumed). ended says the run had ended when the stream began: its
+// AGENT_STATUS frames are left out, for the document has them "任务终态后不可见" (not visible
+// once the task is in its final state); their ids are gaps, like those of events with no frame.
+func sendNext(ctx context.Context, sse *wire.SSE, run *agent.Follower, cur *Cursor, ended bool) bool {
 	evs, err := run.Next(ctx)
 	if err != nil {
 		return false // the run's end, or a failed read (logged)
 	}
 	for _, ev := range evs {
 		for k, f := range Map(ev) {
-			if cur.Skip(ev.Seq, k) {
+			if cur.Skip(ev.Seq, k) || (ended && f.EventType == AgentStatus) {
 				continue
 			}
 			if sse.Event(f.ID, "", f.Encode()) != nil || f.Terminal() {

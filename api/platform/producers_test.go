@@ -58,6 +58,30 @@ func TestAutoRecoveringFromADroppedStream(t *testing.T) {
 	if strings.Index(got, "TEXT_START") > strings.Index(got, "AGENT_STATUS") || strings.Count(got, "TEXT_START") != 1 {
 		t.Fatalf("one text block, broken off and continued: %s", got)
 	}
+	// Once the run has ended, its statuses are not shown again ("任务终态后不可见"): a replay has
+	// every other frame, ids and bytes as they were, from the start or from an id before them.
+	var live []frame
+	for _, f := range fs {
+		if f.EventType != "AGENT_STATUS" {
+			live = append(live, f)
+		}
+	}
+	requestID := fs[0].str("requestId")
+	for _, after := range []string{"", fs[0].LastEventID} {
+		replayed := withoutHeartbeats(e.replay(alice, requestID, after).rest(nil))
+		want := live
+		if after != "" {
+			want = live[1:]
+		}
+		if len(replayed) != len(want) {
+			t.Fatalf("replay after %q: %s, want %s", after, types(replayed), types(want))
+		}
+		for i := range want {
+			if replayed[i].LastEventID != want[i].LastEventID || replayed[i].Data != want[i].Data {
+				t.Fatalf("replay after %q, frame %d: %s %s, want %s %s", after, i, replayed[i].LastEventID, replayed[i].Data, want[i].LastEventID, want[i].Data)
+			}
+		}
+	}
 }
 
 // A pre_tool_use receiver that denies with a tool event (an approval URL) gives TOOL_EVENT on
