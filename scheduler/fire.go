@@ -93,6 +93,9 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 		SessionID: boundSession(f.task), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
 		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name},
 		Enforce: dispatcher.RefuseAsk("nobody can be asked at a scheduled firing")})
+	if dec.DecisionID != "" {
+		f.run.DecisionID = &dec.DecisionID
+	}
 	switch {
 	case ctx.Err() != nil:
 		f.end(storage.TaskRunInterrupted, codeShutdown, context.Cause(ctx).Error())

@@ -159,6 +159,23 @@ func TestPreHookDenyAndModify(t *testing.T) {
 		if hintedRows < 2 {
 			t.Fatalf("%d hinted denies on the record: %+v", hintedRows, rows)
 		}
+		// Each firing names the row of its pre_scheduled_task decision, which names its task.
+		for _, task := range []scheduler.Task{deny, hinted, modify, plain} {
+			for _, r := range history(t, s, task.ID) {
+				if r.DecisionID == nil {
+					t.Fatalf("a firing its hook decided names no decision: %+v", r)
+				}
+				got, err := db.ListDecisions(context.Background(), storage.DecisionFilter{DecisionID: *r.DecisionID})
+				want := map[string]string{storage.TaskRunDenied: dispatcher.Deny, storage.TaskRunSucceeded: dispatcher.Allow}[r.Status]
+				if task.ID == modify.ID {
+					want = dispatcher.Modify
+				}
+				if err != nil || len(got) != 1 || got[0].Outcome != want || got[0].TaskID == nil || *got[0].TaskID != task.ID ||
+					got[0].TraceID == nil || *got[0].TraceID != r.TraceID {
+					t.Fatalf("the decision of firing %+v: %v %+v", r, err, got)
+				}
+			}
+		}
 		// A denied firing never ran: lastRunAt is the last that did, and the denied task has none.
 		if got, err := s.Get(context.Background(), deny.ID); err != nil || got.LastRunAt != nil {
 			t.Fatalf("lastRunAt of a task whose every firing was denied: %v %v", got.LastRunAt, err)
@@ -756,7 +773,7 @@ func TestSuspendedFiringEndsWithItsRun(t *testing.T) {
 				return got.Status == storage.TaskRunSuspended
 			})
 			got, _ := db.GetTaskRun(ctx, run.ID)
-			if got.ErrorCode != "RUN_SUSPENDED" || got.FinishedAt != nil {
+			if got.ErrorCode != "RUN_SUSPENDED" || got.FinishedAt != nil || got.DecisionID != nil { // no hook decided it
 				t.Fatalf("the suspended firing: %+v", got)
 			}
 			return got, ask

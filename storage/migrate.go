@@ -362,6 +362,11 @@ var migrations = []migration{
 		`CREATE TABLE hooks_version (id INTEGER PRIMARY KEY, version BIGINT NOT NULL)`,
 		`INSERT INTO hooks_version (id, version) VALUES (1, 0)`,
 	}},
+	{31, "task run decision", []string{
+		// The decision log row of the firing's pre_scheduled_task decision: a denied firing
+		// names the decision an auditor reads.
+		`ALTER TABLE task_runs ADD COLUMN decision_id TEXT`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {

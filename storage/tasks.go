@@ -175,11 +175,14 @@ type TaskRun struct {
 	ScheduledAt time.Time `json:"scheduledAt"`
 	Status      string    `json:"status"`
 	// Reason says why a firing was skipped or denied.
-	Reason       string     `json:"reason,omitempty"`
-	Input        string     `json:"input"` // what the agent was (or would have been) given, after any modify
-	TraceID      string     `json:"traceId"`
-	RequestID    *string    `json:"requestId"` // the agent run; null when none was started
-	SessionID    *int64     `json:"sessionId"`
+	Reason    string  `json:"reason,omitempty"`
+	Input     string  `json:"input"` // what the agent was (or would have been) given, after any modify
+	TraceID   string  `json:"traceId"`
+	RequestID *string `json:"requestId"` // the agent run; null when none was started
+	SessionID *int64  `json:"sessionId"`
+	// DecisionID is the decision log's row of the firing's pre_scheduled_task decision; null when
+	// no hook was asked.
+	DecisionID   *string    `json:"decisionId"`
 	ErrorCode    string     `json:"errorCode,omitempty"`
 	ErrorMessage string     `json:"errorMessage,omitempty"`
 	Output       string     `json:"output,omitempty"` // the run's final answer
@@ -200,6 +203,7 @@ type taskRunRow struct {
 	TraceID      string
 	RequestID    *string
 	SessionID    *int64
+	DecisionID   *string
 	ErrorCode    string
 	ErrorMessage string
 	Output       string
@@ -215,7 +219,7 @@ func (taskRunRow) TableName() string { return "task_runs" }
 func (r taskRunRow) plain() TaskRun {
 	out := TaskRun{ID: r.ID, TaskID: r.TaskID, Kind: r.Kind, ScheduledAt: fromMs(r.ScheduledAt), Status: r.Status,
 		Reason: r.Reason, Input: r.Input, TraceID: r.TraceID, RequestID: r.RequestID, SessionID: r.SessionID,
-		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, Output: r.Output, DurationMs: r.DurationMs, Owner: r.Owner,
+		DecisionID: r.DecisionID, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, Output: r.Output, DurationMs: r.DurationMs, Owner: r.Owner,
 		StartedAt: fromMs(r.StartedAt)}
 	if r.FinishedAt != 0 {
 		t := fromMs(r.FinishedAt)
@@ -323,7 +327,7 @@ func (db *DB) ClaimTaskFire(ctx context.Context, f TaskFire) (TaskRun, Task, err
 // when a rescuer declared it abandoned meanwhile.
 func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 	fields := map[string]any{"status": r.Status, "reason": r.Reason, "input": r.Input, "request_id": r.RequestID,
-		"session_id": r.SessionID, "error_code": r.ErrorCode, "error_message": r.ErrorMessage, "output": r.Output,
+		"session_id": r.SessionID, "decision_id": r.DecisionID, "error_code": r.ErrorCode, "error_message": r.ErrorMessage, "output": r.Output,
 		"duration_ms": r.DurationMs}
 	if r.FinishedAt != nil {
 		fields["finished_at"] = ms(*r.FinishedAt)
