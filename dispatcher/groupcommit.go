@@ -80,7 +80,10 @@ type writeReq struct {
 	// writer's cycle, for batched decisions): see digestSubjects.
 	subjects []subject
 	events   storage.RunEventAppend
-	done     chan error // nil: nobody waits
+	// taskRunEnd (outbox requests only) is a firing's end, committed with the deliveries that
+	// report it (ObserveEnding).
+	taskRunEnd *storage.TaskRunEnd
+	done       chan error // nil: nobody waits
 }
 
 func (r *writeReq) rows() int {

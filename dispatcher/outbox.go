@@ -25,6 +25,19 @@ var ErrStopped = errors.New("dispatcher: stopped")
 // Observe queues an observational event for every matching hook and returns their eventIds once
 // the rows are committed. Concurrent calls share one commit.
 func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
+	return d.observe(ctx, ev, nil)
+}
+
+// ObserveEnding is Observe of the event that reports a firing's end, with end written in the
+// commit that holds the event's deliveries (alone when no hook takes the event): a crash leaves
+// both or neither, so no firing is recorded ended and never reported. The error wraps
+// storage.ErrTaskRunChanged, and nothing is written, when the firing was no longer in end.From.
+func (d *Dispatcher) ObserveEnding(ctx context.Context, ev Event, end storage.TaskRunEnd) error {
+	_, err := d.observe(ctx, ev, &end)
+	return err
+}
+
+func (d *Dispatcher) observe(ctx context.Context, ev Event, end *storage.TaskRunEnd) ([]string, error) {
 	if ev.HookType.Interceptive() || !ev.HookType.Valid() {
 		return nil, fmt.Errorf("dispatcher: %s is not observational", ev.HookType)
 	}
@@ -35,6 +48,9 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 	}
 	hooks := d.reg.Match(ev.HookType, ev.AgentID, ev.toolName())
 	if len(hooks) == 0 {
+		if end != nil {
+			return nil, d.route[writeOutbox].submit(ctx, &writeReq{kind: writeOutbox, taskRunEnd: end, done: make(chan error, 1)})
+		}
 		return nil, nil
 	}
 	body, err := marshalContext(ev.Context)
@@ -52,7 +68,7 @@ func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {
 			OccurredAt: ev.OccurredAt, TraceID: strPtr(ev.TraceID), TraceParent: tracing.Parent(ctx), SessionID: ev.SessionID,
 			PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: body}
 	}
-	if err := d.route[writeOutbox].submit(ctx, &writeReq{kind: writeOutbox, deliveries: rows, done: make(chan error, 1)}); err != nil {
+	if err := d.route[writeOutbox].submit(ctx, &writeReq{kind: writeOutbox, deliveries: rows, taskRunEnd: end, done: make(chan error, 1)}); err != nil {
 		return nil, err
 	}
 	d.metrics.observed(time.Since(start))

@@ -66,6 +66,9 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 		case writeOutbox:
 			spans[i] = [2]int{len(b.Deliveries), len(b.Deliveries) + len(r.deliveries)}
 			b.Deliveries = append(b.Deliveries, r.deliveries...)
+			if r.taskRunEnd != nil {
+				b.TaskRunEnds = append(b.TaskRunEnds, *r.taskRunEnd)
+			}
 		case writeOutcome:
 			spans[i] = [2]int{len(b.Outcomes), len(b.Outcomes) + len(r.outcomes)}
 			b.Outcomes = append(b.Outcomes, r.outcomes...)
@@ -99,7 +102,8 @@ func (d *Dispatcher) commitCycle(reqs []*writeReq) time.Duration {
 	for i, r := range reqs {
 		if errs[i] != nil {
 			failed[r.kind] += r.rows()
-			if firstErr[r.kind] == nil {
+			// A firing another scheduler ended first is its caller's answer, not a fault.
+			if firstErr[r.kind] == nil && !errors.Is(errs[i], storage.ErrTaskRunChanged) {
 				firstErr[r.kind] = errs[i]
 			}
 		}
@@ -186,7 +190,11 @@ func (d *Dispatcher) commitApart(reqs []*writeReq, spans [][2]int, b *storage.Wr
 		s := spans[i]
 		switch reqs[i].kind {
 		case writeOutbox:
-			return &storage.WriteBatch{Deliveries: b.Deliveries[s[0]:s[1]], ClaimedUntil: b.ClaimedUntil}
+			part := &storage.WriteBatch{Deliveries: b.Deliveries[s[0]:s[1]], ClaimedUntil: b.ClaimedUntil}
+			if e := reqs[i].taskRunEnd; e != nil {
+				part.TaskRunEnds = []storage.TaskRunEnd{*e}
+			}
+			return part
 		case writeOutcome:
 			return &storage.WriteBatch{Outcomes: b.Outcomes[s[0]:s[1]]}
 		case writeDecision:

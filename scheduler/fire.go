@@ -17,6 +17,7 @@ const (
 	codeSessionBusy = "SESSION_BUSY"       // the reused session still has a live run
 	codeSuspended   = "RUN_SUSPENDED"      // the run paused: the firing ends when the run does
 	codeShutdown    = "SHUTDOWN_INTERRUPT" // the scheduler stopped before the run ended
+	codeAbandoned   = "ABANDONED"          // the scheduler died (or went silent) before the run ended
 )
 
 // firing is one claimed firing on its way: pre hook, agent run, post hook. Its goroutine owns it.
@@ -193,10 +194,12 @@ func endOf(end *agent.EndInfo) (status, code, msg string) {
 	return storage.TaskRunFailed, code, end.ErrorMessage
 }
 
-// finish records how the firing ended and reports it through post_scheduled_task. A firing whose
-// run paused is recorded suspended and not reported: post_scheduled_task is sent once the task
-// has completed or failed (the source document's "执行完成或失败后"), which for a paused run is
-// when it ends, after a person answered (followSuspended).
+// finish records how the firing ended and reports it through post_scheduled_task, in one commit
+// (ObserveEnding): a crash leaves the firing running, for the rescue to end and report, never
+// ended and unreported. A firing whose run paused is recorded suspended and not reported:
+// post_scheduled_task is sent once the task has completed or failed (the source document's
+// "执行完成或失败后"), which for a paused run is when it ends, after a person answered
+// (followSuspended).
 func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	f.done = true
 	defer f.notify()
@@ -205,21 +208,23 @@ func (s *Scheduler) finish(ctx context.Context, f *firing) {
 	}
 	ctx = context.WithoutCancel(ctx)
 	f.run.DurationMs = time.Since(f.start).Milliseconds()
-	suspended := f.run.Status == storage.TaskRunSuspended
-	if !suspended {
-		now := s.now()
-		f.run.FinishedAt = &now
-	}
-	if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
-		s.log.WarnContext(ctx, "recording the end of a task firing failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
-		suspended = false // not recorded suspended: nothing would end it
-	}
-	s.logEnd(ctx, f.run, "task firing ended")
-	if suspended {
+	if f.run.Status == storage.TaskRunSuspended {
+		if err := s.db.UpdateTaskRun(ctx, &f.run); err != nil {
+			s.log.WarnContext(ctx, "recording a task firing suspended failed", "taskId", f.task.ID, "taskRunId", f.run.ID, "err", err)
+			return
+		}
+		s.logEnd(ctx, f.run, "task firing suspended")
 		s.followSuspended(f.task, f.run)
 		return
 	}
-	s.report(ctx, f.task, f.run)
+	now := s.now()
+	f.run.FinishedAt = &now
+	if err := s.report(ctx, f.task, f.run, storage.TaskRunEnd{Run: &f.run, From: storage.TaskRunRunning}); err != nil {
+		s.log.WarnContext(ctx, "recording the end of a task firing failed; a rescue ends it", "taskId", f.task.ID,
+			"taskRunId", f.run.ID, "err", err)
+		return
+	}
+	s.logEnd(ctx, f.run, "task firing ended")
 }
 
 func (s *Scheduler) logEnd(ctx context.Context, run storage.TaskRun, msg string) {
@@ -234,7 +239,7 @@ func (s *Scheduler) logEnd(ctx context.Context, run storage.TaskRun, msg string)
 // goroutine of its own, then records the run's outcome on the firing and reports it. Every
 // scheduler of the database follows the suspended firings it knows of (its own, and at Start
 // and on PostgreSQL's poll those of every daemon: the one that paused it may be gone); the row
-// decides which one ends it (EndSuspendedTaskRun), so it is reported once. Stop ends the
+// decides which one ends it (storage.TaskRunEnd), so it is reported once. Stop ends the
 // following, not the firing: the next scheduler to start takes it up.
 func (s *Scheduler) followSuspended(task storage.Task, run storage.TaskRun) {
 	if run.RequestID == nil {
@@ -290,20 +295,21 @@ func (s *Scheduler) awaitSuspended(ctx context.Context, task storage.Task, run s
 	}
 }
 
-// endSuspended records the end of a suspended firing, and reports it if this scheduler ended it.
+// endSuspended records the end of a suspended firing and reports it, unless another scheduler
+// following the same run ended it first.
 func (s *Scheduler) endSuspended(ctx context.Context, task storage.Task, run storage.TaskRun) {
 	ctx = context.WithoutCancel(ctx)
 	now := s.now()
 	run.FinishedAt = &now
 	run.DurationMs = now.Sub(run.StartedAt).Milliseconds() // from the claim: the pause is the task's time too
-	ended, err := s.db.EndSuspendedTaskRun(ctx, &run)
-	if err != nil {
-		s.log.WarnContext(ctx, "recording the end of a suspended task firing failed", "taskId", run.TaskID, "taskRunId", run.ID, "err", err)
-		return
-	}
-	if ended {
+	err := s.report(ctx, task, run, storage.TaskRunEnd{Run: &run, From: storage.TaskRunSuspended})
+	switch {
+	case errors.Is(err, storage.ErrTaskRunChanged):
+	case err != nil:
+		s.log.WarnContext(ctx, "recording the end of a suspended task firing failed; the next start tries again",
+			"taskId", run.TaskID, "taskRunId", run.ID, "err", err)
+	default:
 		s.logEnd(ctx, run, "suspended task firing ended")
-		s.report(ctx, task, run)
 	}
 }
 
@@ -331,20 +337,26 @@ func (s *Scheduler) followAllSuspended(ctx context.Context) error {
 	}
 }
 
-// taskOf is the task of run as it is now, or one with run's task id alone when it is gone.
+// taskOf is the task run was claimed with: its name, principal and agent as the firing recorded
+// them, its session binding as it is now (firings recorded before they were kept, and a deleted
+// task's, take the task as it is now, or its id alone).
 func (s *Scheduler) taskOf(ctx context.Context, run storage.TaskRun) storage.Task {
 	task, err := s.db.GetTask(ctx, run.TaskID)
 	if err != nil {
 		if !errors.Is(err, storage.ErrNotFound) {
 			s.log.ErrorContext(ctx, "reading the task of a firing failed", "taskId", run.TaskID, "taskRunId", run.ID, "err", err)
 		}
-		return storage.Task{ID: run.TaskID}
+		task = storage.Task{ID: run.TaskID}
+	}
+	if run.TaskName != "" {
+		task.Name, task.PrincipalID, task.AgentID = run.TaskName, run.PrincipalID, run.AgentID
 	}
 	return task
 }
 
-// report sends post_scheduled_task for the firing run of task, once its end is recorded.
-func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.TaskRun) {
+// report sends post_scheduled_task for the firing run of task, with end (the firing's end)
+// written in the same commit.
+func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.TaskRun, end storage.TaskRunEnd) error {
 	// The session actually used, else the task's bound one, else null.
 	session := run.SessionID
 	if session == nil {
@@ -355,20 +367,36 @@ func (s *Scheduler) report(ctx context.Context, task storage.Task, run storage.T
 	if !c.Succeeded {
 		c.ErrorCode, c.ErrorMessage = optional(run.ErrorCode), optional(run.ErrorMessage)
 	}
-	if _, err := s.hooks.Observe(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: run.TraceID,
-		SessionID: session, PrincipalID: task.PrincipalID, AgentID: task.AgentID, Context: c}); err != nil {
-		s.log.ErrorContext(ctx, "post_scheduled_task event not queued", "taskId", task.ID, "taskRunId", run.ID, "err", err)
-	}
+	return s.hooks.ObserveEnding(ctx, dispatcher.Event{HookType: dispatcher.PostScheduledTask, TraceID: run.TraceID,
+		SessionID: session, PrincipalID: task.PrincipalID, AgentID: task.AgentID, Context: c}, end)
 }
 
-// reportAbandoned sends post_scheduled_task for firings whose daemon died before they ended
-// (RescueTaskRuns recorded them ABANDONED): every claimed firing is reported, these included.
-// Their task as it is now stands in for the one they were claimed with; a deleted task's firing
-// is reported with its id alone.
-func (s *Scheduler) reportAbandoned(ctx context.Context, runs []storage.TaskRun) {
-	for _, run := range runs {
-		s.report(ctx, s.taskOf(ctx, run), run)
+// rescue ends the running firings whose lease was last renewed before staleBefore (their daemon
+// died or went silent) as interrupted, ABANDONED, their duration from the claim to their last
+// heartbeat (the end itself is unknown), and reports each: every claimed firing is reported,
+// these included. A firing whose daemon renewed its lease meanwhile is left alone.
+func (s *Scheduler) rescue(ctx context.Context, staleBefore time.Time) error {
+	runs, err := s.db.StaleTaskRuns(ctx, staleBefore)
+	if err != nil {
+		return err
 	}
+	ended := 0
+	for _, run := range runs {
+		now := s.now()
+		run.Status, run.ErrorCode, run.ErrorMessage = storage.TaskRunInterrupted, codeAbandoned, "the scheduler running it stopped before the run ended"
+		run.FinishedAt, run.DurationMs = &now, max(run.HeartbeatAt.Sub(run.StartedAt).Milliseconds(), 0)
+		switch err := s.report(ctx, s.taskOf(ctx, run), run, storage.TaskRunEnd{Run: &run, From: storage.TaskRunRunning, StaleBefore: staleBefore}); {
+		case errors.Is(err, storage.ErrTaskRunChanged):
+		case err != nil:
+			return err
+		default:
+			ended++
+		}
+	}
+	if ended > 0 {
+		s.log.Warn("task firings left running by a stopped daemon were ended", "count", ended)
+	}
+	return nil
 }
 
 func optional(s string) *string {

@@ -40,7 +40,7 @@ type Runtime interface {
 // Hooks is what the scheduler needs of the dispatcher.
 type Hooks interface {
 	Intercept(ctx context.Context, ev dispatcher.Event) (dispatcher.Decision, error)
-	Observe(ctx context.Context, ev dispatcher.Event) ([]string, error)
+	ObserveEnding(ctx context.Context, ev dispatcher.Event, end storage.TaskRunEnd) error
 }
 
 var (
@@ -173,11 +173,8 @@ func (s *Scheduler) start(ctx context.Context) error {
 		// One process owns a SQLite file, so whatever it left running died with it.
 		staleBefore = s.now().Add(time.Hour)
 	}
-	if runs, err := s.db.RescueTaskRuns(ctx, staleBefore, s.now()); err != nil {
+	if err := s.rescue(ctx, staleBefore); err != nil {
 		return err
-	} else if len(runs) > 0 {
-		s.log.Warn("task firings left running by a stopped daemon were ended", "count", len(runs))
-		s.reportAbandoned(ctx, runs)
 	}
 	if err := s.followAllSuspended(ctx); err != nil {
 		return err
@@ -432,20 +429,19 @@ func (s *Scheduler) poll() {
 			s.log.Warn("task schedules reload failed", "err", err)
 		}
 	}
-	if s.db.Dialect() == storage.SQLite {
-		return // one process per file: Start ended whatever a dead one left running
-	}
 	now := s.now()
 	if s.inflight.Load() > 0 {
+		// On SQLite too: nobody else reads the lease there, but a firing the daemon dies in is
+		// reported with its duration up to its last heartbeat.
 		if err := s.db.TouchTaskRuns(ctx, s.cfg.Owner, now); err != nil && ctx.Err() == nil {
 			s.log.Warn("renewing task firing leases failed", "err", err)
 		}
 	}
-	if runs, err := s.db.RescueTaskRuns(ctx, now.Add(-s.cfg.Lease), now); err != nil && ctx.Err() == nil {
+	if s.db.Dialect() == storage.SQLite {
+		return // one process per file: Start ended whatever a dead one left running
+	}
+	if err := s.rescue(ctx, now.Add(-s.cfg.Lease)); err != nil && ctx.Err() == nil {
 		s.log.Warn("ending abandoned task firings failed", "err", err)
-	} else if len(runs) > 0 {
-		s.log.Warn("task firings of a silent daemon were ended", "count", len(runs))
-		s.reportAbandoned(ctx, runs)
 	}
 	// Firings another daemon recorded suspended: it may be gone before their runs end.
 	if err := s.followAllSuspended(ctx); err != nil && ctx.Err() == nil {

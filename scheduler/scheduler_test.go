@@ -610,6 +610,11 @@ func TestStopInterrupts(t *testing.T) {
 	if err != nil || again.Status != storage.TaskRunSkipped || again.Reason != "still running" {
 		t.Fatalf("run now while running: %v %+v", err, again)
 	}
+	// Its lease is renewed on SQLite too, so a crash now would report how long it had run.
+	eventually(t, 5*time.Second, "the running firing's heartbeat", func() bool {
+		got, _ := db.GetTaskRun(context.Background(), run.ID)
+		return got.HeartbeatAt.After(got.StartedAt)
+	})
 	s.Stop()
 	s.Stop()
 	r := history(t, s, task.ID)[0]
@@ -798,8 +803,12 @@ func TestSuspendedFiringEndsWithItsRun(t *testing.T) {
 			eventually(t, 20*time.Second, "its post_scheduled_task", func() bool {
 				return post.byTrace(dispatcher.PostScheduledTask, got.TraceID) != nil
 			})
-			c := post.byTrace(dispatcher.PostScheduledTask, got.TraceID).ctx
-			if c["succeeded"] != true || c["errorCode"] != nil || c["errorMessage"] != nil || c["requestId"] != *run.RequestID ||
+			g := post.byTrace(dispatcher.PostScheduledTask, got.TraceID)
+			if g.env.PrincipalID == nil || *g.env.PrincipalID != principal {
+				t.Fatalf("post_scheduled_task of a firing that paused names principal %v", g.env.PrincipalID)
+			}
+			c := g.ctx
+			if c["taskName"] != "needs a person" || c["succeeded"] != true || c["errorCode"] != nil || c["errorMessage"] != nil || c["requestId"] != *run.RequestID ||
 				c["taskId"] != float64(task.ID) || c["durationMs"] != float64(got.DurationMs) {
 				t.Fatalf("post_scheduled_task of a firing that paused: %v (firing %+v)", c, got)
 			}
@@ -816,6 +825,15 @@ func TestSuspendedFiringEndsWithItsRun(t *testing.T) {
 		second, ask := pause(s)
 		s.Stop()
 		answer(second, ask)
+		// Renamed and moved to another principal meanwhile: the firing is reported as it ran.
+		edited, err := db.GetTask(ctx, task.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited.Name, edited.PrincipalID = "renamed", ptr(int64(2002))
+		if err := db.UpdateTask(ctx, &edited); err != nil {
+			t.Fatal(err)
+		}
 		e.scheduler(cfg)
 		e.scheduler(cfg)
 		ended(second)

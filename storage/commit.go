@@ -24,6 +24,8 @@ type WriteBatch struct {
 	// Decisions are appended to the chain in order; Commit sets their PrevHash and Hash.
 	Decisions []Decision
 	RunEvents []RunEventAppend
+	// TaskRunEnds are firings' ends, written beside the deliveries that report them.
+	TaskRunEnds []TaskRunEnd
 	// Committed is set by Commit: how long the COMMIT itself took (on SQLite its fsync), the part
 	// of a cycle's time that does not grow with its rows.
 	Committed time.Duration
@@ -31,7 +33,8 @@ type WriteBatch struct {
 
 // Empty tells whether the batch holds nothing to write.
 func (b *WriteBatch) Empty() bool {
-	return len(b.Deliveries) == 0 && len(b.Outcomes) == 0 && len(b.Decisions) == 0 && len(b.RunEvents) == 0
+	return len(b.Deliveries) == 0 && len(b.Outcomes) == 0 && len(b.Decisions) == 0 && len(b.RunEvents) == 0 &&
+		len(b.TaskRunEnds) == 0
 }
 
 // UncertainCommitError is a Commit whose COMMIT itself failed (a connection lost during it, say):
@@ -91,7 +94,7 @@ func (db *DB) Commit(ctx context.Context, b *WriteBatch) error {
 func (db *DB) appendAlone(ctx context.Context, b *WriteBatch) (bool, error) {
 	prev := db.tail.Load()
 	if db.dialect != Postgres || prev == nil || beforeCommit != nil || len(b.Decisions) == 0 ||
-		len(b.Deliveries)+len(b.Outcomes)+len(b.RunEvents) > 0 {
+		len(b.Deliveries)+len(b.Outcomes)+len(b.RunEvents)+len(b.TaskRunEnds) > 0 {
 		return false, nil
 	}
 	w, _ := db.w.DB()
@@ -110,6 +113,11 @@ func (db *DB) appendAlone(ctx context.Context, b *WriteBatch) (bool, error) {
 func (db *DB) writeBatch(ctx context.Context, tx *gorm.DB, b *WriteBatch) error {
 	if len(b.Deliveries) > 0 {
 		if err := db.enqueue(ctx, tx, b.Deliveries, b.ClaimedUntil); err != nil {
+			return err
+		}
+	}
+	for _, e := range b.TaskRunEnds {
+		if err := db.endTaskRun(tx, e); err != nil {
 			return err
 		}
 	}

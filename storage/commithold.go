@@ -8,8 +8,8 @@ import (
 )
 
 // This file is built only into the daemon of cmd/hookd's TestCallerReleasedOnlyAfterCommit
-// (go build -tags commithold). With HOOKD_TEST_HOLD_COMMIT naming a kind of row (deliveries,
-// decisions, runEvents), the first transaction that holds such rows stops once they are written
+// (go build -tags commithold) and TestFiringEndCommittedWithItsReport. With HOOKD_TEST_HOLD_COMMIT
+// naming a kind of row (deliveries, decisions, runEvents, taskRunEnds), the first transaction that holds such rows stops once they are written
 // and before its COMMIT: it says so on stderr ("commit held") and waits until the process is
 // killed.
 func init() {
@@ -18,7 +18,8 @@ func init() {
 		return
 	}
 	beforeCommit = func(b *WriteBatch) {
-		n := map[string]int{"deliveries": len(b.Deliveries), "decisions": len(b.Decisions), "runEvents": len(b.RunEvents)}[kind]
+		n := map[string]int{"deliveries": len(b.Deliveries), "decisions": len(b.Decisions), "runEvents": len(b.RunEvents),
+			"taskRunEnds": len(b.TaskRunEnds)}[kind]
 		if n == 0 {
 			return
 		}

@@ -362,10 +362,16 @@ var migrations = []migration{
 		`CREATE TABLE hooks_version (id INTEGER PRIMARY KEY, version BIGINT NOT NULL)`,
 		`INSERT INTO hooks_version (id, version) VALUES (1, 0)`,
 	}},
-	{31, "task run decision", []string{
+	{31, "task run decision and task", []string{
 		// The decision log row of the firing's pre_scheduled_task decision: a denied firing
 		// names the decision an auditor reads.
 		`ALTER TABLE task_runs ADD COLUMN decision_id TEXT`,
+		// The task as the firing was claimed with: its report, sent when the firing ends (maybe
+		// after a restart, the task edited or deleted since), names the task, principal and agent
+		// it ran for.
+		`ALTER TABLE task_runs ADD COLUMN task_name TEXT NOT NULL DEFAULT ''`,
+		`ALTER TABLE task_runs ADD COLUMN principal_id BIGINT`,
+		`ALTER TABLE task_runs ADD COLUMN agent_id BIGINT`,
 	}},
 }
 

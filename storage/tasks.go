@@ -190,6 +190,12 @@ type TaskRun struct {
 	Owner        string     `json:"owner"` // the scheduler that fired it
 	StartedAt    time.Time  `json:"startedAt"`
 	FinishedAt   *time.Time `json:"finishedAt"`
+	// The task as the firing was claimed with (empty for firings recorded before migration 31),
+	// and the firing's last sign of life (its lease).
+	TaskName    string    `json:"-"`
+	PrincipalID *int64    `json:"-"`
+	AgentID     *int64    `json:"-"`
+	HeartbeatAt time.Time `json:"-"`
 }
 
 type taskRunRow struct {
@@ -212,6 +218,9 @@ type taskRunRow struct {
 	StartedAt    int64
 	FinishedAt   int64
 	HeartbeatAt  int64
+	TaskName     string
+	PrincipalID  *int64
+	AgentID      *int64
 }
 
 func (taskRunRow) TableName() string { return "task_runs" }
@@ -220,7 +229,8 @@ func (r taskRunRow) plain() TaskRun {
 	out := TaskRun{ID: r.ID, TaskID: r.TaskID, Kind: r.Kind, ScheduledAt: fromMs(r.ScheduledAt), Status: r.Status,
 		Reason: r.Reason, Input: r.Input, TraceID: r.TraceID, RequestID: r.RequestID, SessionID: r.SessionID,
 		DecisionID: r.DecisionID, ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage, Output: r.Output, DurationMs: r.DurationMs, Owner: r.Owner,
-		StartedAt: fromMs(r.StartedAt)}
+		StartedAt: fromMs(r.StartedAt), TaskName: r.TaskName, PrincipalID: r.PrincipalID, AgentID: r.AgentID,
+		HeartbeatAt: fromMs(r.HeartbeatAt)}
 	if r.FinishedAt != 0 {
 		t := fromMs(r.FinishedAt)
 		out.FinishedAt = &t
@@ -283,7 +293,8 @@ func (db *DB) ClaimTaskFire(ctx context.Context, f TaskFire) (TaskRun, Task, err
 		}
 		at := ms(f.At)
 		run = taskRunRow{TaskID: f.TaskID, Kind: f.Kind, ScheduledAt: ms(f.ScheduledAt), Status: TaskRunRunning,
-			Input: task.Input, TraceID: f.TraceID, Owner: f.Owner, StartedAt: at, HeartbeatAt: at}
+			Input: task.Input, TraceID: f.TraceID, Owner: f.Owner, StartedAt: at, HeartbeatAt: at,
+			TaskName: task.TaskName, PrincipalID: task.PrincipalID, AgentID: task.AgentID}
 		if f.Skip != "" {
 			run.Status, run.Reason = TaskRunSkipped, f.Skip
 		} else {
@@ -326,12 +337,7 @@ func (db *DB) ClaimTaskFire(ctx context.Context, f TaskFire) (TaskRun, Task, err
 // r.Status is final, how it ended. It applies only while the firing is still running: ErrNotFound
 // when a rescuer declared it abandoned meanwhile.
 func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
-	fields := map[string]any{"status": r.Status, "reason": r.Reason, "input": r.Input, "request_id": r.RequestID,
-		"session_id": r.SessionID, "decision_id": r.DecisionID, "error_code": r.ErrorCode, "error_message": r.ErrorMessage, "output": r.Output,
-		"duration_ms": r.DurationMs}
-	if r.FinishedAt != nil {
-		fields["finished_at"] = ms(*r.FinishedAt)
-	}
+	fields := taskRunFields(r)
 	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		res := tx.Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunRunning).Updates(fields)
 		if err := oneRow(res, "update task run %d", r.ID); err != nil || r.RequestID == nil {
@@ -343,21 +349,60 @@ func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 	})
 }
 
-// EndSuspendedTaskRun records how the run of a suspended firing ended (r's status, error,
-// output, duration and finish). It reports false, and changes nothing, when the firing is no
-// longer suspended: another scheduler following the same run ended it first, so exactly one of
-// them reports it.
-func (db *DB) EndSuspendedTaskRun(ctx context.Context, r *TaskRun) (bool, error) {
-	fields := map[string]any{"status": r.Status, "error_code": r.ErrorCode, "error_message": r.ErrorMessage,
+// taskRunFields are the columns of r that a firing learns on its way and at its end.
+func taskRunFields(r *TaskRun) map[string]any {
+	fields := map[string]any{"status": r.Status, "reason": r.Reason, "input": r.Input, "request_id": r.RequestID,
+		"session_id": r.SessionID, "decision_id": r.DecisionID, "error_code": r.ErrorCode, "error_message": r.ErrorMessage,
 		"output": r.Output, "duration_ms": r.DurationMs}
 	if r.FinishedAt != nil {
 		fields["finished_at"] = ms(*r.FinishedAt)
 	}
-	res := db.w.WithContext(ctx).Model(&taskRunRow{}).Where("id = ? AND status = ?", r.ID, TaskRunSuspended).Updates(fields)
-	if res.Error != nil {
-		return false, fmt.Errorf("storage: end suspended task run %d: %w", r.ID, res.Error)
+	return fields
+}
+
+// TaskRunEnd is the end of a firing, written by Commit in the transaction that holds the
+// deliveries reporting it (post_scheduled_task): a crash leaves both or neither, so no firing is
+// recorded ended and never reported. It applies only while the firing is From (running or
+// suspended) and, when StaleBefore is set, its lease was last renewed before then (a silent
+// daemon's firing): otherwise the whole batch fails with ErrTaskRunChanged, and nothing of it is
+// written (another scheduler ended the firing first, or its daemon is alive after all).
+type TaskRunEnd struct {
+	Run         *TaskRun
+	From        string
+	StaleBefore time.Time
+}
+
+// ErrTaskRunChanged: a TaskRunEnd whose firing was no longer what it expected.
+var ErrTaskRunChanged = errors.New("storage: the task firing is no longer in the state its end expected")
+
+func (db *DB) endTaskRun(tx *gorm.DB, e TaskRunEnd) error {
+	q := tx.Model(&taskRunRow{}).Where("id = ? AND status = ?", e.Run.ID, e.From)
+	if !e.StaleBefore.IsZero() {
+		q = q.Where("heartbeat_at < ?", ms(e.StaleBefore))
 	}
-	return res.RowsAffected == 1, nil
+	res := q.Updates(taskRunFields(e.Run))
+	if res.Error != nil {
+		return fmt.Errorf("storage: end task run %d: %w", e.Run.ID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("task run %d: %w", e.Run.ID, ErrTaskRunChanged)
+	}
+	return nil
+}
+
+// StaleTaskRuns are the running firings whose lease was last renewed before staleBefore: their
+// daemon died or went silent. The scheduler ends each with a TaskRunEnd that says so.
+func (db *DB) StaleTaskRuns(ctx context.Context, staleBefore time.Time) ([]TaskRun, error) {
+	var rows []taskRunRow
+	if err := db.r.WithContext(ctx).Where("status = ? AND heartbeat_at < ?", TaskRunRunning, ms(staleBefore)).
+		Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("storage: stale task runs: %w", err)
+	}
+	out := make([]TaskRun, len(rows))
+	for i, r := range rows {
+		out[i] = r.plain()
+	}
+	return out, nil
 }
 
 // GetTaskRun reads one firing; ErrNotFound if there is none.
@@ -412,24 +457,4 @@ func (db *DB) TouchTaskRuns(ctx context.Context, owner string, at time.Time) err
 		return fmt.Errorf("storage: touch task runs: %w", err)
 	}
 	return nil
-}
-
-// RescueTaskRuns ends the running firings whose lease was last renewed before staleBefore (their
-// daemon died), so they stop blocking their task, and returns them as they now are: interrupted,
-// ABANDONED, their duration from the claim to their last heartbeat (the end itself is unknown).
-func (db *DB) RescueTaskRuns(ctx context.Context, staleBefore, at time.Time) ([]TaskRun, error) {
-	var rows []taskRunRow
-	err := db.w.WithContext(ctx).Raw(`UPDATE task_runs SET status = ?, error_code = 'ABANDONED', error_message = ?, finished_at = ?,
-		duration_ms = CASE WHEN heartbeat_at > started_at THEN heartbeat_at - started_at ELSE 0 END
-		WHERE status = ? AND heartbeat_at < ? RETURNING *`,
-		TaskRunInterrupted, "the scheduler running it stopped before the run ended", ms(at), TaskRunRunning, ms(staleBefore)).
-		Scan(&rows).Error
-	if err != nil {
-		return nil, fmt.Errorf("storage: rescue task runs: %w", err)
-	}
-	out := make([]TaskRun, len(rows))
-	for i, r := range rows {
-		out[i] = r.plain()
-	}
-	return out, nil
 }

@@ -128,10 +128,26 @@ func TestClaimTaskFire(t *testing.T) {
 		if err := db.TouchTaskRuns(ctx, "a", time.Now().Add(-time.Hour)); err != nil {
 			t.Fatal(err)
 		}
-		if rescued, err := db.RescueTaskRuns(ctx, time.Now().Add(-time.Minute), time.Now()); err != nil || len(rescued) != 1 ||
-			rescued[0].ID != run2.ID || rescued[0].Status != storage.TaskRunInterrupted || rescued[0].ErrorCode != "ABANDONED" ||
-			rescued[0].FinishedAt == nil {
-			t.Fatalf("rescue: %v %+v", err, rescued)
+		stale, err := db.StaleTaskRuns(ctx, time.Now().Add(-time.Minute))
+		if err != nil || len(stale) != 1 || stale[0].ID != run2.ID || stale[0].TaskName != task.Name {
+			t.Fatalf("stale: %v %+v", err, stale)
+		}
+		// Its end applies only while it is still stale: a daemon that renewed its lease meanwhile
+		// is alive, and nothing of the batch is written.
+		end := stale[0]
+		end.Status, end.ErrorCode = storage.TaskRunInterrupted, "ABANDONED"
+		fin2 := time.Now()
+		end.FinishedAt = &fin2
+		if err := db.Commit(ctx, &storage.WriteBatch{TaskRunEnds: []storage.TaskRunEnd{{Run: &end, From: storage.TaskRunRunning,
+			StaleBefore: time.Now().Add(-2 * time.Hour)}}}); !errors.Is(err, storage.ErrTaskRunChanged) {
+			t.Fatalf("the end of a firing renewed since: %v", err)
+		}
+		if err := db.Commit(ctx, &storage.WriteBatch{TaskRunEnds: []storage.TaskRunEnd{{Run: &end, From: storage.TaskRunRunning,
+			StaleBefore: time.Now().Add(-time.Minute)}}}); err != nil {
+			t.Fatalf("rescue: %v", err)
+		}
+		if err := db.Commit(ctx, &storage.WriteBatch{TaskRunEnds: []storage.TaskRunEnd{{Run: &end, From: storage.TaskRunRunning}}}); !errors.Is(err, storage.ErrTaskRunChanged) {
+			t.Fatalf("a firing ended twice: %v", err)
 		}
 		runs, err := db.ListTaskRuns(ctx, storage.TaskRunFilter{TaskID: task.ID})
 		if err != nil || len(runs) != 4 {

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -36,6 +40,100 @@ func TestCallerReleasedOnlyAfterCommit(t *testing.T) {
 			heldCommitTest(t, held, t.TempDir(), storagetest.PostgresURL(t), kind)
 		})
 	}
+	t.Run("sqlite/firing-end", func(t *testing.T) {
+		dir := t.TempDir()
+		heldFiringEndTest(t, held, dir, "sqlite:"+filepath.Join(dir, "hookd.db"))
+	})
+	t.Run("postgres/firing-end", func(t *testing.T) {
+		heldFiringEndTest(t, held, t.TempDir(), storagetest.PostgresURL(t))
+	})
+}
+
+// heldFiringEndTest: a firing's end is committed with the post_scheduled_task that reports it.
+// Killed with that commit held, the daemon has recorded neither: the firing is still running, and
+// the restarted daemon ends it (ABANDONED) and reports it, once. Before, the end committed alone
+// first, and a crash right after it left a firing ended and never reported.
+func heldFiringEndTest(t *testing.T, bin, dir, database string) {
+	var mu sync.Mutex
+	var reports []map[string]any
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct{ Context map[string]any }
+		json.NewDecoder(r.Body).Decode(&env)
+		mu.Lock()
+		reports = append(reports, env.Context)
+		mu.Unlock()
+	}))
+	defer recv.Close()
+	cfg := crashConfig(t, dir, database)
+	d := startBinary(t, bin, cfg, "HOOKD_TEST_HOLD_COMMIT=taskRunEnds")
+	if st := d.call("POST", "/api/hooks", `{"hookName":"task results","hookType":"post_scheduled_task","dispatchConfig":{"url":"`+recv.URL+`"}}`, nil); st != 201 {
+		t.Fatalf("create hook: %d\n%s", st, d.log())
+	}
+	var task struct{ ID int64 }
+	if st := d.call("POST", "/api/tasks", `{"taskName":"daily report","cron":"@yearly","input":"hello"}`, &task); st != 201 {
+		t.Fatalf("create task: %d\n%s", st, d.log())
+	}
+	var firing struct {
+		ID        int64
+		RequestID *string
+	}
+	if st := d.call("POST", fmt.Sprintf("/api/tasks/%d/run", task.ID), "", &firing); st != 202 || firing.RequestID == nil {
+		t.Fatalf("run now: %d %+v\n%s", st, firing, d.log())
+	}
+	d.waitLog(`"msg":"commit held","kind":"taskRunEnds"`)
+	d.cmd.Process.Signal(syscall.SIGKILL)
+	<-d.done
+	mu.Lock()
+	if len(reports) != 0 {
+		t.Fatalf("reported before its end committed: %v", reports)
+	}
+	mu.Unlock()
+
+	d2 := startDaemon(t, cfg)
+	var runs struct {
+		Items []struct {
+			ID         int64
+			Status     string
+			ErrorCode  string
+			RequestID  *string
+			FinishedAt *string
+		}
+	}
+	if st := d2.call("GET", fmt.Sprintf("/api/tasks/%d/runs", task.ID), "", &runs); st != 200 || len(runs.Items) != 1 {
+		t.Fatalf("runs: %d %+v", st, runs)
+	}
+	if strings.HasPrefix(database, "postgres") {
+		// Another daemon may hold it: it is rescued once its lease (a minute) has lapsed, which
+		// the scheduler's TestAbandonedFiring shows. Here: neither its end nor its report is in.
+		if r := runs.Items[0]; r.Status != "running" || r.FinishedAt != nil {
+			t.Fatalf("the firing after the restart: %+v", r)
+		}
+		return
+	}
+	if r := runs.Items[0]; r.ID != firing.ID || r.Status != "interrupted" || r.ErrorCode != "ABANDONED" || r.FinishedAt == nil ||
+		r.RequestID == nil || *r.RequestID != *firing.RequestID {
+		t.Fatalf("the firing after the restart: %+v", r)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rescued firing was never reported\n%s", d2.log())
+		}
+	}
+	// Stopped, the daemon has sent all it will: one report, of the firing as it ended.
+	d2.cmd.Process.Signal(syscall.SIGTERM)
+	<-d2.done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(reports) != 1 || reports[0]["errorCode"] != "ABANDONED" || reports[0]["succeeded"] != false ||
+		reports[0]["taskId"] != float64(task.ID) || reports[0]["taskName"] != "daily report" || reports[0]["requestId"] != *firing.RequestID {
+		t.Fatalf("reports of the firing: %v", reports)
+	}
 }
 
 func heldCommitTest(t *testing.T, bin, dir, database, kind string) {
@@ -49,11 +147,7 @@ func heldCommitTest(t *testing.T, bin, dir, database, kind string) {
 		w.Write([]byte(`{"decision":"allow"}`))
 	}))
 	defer recv.Close()
-	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
-database: %s
-auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
-webhooks: {allowPrivateNetworks: true}
-`, database))
+	cfg := crashConfig(t, dir, database)
 	d := startBinary(t, bin, cfg, "HOOKD_TEST_HOLD_COMMIT="+kind)
 	for _, h := range []string{
 		`{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"` + recv.URL + `/observe"}}`,

@@ -47,11 +47,7 @@ func decisionCrashTest(t *testing.T, dir, database string, direct gorm.Dialector
 		w.Write([]byte(`{"decision":"deny","reason":"needs approval"}`))
 	}))
 	defer recv.Close()
-	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
-database: %s
-auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
-webhooks: {allowPrivateNetworks: true}
-`, database))
+	cfg := crashConfig(t, dir, database)
 	d := startDaemon(t, cfg)
 	if st := d.call("POST", "/api/hooks", `{"hookName":"approval","hookType":"pre_tool_use",
 		"dispatchConfig":{"url":"`+recv.URL+`","failureMode":"DENY"}}`, nil); st != 201 {
@@ -182,4 +178,14 @@ func (d *daemon) callQuiet(method, path, body string, out any) int {
 	}
 	json.Unmarshal(w.Data, out)
 	return resp.StatusCode
+}
+
+// crashConfig is the config of the crash tests' daemons: database, the test tokens, receivers on
+// loopback allowed.
+func crashConfig(t *testing.T, dir, database string) string {
+	return writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
+database: %s
+auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
+webhooks: {allowPrivateNetworks: true}
+`, database))
 }
