@@ -390,6 +390,46 @@ func TestAnswersOnTheDecisionLog(t *testing.T) {
 	}
 }
 
+// TestPermissionAskAnswersOnTheDecisionLog: a person's answer to an ask a permission rule made
+// (no hook asked) is on the decision log too: alone under a decisionId of its own when no hook
+// ran, else beside the rows of the chain that let the call on. A person's refusal of a call the
+// hooks allowed was missing from the log, which showed only the hooks' allow.
+func TestPermissionAskAnswersOnTheDecisionLog(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{DefaultBehavior: BehaviorAsk})
+	run := func(session string, approved bool) []storage.Decision {
+		t.Helper()
+		info := e.start("alice", session, "write")
+		evs := e.until(info.RequestID, 0, KindSuspended)
+		call := find(evs, KindAsk).Ask.Calls[0]
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{{AskID: call.AskID, Approved: approved, Reason: "checked"}}); err != nil {
+			t.Fatal(err)
+		}
+		e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+		sid := info.SessionID
+		rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Reverse(rows)
+		return rows
+	}
+	rows := run("no hook", false)
+	if len(rows) != 1 || rows[0].HookID != 0 || rows[0].HookName != "person" || rows[0].Outcome != "deny" ||
+		rows[0].Reason != "checked" || rows[0].ToolName != "workspace_write_file" || rows[0].DecisionID == "" || rows[0].ToolCallID == "" {
+		t.Fatalf("a refusal of a rule's ask, no hook: %+v", rows)
+	}
+	e.hook(`{"hookName":"log writes","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"allow"}]}}`)
+	for _, approved := range []bool{false, true} {
+		rows := run(fmt.Sprint("hook ", approved), approved)
+		want := map[bool]string{false: "deny", true: "allow"}[approved]
+		if len(rows) != 2 || rows[0].HookName != "log writes" || rows[0].Outcome != "allow" || rows[1].HookName != "person" ||
+			rows[1].Outcome != want || rows[1].DecisionID != rows[0].DecisionID {
+			t.Fatalf("the answer (approved %v) to a rule's ask after the hooks allowed: %+v", approved, rows)
+		}
+	}
+}
+
 // TestSupplementaryInputAsked: input sent while a run runs is a user message too, asked of the
 // user_message hooks before the model gets it: a deny keeps it from the model (a hint tied to
 // it says why), a modify is what the model gets, and each is on the decision log.

@@ -199,13 +199,15 @@ func (r *run) resume() {
 	r.loop()
 }
 
-// recordAnswer puts the answer to p's ask on the decision log when a pre_tool_use chain asked
-// for it (decisionID, that chain's), beside the chain's rows, with the arguments the answer is
-// about. An approval that cannot be recorded does not run (a sync decision log's rule: nothing is
-// acted on that is not on the record).
+// recordAnswer puts the answer to p's ask on the decision log, whoever asked (a pre_tool_use
+// hook, a permission rule), with the arguments the answer is about: beside the rows of the chain
+// that let the call on to the ask (decisionID), or under an id of its own when no hook ran. A
+// person's refusal of a call the hooks allowed is a decision too. An approval that cannot be
+// recorded does not run (a sync decision log's rule: nothing is acted on that is not on the
+// record).
 func (r *run) recordAnswer(p *pendingCall, decisionID, args string, a dispatcher.PersonAnswer) {
 	if decisionID == "" {
-		return
+		decisionID = storage.NewTSIDString()
 	}
 	a.DecisionID = decisionID
 	ev := r.hookEvent(dispatcher.PreToolUse, &dispatcher.PreToolUseContext{ToolName: p.Name, ToolCallID: p.ID,

@@ -44,8 +44,9 @@ type pendingCall struct {
 	Result   *model.Message `json:"result,omitempty"`
 	Async    *AsyncInfo     `json:"async,omitempty"` // work a tool started elsewhere
 	// HookAsk is the reason a pre_tool_use hook answered ask: a person decides, whatever the
-	// permission rules would allow. DecisionID is that chain's: the person's answer joins its
-	// rows on the decision log.
+	// permission rules would allow. DecisionID is the chain's that let the call on (empty when
+	// no hook ran): a person's answer to an ask of the call, the chain's or a permission rule's,
+	// joins its rows on the decision log.
 	HookAsk    string `json:"hookAsk,omitempty"`
 	DecisionID string `json:"decisionId,omitempty"`
 }
@@ -180,6 +181,7 @@ func (r *run) preToolUse(p *pendingCall, end bool) bool {
 		return false
 	}
 	r.showExtras(dec.Extras, p)
+	p.DecisionID = dec.DecisionID
 	switch dec.Decision {
 	case dispatcher.Deny:
 		p.Stage, p.Reason = stageDenied, dec.Reason
@@ -188,7 +190,7 @@ func (r *run) preToolUse(p *pendingCall, end bool) bool {
 		}
 		return false
 	case dispatcher.Ask:
-		p.HookAsk, p.DecisionID = dec.Reason, dec.DecisionID
+		p.HookAsk = dec.Reason
 		if p.HookAsk == "" {
 			p.HookAsk = "a pre_tool_use hook asks a person to approve this call"
 		}

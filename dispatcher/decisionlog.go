@@ -58,7 +58,9 @@ type PersonAnswer struct {
 	Expired    bool   // nobody answered in time: a deny, whose hook is "ask-timeout"
 }
 
-// RecordAnswer appends a person's answer to the ask of chain a.DecisionID to the decision log:
+// RecordAnswer appends a person's answer to an ask to the decision log, beside the rows of chain
+// a.DecisionID (the chain that asked, or let the call on to a permission rule's ask; a fresh id
+// when no hook ran):
 // the row of what took effect, the tool call (or other subject) of ev as it then stands — with
 // the arguments the person approved, edited or not. Its hook is the person (id 0, hookName
 // "person" or "person:<who>", "ask-timeout" when nobody answered); its outcome allow or deny.
