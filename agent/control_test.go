@@ -336,16 +336,6 @@ func TestAnswersOnTheDecisionLog(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{AskTimeout: 300 * time.Millisecond, SweepEvery: 50 * time.Millisecond})
 	e.hook(`{"hookName":"review writes","hookType":"pre_tool_use","toolNameMatch":"workspace_write_file","dispatchType":"policy",
 		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"ask","reason":"'a person reviews writes'"}]}}`)
-	rowsOf := func(info RunInfo) []storage.Decision {
-		t.Helper()
-		sid := info.SessionID
-		rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Reverse(rows)
-		return rows
-	}
 	answer := func(session string, ans func(AskCall) Answer) RunInfo {
 		t.Helper()
 		info := e.start("alice", session, "write")
@@ -373,7 +363,7 @@ func TestAnswersOnTheDecisionLog(t *testing.T) {
 		{"timed out", nil, "ask-timeout", "deny", ""},
 	}
 	for i, c := range cases {
-		rows := rowsOf(answer(fmt.Sprintf("s%d", i), c.ans))
+		rows := e.sessionDecisions(t, answer(fmt.Sprintf("s%d", i), c.ans))
 		var answered *storage.Decision // the answer to the first chain's ask
 		for j := range rows {
 			if j > 0 && rows[j].DecisionID == rows[0].DecisionID && rows[j].HookID == 0 {
@@ -405,13 +395,7 @@ func TestPermissionAskAnswersOnTheDecisionLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
-		sid := info.SessionID
-		rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.Reverse(rows)
-		return rows
+		return e.sessionDecisions(t, info)
 	}
 	rows := run("no hook", false)
 	if len(rows) != 1 || rows[0].HookID != 0 || rows[0].HookName != "person" || rows[0].Outcome != "deny" ||
@@ -733,4 +717,16 @@ func TestDeniedInputStaysOutOfHistory(t *testing.T) {
 			t.Fatalf("the model's history of the session: %q", texts)
 		}
 	})
+}
+
+// sessionDecisions is the decision log of info's session, oldest first.
+func (e *env) sessionDecisions(t *testing.T, info RunInfo) []storage.Decision {
+	t.Helper()
+	sid := info.SessionID
+	rows, err := e.db.ListDecisions(context.Background(), storage.DecisionFilter{SessionID: &sid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Reverse(rows)
+	return rows
 }
