@@ -313,12 +313,13 @@ func (s *Scheduler) endSuspended(ctx context.Context, task storage.Task, run sto
 	}
 }
 
-// followAllSuspended follows every firing recorded suspended (followSuspended), with its task as
-// it is now (a deleted task's firing is reported with its id alone).
+// followAllSuspended follows every firing recorded suspended (followSuspended) that this
+// scheduler does not follow yet, with the task it was claimed with (taskOf).
 func (s *Scheduler) followAllSuspended(ctx context.Context) error {
+	const page = 1000 // ListTaskRuns' most
 	var before int64
 	for {
-		runs, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{Status: storage.TaskRunSuspended, BeforeID: before, Limit: 1000})
+		runs, err := s.db.ListTaskRuns(ctx, storage.TaskRunFilter{Status: storage.TaskRunSuspended, BeforeID: before, Limit: page})
 		if err != nil {
 			return err
 		}
@@ -326,11 +327,11 @@ func (s *Scheduler) followAllSuspended(ctx context.Context) error {
 			s.jobsMu.Lock()
 			known := s.following[run.ID]
 			s.jobsMu.Unlock()
-			if !known {
+			if !known { // checked first so the poll reads no task for the firings it follows already
 				s.followSuspended(s.taskOf(ctx, run), run)
 			}
 		}
-		if len(runs) < 1000 {
+		if len(runs) < page {
 			return nil
 		}
 		before = runs[len(runs)-1].ID
