@@ -148,7 +148,7 @@ func (a *api) start(c *gin.Context) {
 		a.fail(c, "run", err)
 		return
 	}
-	a.stream(c, caller.UserID, info.RequestID, Cursor{}, "")
+	a.stream(c, caller.UserID, info.RequestID, Cursor{}, "", false)
 }
 
 // sessionKey resolves the body's sessionId to the runtime's session key.
@@ -183,7 +183,7 @@ func (a *api) sessionKey(c *gin.Context, caller wire.Caller, raw json.RawMessage
 // resume is GET /api/agent/run/stream?requestId=&lastEventId= (or the Last-Event-ID header).
 func (a *api) resume(c *gin.Context) {
 	if userID, requestID, cur, from, ok := a.resumeRequest(c); ok {
-		a.stream(c, userID, requestID, cur, from)
+		a.stream(c, userID, requestID, cur, from, true)
 	}
 }
 
@@ -220,7 +220,11 @@ func (a *api) resumeRequest(c *gin.Context) (userID, requestID string, cur Curso
 // heartbeat (no id) whenever the interval passes. An idle stream waits in this loop for as long
 // as the run is paused, so its frame is kept small (a GC can then shrink the goroutine's stack to
 // 8 KB); the writing happens in calls that return.
-func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from string) {
+//
+// reconnect says the client comes back to the run (GET): if the run has ended by then, its
+// AGENT_STATUS frames are left out. The stream of the POST that started the run shows them even
+// when the run ended before the stream began: that client sees the run for the first time.
+func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from string, reconnect bool) {
 	ctx := c.Request.Context()
 	run, err := a.Runtime.Follow(ctx, userID, requestID, cur.After())
 	if err != nil {
@@ -249,7 +253,7 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from 
 				return
 			}
 		case <-run.Ready():
-			if !sendNext(ctx, sse, run, &cur, agent.Final(status)) {
+			if !sendNext(ctx, sse, run, &cur, reconnect && agent.Final(status)) {
 				return
 			}
 		}
@@ -258,7 +262,7 @@ func (a *api) stream(c *gin.Context, userID, requestID string, cur Cursor, from 
 
 // sendNext writes the frames of the run's next events; false when the stream is over (a
 // terminal frame was sent, the run's events ended, or the client went away, in which case the
-// run goes on and can be resumed). ended says the run had ended when the stream began: its
+// run goes on and can be resumed). ended says the run had ended when a reconnect began: its
 // AGENT_STATUS frames are left out, for the document has them "任务终态后不可见" (not visible
 // once the task is in its final state); their ids are gaps, like those of events with no frame.
 func sendNext(ctx context.Context, sse *wire.SSE, run *agent.Follower, cur *Cursor, ended bool) bool {
