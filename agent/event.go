@@ -410,7 +410,7 @@ type SuspendInfo struct {
 	Message      string        `json:"message,omitempty"`
 	PendingCalls []PendingCall `json:"pendingCalls"`
 	MessageID    int64         `json:"messageId"`
-	Step         int           `json:"step"`            // -1 when unknown (crash recovery)
+	Step         int           `json:"step"`            // model calls made (as of the last checkpoint, after a crash)
 	Async        *AsyncInfo    `json:"async,omitempty"` // ASYNC_TOOL_PENDING
 	// Answer is what the turn said before it paused (a dialect that closes each response with
 	// the turn's result shows it).

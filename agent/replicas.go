@@ -211,9 +211,11 @@ func (rt *Runtime) reapExpired(ctx context.Context) {
 	}
 }
 
-// recoverRun suspends (SHUTDOWN_INTERRUPT) a running run whose goroutine is gone — left by a
-// crash, or by a replica that went silent — so a client can resume it; nothing it emitted is
-// lost. A stop asked of it meanwhile ends it instead.
+// recoverRun suspends a running run whose goroutine is gone — left by a crash, or by a replica
+// that went silent — so a client can resume it; nothing it emitted is lost. A run that was not
+// waiting pauses as a shutdown would have paused it (SHUTDOWN_INTERRUPT), one that was waiting
+// for answers or results as its wait would have (rewait). A stop asked of it meanwhile ends it
+// instead.
 func (rt *Runtime) recoverRun(ctx context.Context, r storage.Run) error {
 	spec, st, err := decodeRun(r)
 	if err != nil {
@@ -223,18 +225,29 @@ func (rt *Runtime) recoverRun(ctx context.Context, r storage.Run) error {
 	if err != nil {
 		return err
 	}
-	pr := &run{rec: r, spec: spec, state: st}
-	ev := Event{Seq: last + 1, RunID: r.RequestID, ID: newEventID(), Kind: KindSuspended, At: time.Now().UTC(),
-		ReplyID: spec.ReplyID, Suspend: &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing",
-			PendingCalls: pr.pendingCalls(), MessageID: spec.AssistantMessageID, Step: -1}}
+	pr := &run{rt: rt, ctx: ctx, rec: r, spec: spec, state: st, seq: last}
+	evs, pause, err := pr.rewait(ctx)
+	if err != nil {
+		return err
+	}
+	if pause == nil {
+		pause = &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing"}
+	}
+	pause.PendingCalls, pause.MessageID, pause.Step, pause.Answer = pr.pendingCalls(), pr.assistantID(), st.Step, pr.answer()
+	evs = append(evs, pr.stamp(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated",
+		Value: mustJSON(map[string]string{"status": "suspended", "reason": pause.Reason})}}),
+		pr.stamp(Event{Kind: KindSuspended, Suspend: pause}))
 	r.Status = storage.RunSuspended
-	if err := rt.transition(ctx, &r, storage.Transition{From: storage.RunRunning}, []Event{ev}); err != nil {
+	if err := rt.transition(ctx, &r, storage.Transition{From: storage.RunRunning}, evs); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {
 			return nil // it moved on meanwhile
 		}
 		return err
 	}
 	rt.afterSuspend(ctx, r)
+	if st.waiting() {
+		rt.tryResume(ctx, r.ID) // answered before the crash: it goes on
+	}
 	return nil
 }
 

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hookd/hookd/agent/model"
@@ -59,17 +61,7 @@ func (r *run) settle() bool {
 			r.decide(&r.state.Pending[i])
 		}
 	}
-	var asks []AskCall
-	var externals []PendingCall
-	for _, p := range r.state.Pending {
-		switch p.Stage {
-		case stageAsking:
-			asks = append(asks, r.askCall(p))
-		case stageExternal:
-			externals = append(externals, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: "pending", AskID: p.AskID, External: true})
-		}
-	}
-	if len(asks) > 0 || len(externals) > 0 {
+	if asks, externals := r.waitingFor(); len(asks) > 0 || len(externals) > 0 {
 		r.wait(asks, externals)
 		return false
 	}
@@ -236,8 +228,22 @@ func argsHash(args string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// wait records what the run waits for, announces it and suspends.
-func (r *run) wait(asks []AskCall, externals []PendingCall) {
+// waitingFor lists what the current step's calls wait for before any of them runs: a person's
+// answers and the results of client-side tools (an asynchronous tool's wait is waitAsync's).
+func (r *run) waitingFor() (asks []AskCall, externals []PendingCall) {
+	for _, p := range r.state.Pending {
+		switch {
+		case p.Stage == stageAsking:
+			asks = append(asks, r.askCall(p))
+		case p.Stage == stageExternal && p.Async == nil:
+			externals = append(externals, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: "pending", AskID: p.AskID, External: true})
+		}
+	}
+	return asks, externals
+}
+
+// askRows are the stored asks of what wait waits for.
+func (r *run) askRows(asks []AskCall, externals []PendingCall) []storage.Ask {
 	var rows []storage.Ask
 	for _, a := range asks {
 		rows = append(rows, storage.Ask{AskID: a.AskID, Kind: storage.AskConfirm, RunID: r.rec.ID, UserID: r.spec.UserID,
@@ -248,10 +254,28 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 		rows = append(rows, storage.Ask{AskID: e.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID,
 			CallID: e.CallID, ToolName: e.Name, Arguments: e.Arguments, ArgsHash: argsHash(e.Arguments), ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout)})
 	}
+	return rows
+}
+
+// asyncRow is the stored ask of an asynchronous tool's result: it expires with the tool's own
+// timeout.
+func (r *run) asyncRow(p pendingCall) storage.Ask {
+	timeout := time.Duration(p.Async.TimeoutMs) * time.Millisecond
+	if timeout <= 0 {
+		timeout = r.rt.cfg.AskTimeout
+	}
+	return storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
+		ToolName: p.Name, Arguments: p.Args, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
+}
+
+// wait records what the run waits for, announces it and suspends.
+func (r *run) wait(asks []AskCall, externals []PendingCall) {
 	// The pending calls are saved before anything is announced: a crash after the client saw
-	// the ask leaves a run that can be answered and resumed.
+	// the ask leaves a run that can be answered and resumed. A crash before the asks are stored
+	// or announced leaves a running run whose state waits for them: recovery stores and
+	// announces what is missing (rewait).
 	r.checkpoint()
-	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), rows); err != nil {
+	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), r.askRows(asks, externals)); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
 	}
@@ -270,19 +294,87 @@ func (r *run) wait(asks []AskCall, externals []PendingCall) {
 
 // waitAsync pauses the run until an asynchronous tool's result is posted or its time runs out.
 func (r *run) waitAsync(p *pendingCall) {
-	timeout := time.Duration(p.Async.TimeoutMs) * time.Millisecond
-	if timeout <= 0 {
-		timeout = r.rt.cfg.AskTimeout
-	}
-	row := storage.Ask{AskID: p.AskID, Kind: storage.AskExternal, RunID: r.rec.ID, UserID: r.spec.UserID, CallID: p.ID,
-		ToolName: p.Name, Arguments: p.Args, ArgsHash: argsHash(p.Args), ExpiresAt: time.Now().Add(timeout)}
 	r.checkpoint()
-	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{row}); err != nil {
+	if err := r.rt.db.AddAsks(context.WithoutCancel(r.ctx), []storage.Ask{r.asyncRow(*p)}); err != nil {
 		r.fail(CodeInternal, err.Error(), true, false)
 		return
 	}
 	r.suspendWith(SuspendAsyncTool, "waiting for an asynchronous tool", p.Async)
 	r.rt.tryResume(context.WithoutCancel(r.ctx), r.rec.ID)
+}
+
+// rewait finishes, for a run a crash left running, the wait or waitAsync it was in: its
+// checkpoint says what the step's calls wait for, but their asks may not have been stored nor
+// announced, nor the pause recorded. The missing asks are stored (with a new expiry), and the
+// asks and client-side calls the run's log does not announce yet are announced by the events it
+// returns, so the client is shown every ask the run waits for: a run that waited for an ask
+// nobody could see or answer would be stuck, and a resume offered in its place would answer an
+// ask the person never saw. It returns the pause to record after those events, nil when the run
+// was not waiting.
+func (r *run) rewait(ctx context.Context) ([]Event, *SuspendInfo, error) {
+	asks, externals := r.waitingFor()
+	rows := r.askRows(asks, externals)
+	pause := &SuspendInfo{Reason: SuspendExternalExecution}
+	if len(asks) > 0 {
+		pause.Reason = SuspendPermissionAsk
+	}
+	for _, p := range r.state.Pending {
+		if p.Stage == stageExternal && p.Async != nil {
+			rows = append(rows, r.asyncRow(p))
+			pause = &SuspendInfo{Reason: SuspendAsyncTool, Message: "waiting for an asynchronous tool", Async: p.Async}
+		}
+	}
+	if len(rows) == 0 {
+		return nil, nil, nil
+	}
+	var missing []storage.Ask
+	for _, row := range rows {
+		stored, err := r.rt.db.GetAsk(ctx, row.AskID)
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			missing = append(missing, row)
+		case err != nil:
+			return nil, nil, err
+		default:
+			for i := range asks {
+				if asks[i].AskID == row.AskID {
+					asks[i].ExpiresAt = stored.ExpiresAt // announced as it was stored
+				}
+			}
+		}
+	}
+	if err := r.rt.db.AddAsks(ctx, missing); err != nil {
+		return nil, nil, err
+	}
+	// wait emits nothing between its checkpoint and the announcements, so any of them stored
+	// are the run's last two events.
+	stored, err := r.rt.elog.readStored(ctx, r.rec.ID, max(r.seq-2, 0), 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	announced := map[string]bool{}
+	for _, ev := range stored {
+		if ev.Kind == KindAsk && ev.Ask != nil {
+			for _, c := range ev.Ask.Calls {
+				announced[c.AskID] = true
+			}
+		}
+		if ev.Kind == KindExternalCalls {
+			for _, c := range ev.Calls {
+				announced[c.AskID] = true
+			}
+		}
+	}
+	asks = slices.DeleteFunc(asks, func(a AskCall) bool { return announced[a.AskID] })
+	externals = slices.DeleteFunc(externals, func(c PendingCall) bool { return announced[c.AskID] })
+	var evs []Event
+	if len(asks) > 0 {
+		evs = append(evs, r.stamp(Event{Kind: KindAsk, Ask: &AskInfo{Calls: asks}}))
+	}
+	if len(externals) > 0 {
+		evs = append(evs, r.stamp(Event{Kind: KindExternalCalls, Calls: externals}))
+	}
+	return evs, pause, nil
 }
 
 func (r *run) pendingCalls() []PendingCall {

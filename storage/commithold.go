@@ -7,22 +7,17 @@ import (
 	"os"
 )
 
-// This file is built only into the daemon of cmd/hookd's TestCallerReleasedOnlyAfterCommit
-// (go build -tags commithold) and TestFiringEndCommittedWithItsReport. With HOOKD_TEST_HOLD_COMMIT
-// naming a kind of row (deliveries, decisions, runEvents, taskRunEnds), the first transaction that holds such rows stops once they are written
-// and before its COMMIT: it says so on stderr ("commit held") and waits until the process is
-// killed.
+// This file is built only into the daemon of cmd/hookd's crash tests that stop a write half way
+// (go build -tags commithold). With HOOKD_TEST_HOLD_COMMIT naming a kind of row (deliveries,
+// decisions, runEvents, taskRunEnds), the first transaction that holds such rows stops once they
+// are written and before its COMMIT; with asks, AddAsks stops before it writes them. It says so on
+// stderr ("commit held") and waits until the process is killed.
 func init() {
 	kind := os.Getenv("HOOKD_TEST_HOLD_COMMIT")
 	if kind == "" {
 		return
 	}
-	beforeCommit = func(b *WriteBatch) {
-		n := map[string]int{"deliveries": len(b.Deliveries), "decisions": len(b.Decisions), "runEvents": len(b.RunEvents),
-			"taskRunEnds": len(b.TaskRunEnds)}[kind]
-		if n == 0 {
-			return
-		}
+	hold := func(n int) {
 		line, _ := json.Marshal(struct {
 			Level string `json:"level"`
 			Msg   string `json:"msg"`
@@ -31,5 +26,16 @@ func init() {
 		}{"WARN", "commit held", kind, n})
 		os.Stderr.Write(append(line, '\n'))
 		select {} // until SIGKILL
+	}
+	if kind == "asks" {
+		beforeAddAsks = hold
+		return
+	}
+	beforeCommit = func(b *WriteBatch) {
+		n := map[string]int{"deliveries": len(b.Deliveries), "decisions": len(b.Decisions), "runEvents": len(b.RunEvents),
+			"taskRunEnds": len(b.TaskRunEnds)}[kind]
+		if n > 0 {
+			hold(n)
+		}
 	}
 }

@@ -182,10 +182,17 @@ func (r askRow) plain() Ask {
 		CreatedAt: fromMs(r.CreatedAt), AnsweredAt: fromMs(r.AnsweredAt)}
 }
 
+// beforeAddAsks, when set, runs in AddAsks before the asks are written. Only a test build sets
+// it (commithold.go).
+var beforeAddAsks func(n int)
+
 // AddAsks stores pending asks.
 func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
 	if len(asks) == 0 {
 		return nil
+	}
+	if beforeAddAsks != nil {
+		beforeAddAsks(len(asks))
 	}
 	now := time.Now().UnixMilli()
 	rows := make([]askRow, len(asks))

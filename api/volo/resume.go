@@ -329,14 +329,9 @@ func (h *handler) resume(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	run, err := h.rt.RunByReply(ctx, caller.UserID, turnID)
-	if err != nil {
-		h.earlyError(c, tr, controlError(err, turnNotFound))
-		return
-	}
-	evs, err := h.rt.Replay(ctx, caller.UserID, run.RequestID, 0)
-	if err != nil {
-		h.earlyError(c, tr, internal(err))
+	run, evs, e := h.turnNow(ctx, caller.UserID, turnID)
+	if e != nil {
+		h.earlyError(c, tr, e)
 		return
 	}
 	tr = traceOf(run, evs)
@@ -355,6 +350,28 @@ func (h *handler) resume(c *gin.Context) {
 		spec.after, spec.skipSeq, spec.skip = cursor.after(), cursor.Seq, cursor.Frames
 	}
 	h.stream(c, spec)
+}
+
+// turnNow reads a turn's run and its events as of one moment. They are two reads, and a pause
+// committed between them (the run's status and its pause event commit together) would be taken
+// for a pause already answered: the stream would then wait past it for good. So the run is read
+// again after the events until its status is the one they were read with.
+func (h *handler) turnNow(ctx context.Context, userID, turnID string) (agent.RunView, []agent.Event, *apiError) {
+	run, err := h.rt.RunByReply(ctx, userID, turnID)
+	for {
+		if err != nil {
+			return agent.RunView{}, nil, controlError(err, turnNotFound)
+		}
+		evs, err := h.rt.Replay(ctx, userID, run.RequestID, 0)
+		if err != nil {
+			return agent.RunView{}, nil, internal(err)
+		}
+		again, err := h.rt.RunByReply(ctx, userID, turnID)
+		if err == nil && again.Status == run.Status {
+			return run, evs, nil
+		}
+		run = again
+	}
 }
 
 // span is the part of a turn a resume streams: its events after seq from, up to the first pause

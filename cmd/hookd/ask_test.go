@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -38,25 +39,8 @@ agent: {toolDefault: allow, workspaces: %s}
 		"when":"args.path.glob('*.secret')","decision":"ask","reason":"'`+reason+`'"}]}}`, nil); st != 201 {
 		t.Fatalf("policy hook: %d\n%s", st, d.log())
 	}
-	written := func(name string) bool {
-		found := false
-		filepath.WalkDir(workspaces, func(p string, e os.DirEntry, err error) error {
-			found = found || (err == nil && e.Name() == name+".secret")
-			return nil
-		})
-		return found
-	}
-	post := func(path, body string) *http.Response {
-		t.Helper()
-		req, _ := http.NewRequest("POST", d.url(path), strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "text/event-stream")
-		resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(bearer(req))
-		if err != nil || resp.StatusCode != 200 {
-			t.Fatalf("POST %s: %v %v", path, err, resp)
-		}
-		return resp
-	}
+	written := func(name string) bool { return fileUnder(workspaces, name+".secret") }
+	post := func(path, body string) *http.Response { return d.postStream(t, path, body) }
 
 	t.Run("platform PERMISSION_ASK", func(t *testing.T) {
 		for _, approve := range []bool{true, false} {
@@ -148,6 +132,33 @@ agent: {toolDefault: allow, workspaces: %s}
 			t.Fatal("approved, but the tool did not run")
 		}
 	})
+}
+
+// fileUnder reports whether a file of that name is anywhere under root (a session's workspace).
+func fileUnder(root, name string) bool {
+	found := false
+	filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+		found = found || (err == nil && e.Name() == name)
+		return nil
+	})
+	return found
+}
+
+// postStream POSTs a JSON body to a streaming chat route and fails the test unless it answers 200.
+func (d *daemon) postStream(t *testing.T, path, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest("POST", d.url(path), strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(bearer(req))
+	if err != nil {
+		t.Fatalf("POST %s: %v", path, err)
+	}
+	if resp.StatusCode != 200 {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST %s: %d %s", path, resp.StatusCode, b)
+	}
+	return resp
 }
 
 // sseJSON reads a stream's data frames as JSON objects until stop says so or the stream ends.

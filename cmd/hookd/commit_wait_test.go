@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -27,10 +26,7 @@ func TestCallerReleasedOnlyAfterCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the real daemon")
 	}
-	held := filepath.Join(t.TempDir(), "hookd-commithold")
-	if out, err := exec.Command("go", "build", "-tags", "commithold", "-o", held, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build hookd with commithold: %v\n%s", err, out)
-	}
+	held := heldBinary(t)
 	for _, kind := range []string{"deliveries", "decisions"} {
 		t.Run("sqlite/"+kind, func(t *testing.T) {
 			dir := t.TempDir()

@@ -41,6 +41,28 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+var held struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// heldBinary is hookd built with the commithold tag (storage/commithold.go), once, for the
+// crash tests that stop a write half way.
+func heldBinary(t *testing.T) string {
+	t.Helper()
+	held.once.Do(func() {
+		held.path = filepath.Join(filepath.Dir(binary), "hookd-commithold")
+		if out, err := exec.Command("go", "build", "-tags", "commithold", "-o", held.path, ".").CombinedOutput(); err != nil {
+			held.err = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if held.err != nil {
+		t.Fatalf("build hookd with commithold: %v", held.err)
+	}
+	return held.path
+}
+
 // daemon is a running hookd process.
 type daemon struct {
 	t    *testing.T
