@@ -320,6 +320,10 @@ func (r *run) loop() {
 		for i, c := range resp.ToolCalls {
 			r.state.Pending[i] = pendingCall{ID: c.ID, Name: c.Name, Raw: c.Arguments, Stage: stageNew}
 		}
+		// The model's answer is saved before its calls are decided and run: a crash meanwhile
+		// resumes with the calls, rather than asking the model again, which would stream the
+		// step a second time and spend tokens the run's total no longer counted.
+		r.checkpoint()
 		if !r.settle() {
 			return
 		}

@@ -387,7 +387,11 @@ func (r *run) pendingCalls() []PendingCall {
 		if p.Stage == stageAsking {
 			st = "asking"
 		}
-		out = append(out, PendingCall{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: st, AskID: p.AskID, External: p.External})
+		args := p.Args
+		if p.Stage == stageNew {
+			args = p.Raw // not repaired nor decided yet
+		}
+		out = append(out, PendingCall{CallID: p.ID, Name: p.Name, Arguments: args, State: st, AskID: p.AskID, External: p.External})
 	}
 	return out
 }

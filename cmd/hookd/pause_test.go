@@ -22,7 +22,10 @@ type frame struct {
 	EventType string          `json:"eventType"`
 	Data      json.RawMessage `json:"data"`
 	Timestamp string          `json:"timestamp"`
-	arrived   time.Time
+	// Step and TotalTokens are the model call a frame belongs to and the run's tokens then.
+	Step        *int   `json:"step"`
+	TotalTokens *int64 `json:"totalTokens"`
+	arrived     time.Time
 }
 
 // readFrames reads SSE frames (heartbeats left out) from resp until stop says so or the stream
