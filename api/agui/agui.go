@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Deps is what the AG-UI dialect needs.
@@ -45,8 +46,8 @@ func (h *handler) run(c *gin.Context) {
 		return
 	}
 	var in RunAgentInput
-	if err := dialect.DecodeStrict(raw, &in); err != nil {
-		wire.Fail(c, http.StatusBadRequest, "body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if err := hookdtype.DecodeStrict(raw, &in, ""); err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
 		return
 	}
 	state, props, err := in.validate()
@@ -173,8 +174,12 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 		a := agent.Answer{AskID: p.AskID, Reason: "cancelled by the user"}
 		if r.Status == "resolved" {
 			var ap Approval
-			if err := dialect.DecodeStrict(r.Payload, &ap); err != nil || ap.Approved == nil {
-				wire.Fail(c, http.StatusBadRequest, "%s.payload: must be {\"approved\": true|false, \"reason\"?, \"arguments\"?}", f)
+			if err := hookdtype.DecodeStrict(r.Payload, &ap, f+".payload"); err != nil {
+				wire.Fail(c, http.StatusBadRequest, "%v (the payload is {\"approved\": true|false, \"reason\"?, \"arguments\"?})", err)
+				return 0, errBadInput
+			}
+			if ap.Approved == nil {
+				wire.Fail(c, http.StatusBadRequest, "%s.payload.approved: is required (true or false)", f)
 				return 0, errBadInput
 			}
 			if !isNull(ap.Arguments) && !dialect.IsObject(ap.Arguments) {

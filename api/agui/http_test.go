@@ -55,9 +55,10 @@ func TestBadInputNamesTheField(t *testing.T) {
 	}{
 		{input("", "r", []any{user("m1", "hi")}), "threadId: is required"},
 		{input("t", "", []any{user("m1", "hi")}), "runId: is required"},
-		{input("t", "r", []any{user("m1", "hi")}, "bogus", 1), `body: unknown field`},
+		{input("t", "r", []any{user("m1", "hi")}, "bogus", 1), `bogus: unknown field`},
 		{input("t", "r", []any{user("m1", "hi")}, "state", []any{1}), "state: must be an object"},
-		{input("t", "r", []any{user("m1", "hi")}, "forwardedProps", map[string]any{"modle": "x"}), "forwardedProps:"},
+		{input("t", "r", []any{user("m1", "hi")}, "forwardedProps", map[string]any{"modle": "x"}), `forwardedProps.modle: unknown field (did you mean`},
+		{input("t", "r", []any{map[string]any{"id": "m1", "role": "user", "content": "hi", "contnet": "x"}}), `messages[0].contnet: unknown field (did you mean`},
 		{input("t", "r", []any{map[string]any{"id": "m1", "role": "robot", "content": "x"}}), "messages[0].role"},
 		{input("t", "r", []any{map[string]any{"id": "m1", "role": "assistant", "content": "x"}}), "the last message must be the user's"},
 		{input("t", "r", []any{user("m1", "hi")}, "resume", []any{map[string]any{"interruptId": "x", "status": "maybe"}}), "resume[0].status"},
@@ -90,8 +91,12 @@ func TestBadInputNamesTheField(t *testing.T) {
 	it := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)[0].(map[string]any)
 	in := input("t-ask", "run-2", []any{user("m1", "confirm the write")}, "resume",
 		[]any{map[string]any{"interruptId": it["id"], "status": "resolved", "payload": map[string]any{"ok": true}}})
-	if r := e.stream(in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "resume[0].payload") {
+	if r := e.stream(in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "resume[0].payload.ok: unknown field") {
 		t.Errorf("bad payload: %d %s", r.Status, r.Body)
+	}
+	in["resume"] = []any{map[string]any{"interruptId": it["id"], "status": "resolved", "payload": map[string]any{"reason": "fine"}}}
+	if r := e.stream(in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "resume[0].payload.approved: is required") {
+		t.Errorf("payload without approved: %d %s", r.Status, r.Body)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hookd/hookd/api/dialect"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // RunAgentInput is the body of POST /ag-ui/run (AG-UI 1.0).
@@ -104,8 +105,8 @@ func (in *RunAgentInput) validate() (map[string]json.RawMessage, Props, error) {
 		if !dialect.IsObject(in.ForwardedProps) {
 			return nil, props, fmt.Errorf("forwardedProps: must be an object")
 		}
-		if err := dialect.DecodeStrict(in.ForwardedProps, &props); err != nil {
-			return nil, props, fmt.Errorf("forwardedProps: %v (hookd reads model and temperature)", err)
+		if err := hookdtype.DecodeStrict(in.ForwardedProps, &props, "forwardedProps"); err != nil {
+			return nil, props, fmt.Errorf("%v (hookd reads model and temperature)", err)
 		}
 		if t := props.Temperature; t != nil && (math.IsNaN(*t) || *t < 0 || *t > 2) {
 			return nil, props, fmt.Errorf("forwardedProps.temperature: must be between 0 and 2")

@@ -21,6 +21,7 @@ import (
 	"github.com/hookd/hookd/api/dialect"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // Deps is what the AI SDK dialect needs.
@@ -56,12 +57,16 @@ func (h *handler) chat(c *gin.Context) {
 		return
 	}
 	var body chatBody
-	if err := dialect.DecodeStrict(raw, &body); err != nil {
-		wire.Fail(c, http.StatusBadRequest, "body: %s", strings.TrimPrefix(err.Error(), "json: "))
+	if err := hookdtype.DecodeStrict(raw, &body, ""); err != nil {
+		wire.Fail(c, http.StatusBadRequest, "%v", err)
 		return
 	}
 	req := body.ChatRequest
 	if len(body.Messages) > 0 {
+		if err := checkAnswers(body.Messages); err != nil {
+			wire.Fail(c, http.StatusBadRequest, "%v", err)
+			return
+		}
 		if err := json.Unmarshal(body.Messages, &req.Messages); err != nil {
 			wire.Fail(c, http.StatusBadRequest, "messages: must be an array of UI messages: %s", strings.TrimPrefix(err.Error(), "json: "))
 			return

@@ -54,7 +54,7 @@ func TestBadRequestsNameTheField(t *testing.T) {
 		{chat("", []any{user("m1", "hi")}), "id: is required"},
 		{chat("c", []any{}), "messages: is required"},
 		{chat("c", []any{user("m1", "hi")}, "trigger", "regenerate-message"), "trigger:"},
-		{chat("c", []any{user("m1", "hi")}, "bogus", true), "body: unknown field"},
+		{chat("c", []any{user("m1", "hi")}, "bogus", true), "bogus: unknown field"},
 		{chat("c", []any{map[string]any{"id": "m1", "role": "robot", "parts": []any{}}}), "messages[0].role"},
 		{chat("c", []any{map[string]any{"id": "m1", "role": "assistant", "parts": []any{}}}), "the last message must be the user's"},
 		{chat("c", []any{map[string]any{"id": "m1", "role": "user", "parts": []any{map[string]any{"type": "file", "url": "x"}}}}), "hookd reads the text parts"},
@@ -73,6 +73,18 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	p1 := e.stream(chat("c-ask", []any{user("m1", "confirm the write")}))
 	if last(p1.Events)["finishReason"] != "tool-calls" {
 		t.Fatal(types(p1.Events))
+	}
+	// The answer hookd acts on is read strictly: a misspelt reason is refused, not dropped; the
+	// rest of the client's records (the part's own fields) are its own.
+	ask, in := first(t, p1.Events, "tool-approval-request"), first(t, p1.Events, "tool-input-available")
+	answered := func(approval map[string]any) []any {
+		return []any{user("m1", "confirm the write"), assistant(requestID(t, p1), map[string]any{"type": "dynamic-tool",
+			"toolName": "workspace_write_file", "toolCallId": in["toolCallId"], "state": "approval-responded", "input": in["input"],
+			"providerExecuted": false, "approval": approval})}
+	}
+	if r := e.stream(chat("c-ask", answered(map[string]any{"id": ask["approvalId"], "approved": false, "reasn": "not now"}))); r.Status != http.StatusBadRequest ||
+		!strings.Contains(string(r.Body), `messages[1].parts[1].approval.reasn: unknown field (did you mean`) {
+		t.Errorf("a misspelt field of an approval answer: %d %s", r.Status, r.Body)
 	}
 	if r := e.stream(chat("c-ask", []any{user("m1", "confirm the write"), user("m2", "and now?")})); r.Status != http.StatusConflict ||
 		!strings.Contains(string(r.Body), "waits for responses to its tool approval requests") {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hookd/hookd/api/dialect"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // ChatRequest is the body the AI SDK's DefaultChatTransport posts ({id, messages, trigger,
@@ -43,11 +44,39 @@ type UIPart struct {
 	State      string          `json:"state,omitempty"`
 	Output     json.RawMessage `json:"output,omitempty"`
 	ErrorText  string          `json:"errorText,omitempty"`
-	Approval   *struct {
-		ID       string `json:"id"`
-		Approved *bool  `json:"approved"`
-		Reason   string `json:"reason,omitempty"`
-	} `json:"approval,omitempty"`
+	Approval   *Approval       `json:"approval,omitempty"`
+}
+
+// Approval is a tool part's approval request and, once the user answered, the answer.
+type Approval struct {
+	ID       string `json:"id"`
+	Approved *bool  `json:"approved"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// checkAnswers reads the approvals of the last message — the answers hookd acts on — strictly,
+// unlike the rest of the client's message records: a misspelt field of an answer ("reasn") is
+// refused naming it, not dropped.
+func checkAnswers(messages json.RawMessage) error {
+	var msgs []struct {
+		Parts []struct {
+			Approval json.RawMessage `json:"approval"`
+		} `json:"parts"`
+	}
+	if json.Unmarshal(messages, &msgs) != nil || len(msgs) == 0 {
+		return nil // the full decode says what is wrong
+	}
+	last := len(msgs) - 1
+	for j, p := range msgs[last].Parts {
+		if len(p.Approval) == 0 || string(p.Approval) == "null" {
+			continue
+		}
+		var a Approval
+		if err := hookdtype.DecodeStrict(p.Approval, &a, fmt.Sprintf("messages[%d].parts[%d].approval", last, j)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Tool declares a client-side tool.

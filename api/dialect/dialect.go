@@ -99,13 +99,6 @@ func (h Handler) BrokeOff(ctx context.Context, err error) bool {
 	return true
 }
 
-// DecodeStrict decodes raw into v, refusing fields v does not have.
-func DecodeStrict(raw json.RawMessage, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	return dec.Decode(v)
-}
-
 // Blank reports whether s is empty or only spaces.
 func Blank(s string) bool { return strings.TrimSpace(s) == "" }
 
