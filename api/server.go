@@ -133,7 +133,7 @@ func newEngine(d Deps) *gin.Engine {
 	console.Register(r, sessions)
 
 	r.GET("/api/openapi.json", wire.NoQuery, serveOpenAPI)
-	admin := r.Group("/api", adminAuth(d.AdminTokens, dev, sessions))
+	admin := r.Group("/api", adminAuth(d.AdminTokens, dev, sessions), wire.GetTakesNoBody)
 	h := hooksAPI{reg: d.Hooks}
 	admin.POST("/hooks", h.create)
 	admin.GET("/hooks", h.list)

@@ -241,7 +241,7 @@ func TestStrictQuery(t *testing.T) {
 		{"POST", "/api/approvals/ask_1?x=1", "x: unknown query parameter"},
 	} {
 		body := fullHooks[0]
-		if tc.method == "DELETE" || strings.Contains(tc.path, "/test?") || strings.Contains(tc.path, "/redeliver?") ||
+		if tc.method == "DELETE" || tc.method == "GET" || strings.Contains(tc.path, "/test?") || strings.Contains(tc.path, "/redeliver?") ||
 			strings.Contains(tc.path, "/run?") {
 			body = "{}" // the routes that take no body
 		}
@@ -844,6 +844,9 @@ func TestRoutesWithoutBodyRefuseOne(t *testing.T) {
 		{"DELETE", "/api/tasks/1", "/api/tasks/:id"},
 		{"POST", "/api/tasks/1/run", "/api/tasks/:id/run"},
 		{"DELETE", "/api/hooks/1", "/api/hooks/:id"},
+		{"GET", "/api/hooks", "/api/hooks"},
+		{"GET", "/api/deliveries", "/api/deliveries"},
+		{"GET", "/api/decisions", "/api/decisions"},
 	} {
 		want := "body: " + r.method + " " + r.route + " takes no body"
 		if status, w := c.do(r.method, r.path, `{"hookId": 2}`); status != 400 || w.Message != want {
@@ -1001,6 +1004,26 @@ func TestChatBodiesStrict(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
 			t.Errorf("POST %s %s: %d %.300s, want 400 with %q", tc.path, tc.body, resp.StatusCode, body, tc.want)
+		}
+	}
+	// The GET routes take no body, and a cursor is read as sent (" 5" is not 5).
+	for _, tc := range []struct{ method, path, body, want string }{
+		{"GET", "/api/agent/run/stream?requestId=r1", `{"lastEventId": "5"}`, `GET /api/agent/run/stream takes no body`},
+		{"GET", "/api/agent/run/stream?requestId=r1&lastEventId=%205", "", `lastEventId: must be an event id`},
+		{"GET", "/ai-sdk/chat/c1/stream", `{"since": 1}`, `takes no body`},
+		{"GET", volo + "/s1/messages", `{"since": 1}`, `GET /api/agent/chat/volo-ai/:sessionId/messages takes no body`},
+		{"POST", volo + "/resume?turnId=t&afterSeq=%205", "", `afterSeq: \" 5\" is not a frame's seq`},
+	} {
+		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
+			t.Errorf("%s %s %s: %d %.300s, want 400 with %q", tc.method, tc.path, tc.body, resp.StatusCode, body, tc.want)
 		}
 	}
 }

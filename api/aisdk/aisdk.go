@@ -31,7 +31,7 @@ type Deps = dialect.Deps
 func Register(r gin.IRouter, d Deps) {
 	h := &handler{dialect.New(d, "ai-sdk", "chat")}
 	r.POST("/ai-sdk/chat", wire.NoQuery, h.chat)
-	r.GET("/ai-sdk/chat/:id/stream", h.resumeStream)
+	r.GET("/ai-sdk/chat/:id/stream", wire.NoBody, h.resumeStream)
 }
 
 // Header is the header that names the protocol on every stream.

@@ -125,7 +125,6 @@ type Cursor struct {
 
 // ParseCursor reads an id FrameID made; "" is the start.
 func ParseCursor(id string) (Cursor, error) {
-	id = strings.TrimSpace(id)
 	if id == "" {
 		return Cursor{}, nil
 	}

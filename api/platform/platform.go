@@ -61,14 +61,14 @@ func Register(r gin.IRouter, d Deps) {
 	a := &api{Deps: d}
 	g := r.Group("/api/agent")
 	g.POST("/run/stream", wire.NoQuery, a.start)
-	g.GET("/run/stream", a.resume) // its query is checked with its Last-Event-ID header
+	g.GET("/run/stream", wire.NoBody, a.resume) // its query is checked with its Last-Event-ID header
 	g.POST("/permission/reply", wire.NoQuery, a.reply)
 	g.POST("/run/:requestId/stop", wire.NoQuery, wire.NoBody, a.stop)
 	g.POST("/run/:requestId/suspend", wire.NoQuery, wire.NoBody, a.suspend)
 	g.POST("/run/:requestId/resume", wire.NoQuery, wire.NoBody, a.resumeRun)
 	g.POST("/run/:requestId/input", wire.NoQuery, a.input)
-	g.GET("/attachment/getByMessage", wire.Query("messageId", "sessionId"), a.attachmentsByMessage)
-	g.GET("/attachment/download", wire.Query("path"), a.download)
+	g.GET("/attachment/getByMessage", wire.Query("messageId", "sessionId"), wire.NoBody, a.attachmentsByMessage)
+	g.GET("/attachment/download", wire.Query("path"), wire.NoBody, a.download)
 }
 
 // identify answers 401/403 itself and reports whether the caller is known.

@@ -234,7 +234,7 @@ type Cursor struct {
 // ParseCursor reads afterSeq: "N" (every frame up to seq N) or "N.k" (the frames before seq N
 // and the first k of seq N), N ≥ 0, k ≥ 1.
 func ParseCursor(s string) (Cursor, error) {
-	n, k, dotted := strings.Cut(strings.TrimSpace(s), ".")
+	n, k, dotted := strings.Cut(s, ".")
 	seq, err := strconv.ParseInt(n, 10, 64)
 	if err != nil || seq < 0 {
 		return Cursor{}, fmt.Errorf("afterSeq: %q is not a frame's seq (N, or N.k for the first k frames of seq N)", s)
@@ -276,7 +276,7 @@ func resumeCursor(c *gin.Context, body json.RawMessage) (*Cursor, *apiError) {
 		return nil, badRequest("afterSeq: %s: a number is a seq (an integer); N.k is given as text", b)
 	}
 	switch {
-	case inQuery && b != "" && strings.TrimSpace(q) != b:
+	case inQuery && b != "" && q != b:
 		return nil, badRequest("afterSeq: the body's %q differs from the query's %q", b, q)
 	case inQuery:
 		b = q

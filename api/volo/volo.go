@@ -45,8 +45,8 @@ func Register(r gin.IRouter, d Deps) {
 	g.POST("/interaction_response", h.query(), h.interactionResponse)
 	g.POST("/tool-approval/:toolCallId", h.query("turnId"), h.toolApproval)
 	g.POST("/tool-result/:toolCallId", h.query("turnId"), h.toolResult)
-	g.GET("/:sessionId/messages", h.query("since"), h.messages)
-	g.GET("/commands", h.query("triggerChar", "query", "sessionId"), h.commands)
+	g.GET("/:sessionId/messages", h.query("since"), h.noBody, h.messages)
+	g.GET("/commands", h.query("triggerChar", "query", "sessionId"), h.noBody, h.commands)
 }
 
 // query refuses, in the JSON answer of the VOLO routes, a query parameter other than allowed:
@@ -56,6 +56,13 @@ func (h *handler) query(allowed ...string) gin.HandlerFunc {
 		if err := wire.CheckQuery(c.Request, true, allowed...); err != nil {
 			h.fail(c, badRequest("%v", err))
 		}
+	}
+}
+
+// noBody refuses, in the JSON answer of the VOLO routes, a body on a route that takes none.
+func (h *handler) noBody(c *gin.Context) {
+	if err := wire.CheckNoBody(c.Request, c.FullPath()); err != nil {
+		h.fail(c, badRequest("%v", err))
 	}
 }
 

@@ -108,14 +108,29 @@ func BindStrict(c *gin.Context, v any) bool {
 // NoBody refuses a body on a route that takes none (an empty object aside, which some clients
 // send with every POST): what it said would be ignored.
 func NoBody(c *gin.Context) {
-	body, err := ReadBody(c.Request.Body)
+	if err := CheckNoBody(c.Request, c.FullPath()); err != nil {
+		Fail(c, http.StatusBadRequest, "%v", err)
+	}
+}
+
+// GetTakesNoBody is NoBody for the GET requests of a group whose other routes take bodies.
+func GetTakesNoBody(c *gin.Context) {
+	if c.Request.Method == http.MethodGet {
+		NoBody(c)
+	}
+}
+
+// CheckNoBody is NoBody's check, for a dialect that answers in its own form; route names the
+// route in the error.
+func CheckNoBody(r *http.Request, route string) error {
+	body, err := ReadBody(r.Body)
 	if err != nil {
-		Fail(c, http.StatusBadRequest, "body: %v", err)
-		return
+		return fmt.Errorf("body: %v", err)
 	}
 	if b := bytes.TrimSpace(body); len(b) > 0 && !isEmptyObject(b) {
-		Fail(c, http.StatusBadRequest, "body: %s %s takes no body", c.Request.Method, c.FullPath())
+		return fmt.Errorf("body: %s %s takes no body", r.Method, route)
 	}
+	return nil
 }
 
 // isEmptyObject reports whether b is {} (with any space inside).
