@@ -429,6 +429,28 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.Search(`//span[contains(@class,"badge") and text()="delivered"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#delivery-detail .timeline li:nth-child(3)`)))
 
+	// A task run links to its pre_scheduled_task decision on the decision log.
+	if st := d.call("POST", "/api/hooks", `{"hookName":"task gate","hookType":"pre_scheduled_task","dispatchType":"policy",
+		"policyConfig":{"rules":[{"name":"any task","when":"true","decision":"allow"}]}}`, nil); st != 201 {
+		t.Fatalf("task hook: %d\n%s", st, d.log())
+	}
+	var task struct{ ID int64 }
+	if st := d.call("POST", "/api/tasks", `{"taskName":"console report","cron":"@yearly","input":"hello"}`, &task); st != 201 {
+		t.Fatalf("create task: %d\n%s", st, d.log())
+	}
+	var firing struct{ DecisionID *string }
+	if st := d.call("POST", fmt.Sprintf("/api/tasks/%d/run", task.ID), "", &firing); st != 202 || firing.DecisionID == nil {
+		t.Fatalf("run task: %d %+v\n%s", st, firing, d.log())
+	}
+	b.run("task run links its decision", 15*time.Second,
+		chromedp.Navigate(d.url("/console/#/tasks")),
+		chromedp.Click(chromedp.Search(`//td[text()="console report"]`)),
+		chromedp.Click(chromedp.Search(`//a[contains(@class,"decision-link") and text()="`+*firing.DecisionID+`"]`)),
+		chromedp.WaitVisible(chromedp.Search(`//td[text()="pre_scheduled_task"]`)))
+	if v := value(b, "decision filter", chromedp.Value(chromedp.CSS(`input[name=decisionId]`))); v != *firing.DecisionID {
+		t.Fatalf("the decisions page is not filtered by the run's decision: %q", v)
+	}
+
 	// A write without the CSRF token is refused, with the session cookie and all.
 	status := value(b, "csrf", chromedp.Evaluate[int](`fetch("/api/hooks", {method: "POST", headers: {"Content-Type": "application/json"},
 		body: JSON.stringify({hookName: "forged", hookType: "user_message", dispatchType: "webhook", dispatchConfig: {url: "https://example.com/h"}})}).then(r => r.status)`,

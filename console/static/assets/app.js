@@ -410,13 +410,17 @@
     const inp = (attrs) => el("input", attrs || {});
     const f = { hookType: select([["", t("any")], ...INTERCEPTIVE], ""), hookId: inp({ inputmode: "numeric", size: 6 }),
       outcome: select([["", t("any")], "allow", "deny", "modify", "ask", "error"], ""), principalId: inp({ inputmode: "numeric", size: 8 }),
-      sessionId: inp({ inputmode: "numeric", size: 10 }), toolName: inp({ size: 12 }), from: inp({ type: "datetime-local" }), to: inp({ type: "datetime-local" }) };
+      sessionId: inp({ inputmode: "numeric", size: 10 }), toolName: inp({ size: 12 }), decisionId: inp({ size: 14, name: "decisionId" }),
+      from: inp({ type: "datetime-local" }), to: inp({ type: "datetime-local" }) };
+    // #/decisions/<decisionId>: one decision's rows (every hook of its chain), linked from a task run.
+    const [, , linked] = location.hash.split("/");
+    if (linked) f.decisionId.value = decodeURIComponent(linked);
     const tail = el("input", { type: "checkbox", id: "tail" });
     const list = el("div"), detail = el("div");
     let cursor = "", rows = [], stream = null;
     const iso = (v) => (v ? new Date(v).toISOString() : "");
     const params = () => ({ hookType: f.hookType.value, hookId: f.hookId.value, outcome: f.outcome.value, principalId: f.principalId.value,
-      sessionId: f.sessionId.value, toolName: f.toolName.value, since: iso(f.from.value), until: iso(f.to.value) });
+      sessionId: f.sessionId.value, toolName: f.toolName.value, decisionId: f.decisionId.value.trim(), since: iso(f.from.value), until: iso(f.to.value) });
     const cols = [
       { title: t("time"), cell: (d) => when(d.createdAt) },
       { title: t("hookType"), cell: (d) => d.hookType },
@@ -457,6 +461,7 @@
     const bar = el("form", { class: "filters" },
       el("label", {}, t("hookType"), f.hookType), el("label", {}, t("hook") + " ID", f.hookId), el("label", {}, t("outcome"), f.outcome),
       el("label", {}, t("principal"), f.principalId), el("label", {}, t("session"), f.sessionId), el("label", {}, t("tool"), f.toolName),
+      el("label", {}, t("decisionId"), f.decisionId),
       el("label", {}, t("from"), f.from), el("label", {}, t("to"), f.to), el("button", { type: "submit", text: t("filter") }),
       el("label", { for: "tail", class: "row" }, tail, t("liveTail")));
     bar.addEventListener("submit", (e) => { e.preventDefault(); cursor = ""; load().catch((err) => toast(err.message, true)); });
@@ -577,6 +582,8 @@
         { title: t("type"), cell: (r) => r.trigger },
         { title: t("status"), cell: (r) => badge(r.status) },
         { title: t("reason"), wrap: true, cell: (r) => r.reason || r.errorMessage || "" },
+        { title: t("decision"), cell: (r) => r.decisionId
+          ? el("a", { href: "#/decisions/" + encodeURIComponent(r.decisionId), class: "decision-link", text: r.decisionId }) : "" },
         { title: "ms", cell: (r) => String(r.durationMs) },
       ], runs)));
     }

@@ -28,7 +28,7 @@ window.HOOKD_I18N = {
     answered: "Answered", noPending: "Nothing waits for a person.", schedule: "Schedule", nextFire: "Next fire",
     recentRuns: "Recent runs", none: "None", saved: "Saved", created: "Created", loading: "Loading…", note: "Note",
     reviewerOnly: "Signed in as a reviewer: only the approvals inbox is yours.", errorAt: "See the field marked in red.",
-    on: "on", off: "off", request: "Signed request", answer: "Receiver's answer", why: "Reason"
+    on: "on", off: "off", request: "Signed request", answer: "Receiver's answer", why: "Reason", decisionId: "Decision ID"
   },
   zh: {
     skip: "跳到正文", signIn: "登录", signOut: "退出", credential: "管理令牌或审批人密钥",
@@ -56,6 +56,6 @@ window.HOOKD_I18N = {
     answered: "已处理", noPending: "没有等待审批的调用。", schedule: "计划", nextFire: "下次触发",
     recentRuns: "最近运行", none: "无", saved: "已保存", created: "已创建", loading: "加载中…", note: "注意",
     reviewerOnly: "以审批人身份登录：仅可使用审批收件箱。", errorAt: "请查看标红的字段。",
-    on: "开", off: "关", request: "签名请求", answer: "接收方响应", why: "原因"
+    on: "开", off: "关", request: "签名请求", answer: "接收方响应", why: "原因", decisionId: "决策 ID"
   }
 };
