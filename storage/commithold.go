@@ -10,8 +10,9 @@ import (
 // This file is built only into the daemon of cmd/hookd's crash tests that stop a write half way
 // (go build -tags commithold). With HOOKD_TEST_HOLD_COMMIT naming a kind of row (deliveries,
 // decisions, runEvents, taskRunEnds), the first transaction that holds such rows stops once they
-// are written and before its COMMIT; with asks, AddAsks stops before it writes them. It says so on
-// stderr ("commit held") and waits until the process is killed.
+// are written and before its COMMIT; with asks, AddAsks stops before it writes them, with
+// asksStored once it has. It says so on stderr ("commit held") and waits until the process is
+// killed.
 func init() {
 	kind := os.Getenv("HOOKD_TEST_HOLD_COMMIT")
 	if kind == "" {
@@ -27,8 +28,12 @@ func init() {
 		os.Stderr.Write(append(line, '\n'))
 		select {} // until SIGKILL
 	}
-	if kind == "asks" {
+	switch kind {
+	case "asks":
 		beforeAddAsks = hold
+		return
+	case "asksStored":
+		afterAddAsks = hold
 		return
 	}
 	beforeCommit = func(b *WriteBatch) {

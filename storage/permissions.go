@@ -182,9 +182,9 @@ func (r askRow) plain() Ask {
 		CreatedAt: fromMs(r.CreatedAt), AnsweredAt: fromMs(r.AnsweredAt)}
 }
 
-// beforeAddAsks, when set, runs in AddAsks before the asks are written. Only a test build sets
-// it (commithold.go).
-var beforeAddAsks func(n int)
+// beforeAddAsks and afterAddAsks, when set, run in AddAsks before the asks are written and once
+// they are. Only a test build sets them (commithold.go).
+var beforeAddAsks, afterAddAsks func(n int)
 
 // AddAsks stores pending asks.
 func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
@@ -202,6 +202,9 @@ func (db *DB) AddAsks(ctx context.Context, asks []Ask) error {
 	}
 	if err := db.w.WithContext(ctx).Create(&rows).Error; err != nil {
 		return fmt.Errorf("storage: add asks: %w", err)
+	}
+	if afterAddAsks != nil {
+		afterAddAsks(len(asks))
 	}
 	db.announce(TopicAsks)
 	return nil

@@ -14,8 +14,8 @@ import (
 )
 
 // TestAskSurvivesCrash: a daemon killed after a run saved the step's calls that wait for a person
-// and before it stored their asks restarts with each run paused on its ask, which is stored and
-// announced: PERMISSION_ASK on the platform stream, TOOL_APPROVAL on VOLO's replay. The asks can
+// and before it stored their asks, or before it announced them, restarts with each run paused on
+// its ask, which is stored and announced once: PERMISSION_ASK on the platform stream, TOOL_APPROVAL on VOLO's replay. The asks can
 // be answered, and each tool runs once approved. Before, such a run stayed paused on an ask that
 // did not exist, which nobody could answer or resume, and VOLO offered a RESUME whose "continue"
 // approved the call the person was never shown.
@@ -23,16 +23,19 @@ func TestAskSurvivesCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs the real daemon")
 	}
-	t.Run("sqlite", func(t *testing.T) {
-		dir := t.TempDir()
-		askCrashTest(t, dir, "sqlite:"+filepath.Join(dir, "hookd.db"))
-	})
-	t.Run("postgres", func(t *testing.T) {
-		askCrashTest(t, t.TempDir(), storagetest.PostgresURL(t))
-	})
+	// asks: killed before the asks are stored; asksStored: after, before they are announced.
+	for _, hold := range []string{"asks", "asksStored"} {
+		t.Run("sqlite/"+hold, func(t *testing.T) {
+			dir := t.TempDir()
+			askCrashTest(t, dir, "sqlite:"+filepath.Join(dir, "hookd.db"), hold)
+		})
+		t.Run("postgres/"+hold, func(t *testing.T) {
+			askCrashTest(t, t.TempDir(), storagetest.PostgresURL(t), hold)
+		})
+	}
 }
 
-func askCrashTest(t *testing.T, dir, database string) {
+func askCrashTest(t *testing.T, dir, database, hold string) {
 	script := filepath.Join(dir, "script.json")
 	var scripts []string
 	for _, name := range []string{"platform", "volo"} {
@@ -52,7 +55,7 @@ agent: {toolDefault: ask, workspaces: %s, runLease: 5s}
 	const volo = "/api/agent/chat/volo-ai/"
 
 	// Both runs stop in AddAsks, their calls checkpointed as asking and their asks not stored.
-	d := startBinary(t, heldBinary(t), cfg, "HOOKD_TEST_HOLD_COMMIT=asks")
+	d := startBinary(t, heldBinary(t), cfg, "HOOKD_TEST_HOLD_COMMIT="+hold)
 	resp := d.postStream(t, "/api/agent/run/stream", `{"sessionId":"s-p","userInput":"/platform/"}`)
 	requestID := resp.Header.Get("X-Request-Id")
 	resp.Body.Close()
@@ -86,15 +89,17 @@ agent: {toolDefault: ask, workspaces: %s, runLease: 5s}
 				Step  int
 			}
 		}
+		asks := 0
 		for _, f := range frames {
 			switch f.EventType {
 			case "PERMISSION_ASK":
+				asks++
 				json.Unmarshal(f.Data, &ask)
 			case "MESSAGE_SUSPENDED":
 				json.Unmarshal(f.Data, &pause)
 			}
 		}
-		if ask.AskID == "" || ask.ToolName != "workspace_write_file" || pause.SuspendReason.Type != "PERMISSION_ASK" || pause.SuspendReason.AskID != ask.AskID || pause.SuspendReason.Step != 1 {
+		if asks != 1 || ask.AskID == "" || ask.ToolName != "workspace_write_file" || pause.SuspendReason.Type != "PERMISSION_ASK" || pause.SuspendReason.AskID != ask.AskID || pause.SuspendReason.Step != 1 {
 			t.Fatalf("the recovered run does not pause on an announced ask: ask %+v, pause %+v\n%+v", ask, pause, frames)
 		}
 		if st := d2.call("POST", "/api/agent/permission/reply", fmt.Sprintf(`{"askId":%q,"approved":true}`, ask.AskID), nil); st != 200 {
