@@ -590,6 +590,8 @@ func TestAuthHeadersHookdSetsRefused(t *testing.T) {
 		{`{"type": "CUSTOM", "headers": {"X-Request-Id": "forged"}}`, "dispatchConfig.auth.headers.X-Request-Id", "X-Request-Id"},
 		{`{"type": "CUSTOM", "headers": {"Host": "other.example"}}`, "dispatchConfig.auth.headers.Host", "Host"},
 		{`{"type": "CUSTOM", "headers": {"Content-Length": "5"}}`, "dispatchConfig.auth.headers.Content-Length", "Content-Length"},
+		{`{"type": "CUSTOM", "headers": {"Accept-Encoding": "gzip", "X-Key": "k"}}`, "dispatchConfig.auth.headers.Accept-Encoding", "Accept-Encoding"},
+		{`{"type": "CUSTOM", "headers": {"content-encoding": "gzip"}}`, "dispatchConfig.auth.headers.content-encoding", "content-encoding"},
 		{`{"type": "API_KEY", "header": "X-Webhook-Timestamp", "credential": "k"}`, "dispatchConfig.auth.header", "X-Webhook-Timestamp"},
 		{`{"type": "CUSTOM_HTTP_TOKEN", "tokenFetchConfig": {"url": "https://t.example/t", "tokenPath": "t", "header": "Webhook-Id"}}`,
 			"dispatchConfig.auth.tokenFetchConfig.header", "Webhook-Id"},

@@ -567,11 +567,13 @@ func checkHeaderName(field, name string) error {
 // ownHeaders are the headers hookd sets on every call to a receiver (the body's type, the trace,
 // the signature of either scheme), and those HTTP frames the request with, in canonical form.
 // An auth header of one of these names would overwrite hookd's (every signature then fails) or
-// be dropped unsent.
+// be dropped unsent. The encodings are HTTP's too: an Accept-Encoding of the hook's own stops the
+// transport from decoding a compressed answer, which hookd then cannot read (a deny read as a
+// failure, and so as the failureMode); a Content-Encoding would misdescribe the plain JSON body.
 var ownHeaders = []string{"Content-Type", "X-Request-Id", "Traceparent", "Tracestate",
 	"X-Webhook-Timestamp", "X-Webhook-Signature", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
 	"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
-	"Proxy-Connection"}
+	"Proxy-Connection", "Accept-Encoding", "Content-Encoding", "Expect"}
 
 // checkSentHeaderName is checkHeaderName for a header the hook adds to its calls to the receiver:
 // it may not be one of hookd's own.
