@@ -328,10 +328,16 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 	// walk so that rows appended meanwhile only come after it: a log whose newest rows were
 	// deleted still links up, and only the tail shows it.
 	var tail string
-	if through == 0 {
-		if err := tx.Raw(`SELECT hash FROM decision_tail WHERE id = 1`).Row().Scan(&tail); err != nil {
-			return rep, fmt.Errorf("storage: verify decisions: read the chain's tail: %w", err)
+	var unchainedThrough int64 // the newest row from before the chain (migration 32)
+	if err := tx.Raw(`SELECT hash, unchained_through FROM decision_tail WHERE id = 1`).Row().Scan(&tail, &unchainedThrough); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			rep.Problem = "the chain's tail row is missing: it was deleted"
+			return rep, nil
 		}
+		return rep, fmt.Errorf("storage: verify decisions: read the chain's tail: %w", err)
+	}
+	if through != 0 {
+		tail = "" // rows appended after through are not this walk's
 	}
 	metTail := tail == ""
 	var anchor struct {
@@ -359,7 +365,7 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 		}
 		for _, r := range rows {
 			d := r.plain()
-			if !chained && d.Hash == "" && expect == "" {
+			if !chained && d.Hash == "" && expect == "" && d.ID <= unchainedThrough {
 				rep.Unchained++ // written before the log was chained
 				continue
 			}
@@ -367,6 +373,10 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 			broken := func(problem string) (ChainReport, error) {
 				rep.BrokenID, rep.BrokenDecisionID, rep.Problem = d.ID, d.DecisionID, problem
 				return rep, nil
+			}
+			if d.Hash == "" {
+				return broken(fmt.Sprintf("row %d has no hash, but was written after the log was chained (after row %d): its hash was removed",
+					d.ID, unchainedThrough))
 			}
 			if chainHash(&d) != d.Hash {
 				return broken(fmt.Sprintf("row %d does not match its hash: it was edited", d.ID))
@@ -386,6 +396,11 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 			afterVerifyPage()
 		}
 		if len(rows) < 1000 {
+			if through == 0 && tail == "" && rep.Checked > 0 {
+				rep.BrokenID, rep.BrokenDecisionID = last.ID, last.DecisionID
+				rep.Problem = fmt.Sprintf("the chain's tail is empty, but %d rows are chained: the tail was cleared", rep.Checked)
+				return rep, nil
+			}
 			if !metTail {
 				after := "every row was deleted"
 				if last.ID != 0 {

@@ -299,9 +299,10 @@ func TestDecisionTailMigration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
 			u := newURL(t)
-			// reopen undoes migration 27, as on a database an older version wrote, and migrates again.
+			// reopen undoes migration 27 (and 32, which adds to its table), as on a database an older
+			// version wrote, and migrates again.
 			reopen := func(db *storage.DB) *storage.DB {
-				for _, q := range []string{`DROP TABLE decision_tail`, `DELETE FROM schema_migrations WHERE version = 27`} {
+				for _, q := range []string{`DROP TABLE decision_tail`, `DELETE FROM schema_migrations WHERE version IN (27, 32)`} {
 					if err := storage.Exec(ctx, db, q); err != nil {
 						t.Fatal(err)
 					}
@@ -332,6 +333,69 @@ func TestDecisionTailMigration(t *testing.T) {
 			appendDecisions(t, db, 2, time.Now())
 			if rep := verify(t, db); !rep.OK || rep.Checked != 2 || rep.PrunedThrough == 0 {
 				t.Fatalf("every row pruned: %+v", rep)
+			}
+		})
+	}
+}
+
+// TestDecisionChainHashesRemoved: only the rows written before the log was chained may lack a
+// hash. Blanking every row's hash and the tail (two UPDATEs, no hashing) is a break, and so are a
+// cleared tail and a deleted one; before, the first read as a log that predates the chain, and
+// verified.
+func TestDecisionChainHashesRemoved(t *testing.T) {
+	for name, newURL := range map[string]func(testing.TB) string{"sqlite": storagetest.SQLiteURL, "postgres": storagetest.PostgresURL} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			u := newURL(t)
+			open := func() *storage.DB {
+				db, err := storage.Open(ctx, u, storage.Options{Key: storagetest.Key})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { db.Close() })
+				return db
+			}
+			db := open()
+			appendDecisions(t, db, 3, time.Now())
+			rows, err := db.ListDecisions(ctx, storage.DecisionFilter{})
+			if err != nil || len(rows) != 3 {
+				t.Fatalf("list: %d %v", len(rows), err)
+			}
+			oldest := rows[2].ID
+			for _, q := range []string{`UPDATE decisions SET hash = '', prev_hash = ''`, `UPDATE decision_tail SET hash = ''`} {
+				if err := storage.Exec(ctx, db, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rep := verify(t, db); rep.OK || rep.BrokenID != oldest || !strings.Contains(rep.Problem, "has no hash") {
+				t.Fatalf("hashes and tail blanked: %+v", rep)
+			}
+
+			// Rows that really predate the chain: migration 32 finds them (as these blanked rows
+			// now look) and they stay unchained; the rows after them are checked.
+			for _, q := range []string{`ALTER TABLE decision_tail DROP COLUMN unchained_through`,
+				`DELETE FROM schema_migrations WHERE version = 32`} {
+				if err := storage.Exec(ctx, db, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.Close()
+			db = open()
+			appendDecisions(t, db, 2, time.Now())
+			if rep := verify(t, db); !rep.OK || rep.Unchained != 3 || rep.Checked != 2 {
+				t.Fatalf("rows from before the chain: %+v", rep)
+			}
+			if err := storage.Exec(ctx, db, `UPDATE decision_tail SET hash = ''`); err != nil {
+				t.Fatal(err)
+			}
+			if rep := verify(t, db); rep.OK || !strings.Contains(rep.Problem, "the tail was cleared") {
+				t.Fatalf("tail cleared: %+v", rep)
+			}
+			if err := storage.Exec(ctx, db, `DELETE FROM decision_tail`); err != nil {
+				t.Fatal(err)
+			}
+			if rep := verify(t, db); rep.OK || !strings.Contains(rep.Problem, "tail row is missing") {
+				t.Fatalf("tail deleted: %+v", rep)
 			}
 		})
 	}

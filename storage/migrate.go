@@ -373,6 +373,14 @@ var migrations = []migration{
 		`ALTER TABLE task_runs ADD COLUMN principal_id BIGINT`,
 		`ALTER TABLE task_runs ADD COLUMN agent_id BIGINT`,
 	}},
+	{32, "decision chain start", []string{
+		// The newest row written before the log was chained (migration 9): only rows up to it may
+		// lack a hash. Without it, blanking every row's hash and the tail read as a log that
+		// predates the chain, and verified.
+		`ALTER TABLE decision_tail ADD COLUMN unchained_through BIGINT NOT NULL DEFAULT 0`,
+		`UPDATE decision_tail SET unchained_through = COALESCE((SELECT MAX(id) FROM decisions WHERE hash = ''
+			AND id < COALESCE((SELECT MIN(id) FROM decisions WHERE hash <> ''), 9223372036854775807)), 0)`,
+	}},
 }
 
 func (db *DB) migrate(ctx context.Context) error {
