@@ -533,13 +533,18 @@ func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 			}
 			dec.ModifiedValue = &s
 		}
-	default:
+	case Allow, "":
 		dec = Decision{Decision: Allow}
+	default:
+		// The contract reads a decision it does not know as allow; the record says so, so that an
+		// auditor can tell it from an allow the receiver meant ("block" is no deny).
+		dec = Decision{Decision: Allow}
+		flaw = hookdtype.Invalid("decision", "%q is not allow, deny, modify or ask: read as allow", ans.Decision)
 	}
 	if extra != nil {
 		dec.Extras = []Extra{*extra}
 	}
-	return dec, nil, nil
+	return dec, flaw, nil
 }
 
 // answerFields are the members of an answer that hookd reads (hookAnswer's), each matched

@@ -58,7 +58,9 @@ func TestInterceptToleranceRules(t *testing.T) {
 			want: Modify, modified: &newArgs},
 		{name: "empty body", answer: reply(200, ``), want: Allow},
 		{name: "missing decision", answer: reply(200, `{}`), want: Allow},
-		{name: "unknown decision", answer: reply(200, `{"decision":"maybe"}`), want: Allow},
+		// The contract reads an unknown decision as allow; the row says what was read ("block" is no deny).
+		{name: "unknown decision", answer: reply(200, `{"decision":"maybe"}`), want: Allow, flaw: true, warn: true},
+		{name: "block is no deny", answer: reply(200, `{"decision":"block","reason":"r"}`), want: Allow, flaw: true, warn: true},
 		{name: "modify without modifiedValue", answer: reply(200, `{"decision":"modify"}`), want: Allow, warn: true},
 		{name: "modify with null modifiedValue", answer: reply(200, `{"decision":"modify","modifiedValue":null}`), want: Allow, warn: true},
 		{name: "HTTP 400", answer: reply(400, `{"decision":"allow"}`), failure: true},
@@ -156,7 +158,7 @@ func TestInterceptToleranceRules(t *testing.T) {
 					if row.failure && logged.Error == "" {
 						t.Error("failure logged without its error")
 					}
-					if row.flaw != strings.Contains(logged.Error, "; the deny stands") {
+					if row.flaw != (strings.Contains(logged.Error, "; the deny stands") || strings.HasSuffix(logged.Error, ": read as allow")) {
 						t.Errorf("the decision log's error %q, want a flaw noted: %v", logged.Error, row.flaw)
 					}
 					if strings.HasSuffix(row.name, "over the read limit") &&
