@@ -119,6 +119,13 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	ev := Event{HookType: h.HookType, SessionID: &sessionID, PrincipalID: &principalID, AgentID: h.AgentID,
 		Context: SampleContext(h.HookType), OccurredAt: now}
 	note := sampleTool(h, &ev)
+	if h.Enabled != nil && !*h.Enabled {
+		off := "the hook is disabled, so no dispatch asks it until it is enabled again; the answer is its receiver's all the same"
+		if note != nil {
+			off += "; and " + *note
+		}
+		note = &off
+	}
 	c, err := newChainEvent(&ev, true)
 	if err != nil {
 		return ProbeResult{}, err

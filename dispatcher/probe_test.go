@@ -91,6 +91,21 @@ func TestProbeAsksAboutAToolTheHookSelects(t *testing.T) {
 		t.Fatalf("dispatch of authTool: %+v %v", dec, err)
 	}
 
+	// A disabled hook's test call says no dispatch asks it: the dispatch answers allow, with no
+	// decision of it.
+	off := false
+	listed.Enabled = &off
+	if _, err := h.reg.Replace(ctx, listed.ID, listed); err != nil {
+		t.Fatal(err)
+	}
+	probe, err = h.d.Probe(ctx, listed.ID)
+	if err != nil || probe.Note == nil || !strings.Contains(*probe.Note, "the hook is disabled, so no dispatch asks it") {
+		t.Fatalf("probe of a disabled hook: %+v %v", probe, err)
+	}
+	if dec, err := h.d.Intercept(ctx, Event{HookType: PreToolUse, Context: &PreToolUseContext{ToolName: "authTool"}}); err != nil || dec.Decision != Allow {
+		t.Fatalf("dispatch of authTool, its hook disabled: %+v %v", dec, err)
+	}
+
 	regex := h.add(Hook{HookName: "regex", HookType: PostToolUse, ToolNameMatch: "/^auth/",
 		DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
 	probe, err = h.d.Probe(ctx, regex.ID)
