@@ -248,7 +248,7 @@ func (p *Policy) firstProgram(env *cel.Env, rules []Rule) program {
 
 // programs builds the two programs of ast and estimates its cost.
 func (p *Policy) programs(env *cel.Env, ast *cel.Ast) (program, error) {
-	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(boundPatterns)}
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(boundCalls)}
 	counted, err := env.Program(ast, append(opts, cel.CostLimit(p.costLimit))...)
 	if err != nil {
 		return program{}, err
@@ -416,12 +416,15 @@ func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, e
 	}
 	var cancelled interpreter.EvalCancelledError
 	var pattern *PatternCostError
+	var call *CallCostError
 	switch {
 	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
 		err == nil && e.spent > e.p.costLimit:
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
 	case errors.As(err, &pattern):
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: pattern}
+	case errors.As(err, &call):
+		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: call}
 	case err != nil:
 		return nil, &EvalError{Rule: r.name, Field: field, Err: err}
 	}

@@ -1,0 +1,235 @@
+package policy
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/interpreter"
+)
+
+// The calls whose work, or whose result, can be far larger than their arguments: a replace of
+// every "{{x}}" of a 480 KB text by a 400 KB one makes 24 GB, a join of a list holding one 800
+// KB string 40,000 times (args.a.map(x, args.s)) 32 GB, an `in` of each of 20,000 items in a
+// list of 20,000 takes 400 million comparisons. The cost tracker charges a call after it
+// returns, too late: the daemon is out of memory, or a decision takes minutes. So each such call
+// is priced from its arguments' values before it runs (pricedCall), like a computed pattern.
+//
+// A price is in CEL cost units: about one per comparison or element, a tenth per byte of a
+// string made or scanned (CEL's own string traversal factor).
+var callPrices = map[string]func(args []ref.Val, left uint64) uint64{
+	"replace":         replacePrice,
+	"join":            joinPrice,
+	"format":          formatPrice,
+	"flatten":         func(a []ref.Val, left uint64) uint64 { return walkSize(a[0], left, false) },
+	"lists.range":     rangePrice,
+	"@in":             inPrice,
+	"distinct":        func(a []ref.Val, _ uint64) uint64 { n := lenOf(a[0]); return cost.SafeMultiply(n, n) },
+	"sets.contains":   productPrice,
+	"sets.intersects": productPrice,
+	"sets.equivalent": productPrice,
+	"hasAll":          productPrice,
+	"hasAny":          productPrice,
+	"hasOnly":         productPrice,
+	"hasExactly":      productPrice,
+}
+
+// boundCalls (a cel.CustomDecoratorV2) prices the calls of callPrices and the pattern calls of
+// boundPatterns before they run.
+func boundCalls(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	if call, ok := i.(interpreter.InterpretableCall); ok {
+		if price, ok := callPrices[call.Function()]; ok && len(call.Args()) > 0 {
+			return &pricedCall{InterpretableCall: call, price: price}, nil
+		}
+	}
+	return boundPatterns(i)
+}
+
+// CallCostError is a call refused before it ran: its price, Cost, worked out from its arguments,
+// is more than the Left of the cost limit. It is an EvalError's Err, with CostExceeded.
+type CallCostError struct {
+	Function   string
+	Cost, Left uint64
+}
+
+func (e *CallCostError) Error() string {
+	return fmt.Sprintf("cost limit exceeded: this %s of these values may cost %d, more than the %d left", e.Function, e.Cost, e.Left)
+}
+
+// pricedCall is a call of callPrices: its arguments are evaluated to price it, and the call
+// then runs (evaluating them again, as computedPattern does) or is refused with a CallCostError.
+type pricedCall struct {
+	interpreter.InterpretableCall
+	price func(args []ref.Val, left uint64) uint64
+}
+
+func (c *pricedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	left := uint64(MaxCostLimit)
+	tracker := frame.CostTracker()
+	if tracker != nil && tracker.Limit != nil {
+		left = cost.SafeSubtract(*tracker.Limit, tracker.ActualCost())
+	}
+	args := make([]ref.Val, len(c.Args()))
+	for i, a := range c.Args() {
+		if args[i] = a.Exec(frame); types.IsUnknownOrError(args[i]) {
+			return c.InterpretableCall.Exec(frame) // as CEL reports it
+		}
+	}
+	price := c.price(args, left)
+	if price > left {
+		return types.WrapErr(&CallCostError{Function: c.Function(), Cost: price, Left: left})
+	}
+	if tracker != nil {
+		tracker.EvalUnary(frame, c.ID(), patternWork{c.Function()}, types.Int(min(price, uint64(MaxCostLimit))), types.NullValue)
+	}
+	return c.InterpretableCall.Exec(frame)
+}
+
+// Eval implements interpreter.Interpretable: the embedded call's Eval would skip Exec above.
+func (c *pricedCall) Eval(vars interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(vars, c.Exec)
+}
+
+// replacePrice: s.replace(old, new[, n]) scans s and makes a string of s's length plus, for each
+// occurrence replaced, the difference of new's and old's.
+func replacePrice(a []ref.Val, _ uint64) uint64 {
+	if len(a) < 3 {
+		return 0
+	}
+	s, ok1 := a[0].(types.String)
+	old, ok2 := a[1].(types.String)
+	repl, ok3 := a[2].(types.String)
+	if !ok1 || !ok2 || !ok3 {
+		return 0 // CEL refuses the call
+	}
+	k := uint64(strings.Count(string(s), string(old)))
+	if old == "" {
+		k = uint64(utf8.RuneCountInString(string(s))) + 1
+	}
+	if len(a) > 3 {
+		if n, ok := a[3].(types.Int); ok && n >= 0 && uint64(n) < k {
+			k = uint64(n)
+		}
+	}
+	grow := uint64(0)
+	if len(repl) > len(old) {
+		grow = uint64(len(repl) - len(old))
+	}
+	made := cost.SafeAdd(uint64(len(s)), cost.SafeMultiply(k, grow))
+	return cost.SafeAdd(uint64(len(s)), made)/10 + 1
+}
+
+// joinPrice: list.join([sep]) makes a string of its elements' lengths and the separators'.
+func joinPrice(a []ref.Val, left uint64) uint64 {
+	l, ok := a[0].(traits.Lister)
+	if !ok {
+		return 0
+	}
+	var sep uint64
+	if len(a) > 1 {
+		if s, ok := a[1].(types.String); ok {
+			sep = uint64(len(s))
+		}
+	}
+	n := lenOf(l)
+	made := cost.SafeMultiply(n, sep)
+	for it := l.Iterator(); it.HasNext() == types.True && made/10 <= left; {
+		if s, ok := it.Next().(types.String); ok {
+			made = cost.SafeAdd(made, uint64(len(s)))
+		}
+	}
+	return made/10 + n
+}
+
+// formatPrice: fmt.format(list) makes about fmt's length and its arguments' text.
+func formatPrice(a []ref.Val, left uint64) uint64 {
+	s, _ := a[0].(types.String)
+	if len(a) < 2 {
+		return uint64(len(s))/10 + 1
+	}
+	return cost.SafeAdd(uint64(len(s)), walkSize(a[1], cost.SafeMultiply(left, 10), true))/10 + 1
+}
+
+func rangePrice(a []ref.Val, _ uint64) uint64 {
+	if n, ok := a[0].(types.Int); ok && n > 0 {
+		return uint64(n)
+	}
+	return 1
+}
+
+// inPrice: x in list compares x with each element; x in map is one lookup.
+func inPrice(a []ref.Val, _ uint64) uint64 {
+	if len(a) < 2 {
+		return 1
+	}
+	if _, isMap := a[1].(traits.Mapper); isMap {
+		return 1
+	}
+	return lenOf(a[1]) + 1
+}
+
+// productPrice: a set function of two lists compares each element of one with each of the other.
+func productPrice(a []ref.Val, _ uint64) uint64 {
+	if len(a) < 2 {
+		return lenOf(a[0]) + 1
+	}
+	return cost.SafeMultiply(lenOf(a[0])+1, lenOf(a[1])+1)
+}
+
+func lenOf(v ref.Val) uint64 {
+	if s, ok := v.(traits.Sizer); ok {
+		if n, ok := s.Size().(types.Int); ok && n > 0 {
+			return uint64(n)
+		}
+	}
+	return 0
+}
+
+// walkSize is about the bytes of v's text (text) or the number of its values: a string's length
+// (or 1), 8 (or 1) for any other scalar, its elements' (and a map's keys') for a list or map, each
+// time a value appears (one string held 40,000 times in a list is 40,000 strings' worth). It
+// stops counting past limit: a list of lists of the same list, nested 30 deep, holds 2³⁰ strings.
+func walkSize(v ref.Val, limit uint64, text bool) uint64 {
+	scalar := uint64(1)
+	if text {
+		scalar = 8
+	}
+	var n uint64
+	var walk func(v ref.Val)
+	walk = func(v ref.Val) {
+		if n > limit {
+			return
+		}
+		switch x := v.(type) {
+		case types.String:
+			n = cost.SafeAdd(n, max(uint64(len(x))*b2u(text), 1))
+		case types.Bytes:
+			n = cost.SafeAdd(n, max(uint64(len(x))*b2u(text), 1))
+		case traits.Mapper:
+			for it := x.Iterator(); it.HasNext() == types.True && n <= limit; {
+				k := it.Next()
+				walk(k)
+				walk(x.Get(k))
+			}
+		case traits.Lister:
+			for it := x.Iterator(); it.HasNext() == types.True && n <= limit; {
+				walk(it.Next())
+			}
+		default:
+			n = cost.SafeAdd(n, scalar)
+		}
+	}
+	walk(v)
+	return n
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

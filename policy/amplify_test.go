@@ -1,0 +1,90 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hookd/hookd/policy"
+)
+
+// A call whose result or work is far larger than its arguments is priced from their values
+// before it runs, and refused as a cost overrun when the price is more than the limit leaves.
+// Without the bound the first two take the process down (out of memory: a 24 GB and a 32 GB
+// string), and the next two take seconds to minutes: a regression shows as a crashed or timed
+// out test, not as a slow one.
+func TestAmplifyingCallsArePricedFirst(t *testing.T) {
+	list := func(n int) []int {
+		out := make([]int, n)
+		for i := range out {
+			out[i] = i
+		}
+		return out
+	}
+	far := func(n int) []int { // none of list(n)
+		out := list(n)
+		for i := range out {
+			out[i] += n
+		}
+		return out
+	}
+	cases := []struct {
+		function, when string
+		args           map[string]any
+	}{
+		{"replace", "args.template.replace('{{name}}', args.name).contains('password')",
+			map[string]any{"template": strings.Repeat("{{name}}", 60000), "name": strings.Repeat("x", 400000)}},
+		{"join", "args.a.map(x, args.s).join('').size() > 0", map[string]any{"a": list(40000), "s": strings.Repeat("x", 800000)}},
+		{"format", "'%s'.format([args.a.map(x, args.s)]).size() > 0", map[string]any{"a": list(40000), "s": strings.Repeat("x", 800000)}},
+		{"@in", "args.a.exists(x, x in args.b)", map[string]any{"a": list(20000), "b": far(20000)}},
+		{"sets.intersects", "sets.intersects(args.a, args.b)", map[string]any{"a": list(20000), "b": far(20000)}},
+		{"lists.range", "lists.range(args.n).size() > 0", map[string]any{"n": 2_000_000_000}},
+	}
+	for _, c := range cases {
+		b, err := json.Marshal(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []uint64{0, policy.MaxCostLimit} {
+			p, err := policy.Compile(policy.Config{CostLimit: limit, Rules: []policy.Rule{{Name: "r", When: c.when, Decision: "deny"}}}, "pre_tool_use")
+			if err != nil {
+				t.Fatalf("%s: %v", c.when, err)
+			}
+			for _, eval := range []func(*policy.Input) (policy.Result, error){p.Eval, p.EvalCounted} {
+				_, err := eval(input(t, toolEvent("x", string(b))))
+				var ee *policy.EvalError
+				var ce *policy.CallCostError
+				// Refused before it ran, or, once the priced calls' charges used the limit up, by
+				// the tracker between them (each `in` of the comprehension).
+				if !errors.As(err, &ee) || !ee.CostExceeded || ee.Rule != "r" || (errors.As(err, &ce) && ce.Function != c.function) ||
+					(ce == nil && c.function != "@in") {
+					t.Fatalf("%s, costLimit %d: %v", c.when, limit, err)
+				}
+			}
+		}
+	}
+}
+
+// The same calls on values of ordinary size decide as before.
+func TestPricedCallsThatFit(t *testing.T) {
+	for _, when := range []string{
+		"args.s.replace('a', 'bb') == 'bbbbbb'",
+		"args.s.replace('', '-') == '-a-a-a-'",
+		"args.s.replace('a', 'b', 1) == 'baa'",
+		"['x', 'y'].join(',') == 'x,y' && [args.s, args.s].join() == 'aaaaaa'",
+		"'%s-%d'.format([args.s, 3]) == 'aaa-3'",
+		"2 in args.l && !(9 in args.l) && 'k' in {'k': 1}",
+		"sets.contains(args.l, [1, 2]) && sets.intersects(args.l, [3]) && !sets.equivalent(args.l, [1])",
+		"lists.range(3) == [0, 1, 2] && [[1], [2, [3]]].flatten() == [1, 2, [3]] && [1, 1, 2].distinct() == [1, 2]",
+	} {
+		p, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "r", When: when, Decision: "deny"}}}, "pre_tool_use")
+		if err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		res, err := p.EvalCounted(input(t, toolEvent("x", `{"s": "aaa", "l": [1, 2, 3]}`)))
+		if err != nil || res.Decision != "deny" {
+			t.Errorf("%s: %+v %v", when, res, err)
+		}
+	}
+}
