@@ -451,6 +451,29 @@ func TestConsoleInTheBrowser(t *testing.T) {
 		t.Fatalf("the decisions page is not filtered by the run's decision: %q", v)
 	}
 
+	// Editing a hook keeps what the form does not show: a policy's costLimit and a hook-files
+	// hook's managedBy (a PUT replaces the whole hook; before, the save dropped both).
+	var kept struct{ ID int64 }
+	if st := d.call("POST", "/api/hooks", `{"hookName":"console-kept","hookType":"pre_tool_use","dispatchType":"policy",
+		"managedBy":"files","policyConfig":{"costLimit":5000,"rules":[{"name":"big","when":"args.amount > 10","decision":"deny"}]}}`, &kept); st != 201 {
+		t.Fatalf("policy hook: %d\n%s", st, d.log())
+	}
+	b.run("edit keeps the rest", 15*time.Second,
+		chromedp.Navigate(d.url(fmt.Sprintf("/console/#/hooks/%d", kept.ID))),
+		chromedp.WaitVisible(chromedp.CSS(`[data-field="policyConfig.rules[0].when"]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-field=priority]`), "7"),
+		chromedp.Click(chromedp.CSS(`button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.Search(`//a[text()="console-kept"]`)))
+	var saved struct {
+		Priority     int
+		ManagedBy    string
+		PolicyConfig struct{ CostLimit int }
+	}
+	if st := d.call("GET", fmt.Sprintf("/api/hooks/%d", kept.ID), "", &saved); st != 200 || saved.Priority != 7 ||
+		saved.ManagedBy != "files" || saved.PolicyConfig.CostLimit != 5000 {
+		t.Fatalf("after the console's save: %d %+v", st, saved)
+	}
+
 	// A write without the CSRF token is refused, with the session cookie and all.
 	status := value(b, "csrf", chromedp.Evaluate[int](`fetch("/api/hooks", {method: "POST", headers: {"Content-Type": "application/json"},
 		body: JSON.stringify({hookName: "forged", hookType: "user_message", dispatchType: "webhook", dispatchConfig: {url: "https://example.com/h"}})}).then(r => r.status)`,

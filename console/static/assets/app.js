@@ -326,29 +326,37 @@
     const syncKind = () => { const p = F.dispatchType.value === "policy"; webhookBox.hidden = p; policyBox.hidden = !p; };
     F.dispatchType.addEventListener("change", syncKind);
     const num = (v) => (v === "" ? undefined : Number(v));
+    // A PUT replaces the whole hook: what the form does not edit (managedBy, policyConfig.costLimit,
+    // the webhook's auth, …) is sent back as GET showed it, and a field the form left empty is
+    // left out (its default), as it is on a new hook.
     const body = () => {
-      const b = { hookName: F.hookName.value, hookType: F.hookType.value, priority: num(F.priority.value) || 0,
-        enabled: F.enabled.value === "true", dispatchType: F.dispatchType.value };
-      if (F.agentId.value !== "") b.agentId = num(F.agentId.value);
-      if (F.toolNameMatch.value !== "") b.toolNameMatch = F.toolNameMatch.value;
+      const b = h ? strip(JSON.parse(JSON.stringify(h))) : {};
+      const set = (o, k, v) => { if (v === "" || v === undefined) delete o[k]; else o[k] = v; };
+      Object.assign(b, { hookName: F.hookName.value, hookType: F.hookType.value, priority: num(F.priority.value) || 0,
+        enabled: F.enabled.value === "true", dispatchType: F.dispatchType.value });
+      set(b, "agentId", num(F.agentId.value));
+      set(b, "toolNameMatch", F.toolNameMatch.value);
+      const same = h && (h.dispatchType || "webhook") === b.dispatchType; // what was stored is of this kind
       if (b.dispatchType === "policy") {
         const fm = policyBox.querySelector('[data-field="dispatchConfig.failureMode"]').value;
+        delete b.dispatchConfig;
         if (fm) b.dispatchConfig = { failureMode: fm };
-        b.policyConfig = { rules: [...rules.children].map((row) => {
+        b.policyConfig = Object.assign({}, same ? b.policyConfig : undefined, { rules: [...rules.children].map((row) => {
           const v = (k) => row.querySelector(`[data-field$=".${k}"]`).value;
           const r = { name: v("name"), when: v("when"), decision: v("decision") };
           if (v("reason")) r.reason = v("reason");
           if (v("modifiedValue")) r.modifiedValue = v("modifiedValue");
           return r;
-        }), default: F.policyDefault.value };
+        }), default: F.policyDefault.value });
       } else {
-        const d = { url: F.url.value };
-        if (F.timeoutMs.value !== "") d.timeoutMs = num(F.timeoutMs.value);
-        if (F.maxRetries.value !== "") d.maxRetries = num(F.maxRetries.value);
-        if (F.failureMode.value) d.failureMode = F.failureMode.value;
-        if (F.signatureScheme.value) d.signatureScheme = F.signatureScheme.value;
-        if (F.signingSecret.value) d.signingSecret = F.signingSecret.value;
-        if (dc.auth) d.auth = dc.auth; // kept as GET shows it: the stored credential stays
+        const d = same ? Object.assign({}, dc) : {}; // dc.auth as GET shows it: the stored credential stays
+        d.url = F.url.value;
+        set(d, "timeoutMs", num(F.timeoutMs.value));
+        set(d, "maxRetries", num(F.maxRetries.value));
+        set(d, "failureMode", F.failureMode.value);
+        set(d, "signatureScheme", F.signatureScheme.value);
+        set(d, "signingSecret", F.signingSecret.value);
+        delete b.policyConfig;
         b.dispatchConfig = d;
       }
       return b;
