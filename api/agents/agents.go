@@ -257,9 +257,10 @@ const Ask = "ask"
 // blocks says whether v stops the harness's action.
 func (v Verdict) blocks() bool { return v.Decision == dispatcher.Deny || v.Decision == Ask }
 
-// reason is v's reason, never empty for a block.
+// reason is v's reason, never empty (nor only spaces) for a block: Codex throws out a deny or a
+// block whose reason is blank, and runs the call or submits the prompt.
 func (v Verdict) reason() string {
-	if v.Reason != "" {
+	if strings.TrimSpace(v.Reason) != "" {
 		return v.Reason
 	}
 	switch v.Decision {

@@ -165,3 +165,27 @@ func TestEnforceIsWhatIsAnswered(t *testing.T) {
 		}
 	})
 }
+
+// A block never reaches a harness with a blank reason (Codex throws such an answer out and runs
+// the call or submits the prompt), and no modify is answered with the harness's approval
+// (Cursor's allow with updated_input would approve the rewritten call for the user).
+func TestBlocksSayWhyAndModifyNeverApproves(t *testing.T) {
+	obj := `{"command":"make test"}`
+	eachFixture(t, func(ad agents.Adapter, f string, m agents.Mapped) {
+		if !m.Point.Interceptive() {
+			return
+		}
+		for _, blank := range []string{"   ", "\n", "\t "} {
+			for _, d := range []string{dispatcher.Deny, agents.Ask} {
+				// hookd's own reason stands in ("hookd: denied", "hookd: this call needs a person's approval").
+				if out := ad.Answer(m, agents.Verdict{Decision: d, Reason: blank}); !bytes.Contains(out, []byte("hookd")) {
+					t.Errorf("%s %s %s with a blank reason: %s", ad.Kind(), m.Event, d, out)
+				}
+			}
+		}
+		out := string(ad.Answer(m, agents.Verdict{Decision: dispatcher.Modify, Modified: &obj}))
+		if strings.Contains(out, `"permission":"allow"`) || strings.Contains(out, `"permissionDecision":"allow"`) {
+			t.Errorf("%s %s: a modify answered with the harness's allow: %s", ad.Kind(), m.Event, out)
+		}
+	})
+}

@@ -10,7 +10,8 @@ import (
 )
 
 // cursor is Cursor's agent hooks: camelCase events, conversation_id as the session, and a
-// permission answer (allow, deny, ask, and updated_input on preToolUse only).
+// permission answer (allow, deny, ask; hookd sends no updated_input, which Cursor applies only
+// with an allow).
 type cursor struct{}
 
 var cursorPoints = map[string]dispatcher.HookType{
@@ -135,15 +136,13 @@ func jsonText(raw json.RawMessage) json.RawMessage {
 }
 
 type cursorPermission struct {
-	Permission   string          `json:"permission"`
-	UserMessage  string          `json:"user_message,omitempty"`
-	AgentMessage string          `json:"agent_message,omitempty"`
-	UpdatedInput json.RawMessage `json:"updated_input,omitempty"`
+	Permission   string `json:"permission"`
+	UserMessage  string `json:"user_message,omitempty"`
+	AgentMessage string `json:"agent_message,omitempty"`
 }
 
-// Answer: the permission events answer {"permission", "user_message", "agent_message"}; only
-// preToolUse takes updated_input and beforeReadFile cannot ask, so there a modify or an ask is a
-// deny that says why. beforeSubmitPrompt can only refuse ({"continue": false}). A hint joins
+// Answer: the permission events answer {"permission", "user_message", "agent_message"}; a modify,
+// and an ask of beforeReadFile, which cannot ask, is a deny that says why (Enforce). beforeSubmitPrompt can only refuse ({"continue": false}). A hint joins
 // agent_message and a tool event's notice user_message; with an allow they are not forwarded, since
 // Cursor reads those messages only beside a permission, and hookd's allow is not the user's.
 func (c cursor) Answer(m Mapped, v Verdict) []byte {
@@ -154,9 +153,6 @@ func (c cursor) Answer(m Mapped, v Verdict) []byte {
 		switch {
 		case v.blocks():
 			out.AgentMessage = v.reason()
-		case v.Decision == dispatcher.Modify && v.Modified != nil:
-			out.Permission, out.UpdatedInput = "allow", modifiedObject(v)
-			out.AgentMessage = v.Reason
 		default:
 			return nothing
 		}
@@ -171,8 +167,9 @@ func (c cursor) Answer(m Mapped, v Verdict) []byte {
 	return nothing
 }
 
-// Enforce: only preToolUse takes updated_input and beforeReadFile cannot ask, so there a modify
-// or an ask blocks; beforeSubmitPrompt can only refuse.
+// Enforce: a modify blocks, carrying the rewrite (Cursor applies updated_input only with its allow,
+// which would approve the rewritten call for the user); beforeReadFile cannot ask, so there an
+// ask blocks; beforeSubmitPrompt can only refuse.
 func (cursor) Enforce(m Mapped, v Verdict) Verdict {
 	switch m.Point {
 	case dispatcher.PreToolUse:
@@ -184,8 +181,9 @@ func (cursor) Enforce(m Mapped, v Verdict) Verdict {
 			// original, so the original is blocked, carrying the rewrite.
 			return v.block(rewriteAsBlock("Cursor", "tool arguments", v))
 		case v.Decision == dispatcher.Modify && v.Modified != nil:
-			if args := modifiedObject(v); m.Event == "preToolUse" && args != nil {
-				return v
+			if m.Event == "preToolUse" {
+				return v.block("hookd rewrote the tool arguments; Cursor applies a rewrite only with an allow, which would " +
+					"approve the call for the user, so the original is blocked; rewritten: " + *v.Modified)
 			}
 			return v.block(rewriteAsBlock("Cursor", "tool arguments", v))
 		}

@@ -102,6 +102,13 @@ func (h *handler) hook(c *gin.Context) {
 	// A request hookd cannot take (a header it refuses, an input it cannot read) is refused, and
 	// at a point hookd decides the refusal is a block: the harness would take an error status
 	// for "no objection" and run the call.
+	// The agent a header names (a key that names its own may only repeat it) is that of the
+	// refusals below too.
+	keyAgent := caller.AgentID
+	agentID, agentErr := agentOf(c)
+	if agentErr == nil && keyAgent == nil {
+		caller.AgentID = agentID
+	}
 	in, err := ParseInput(body)
 	refuse := func(status int, err error) {
 		m, _ := ad.Map(in) // what the input says, as far as it can be read: the record's subject
@@ -124,18 +131,17 @@ func (h *handler) hook(c *gin.Context) {
 		refuse(http.StatusForbidden, idErr)
 		return
 	}
-	agentID, err := agentOf(c)
-	if err != nil {
-		refuse(http.StatusBadRequest, err)
+	if agentErr != nil {
+		refuse(http.StatusBadRequest, agentErr)
 		return
 	}
-	if caller.AgentID != nil {
+	if keyAgent != nil {
 		// The key names its agent; a header may repeat it, never change it.
-		if agentID != nil && *agentID != *caller.AgentID {
+		if agentID != nil && *agentID != *keyAgent {
 			refuse(http.StatusForbidden, fmt.Errorf("%s: %d is not the API key's agent", AgentIDHeader, *agentID))
 			return
 		}
-		agentID = caller.AgentID
+		agentID = keyAgent
 	}
 	toolEvents, err := toolEventsOf(c, kind)
 	if err != nil {
@@ -160,7 +166,7 @@ func (h *handler) hook(c *gin.Context) {
 		return
 	}
 	h.events.WithLabelValues(kind, string(m.Point)).Inc()
-	session := SessionID(kind, caller.PrincipalID, m.Session)
+	session := sessionOf(kind, caller, m.Session)
 	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), SessionID: &session,
 		PrincipalID: caller.PrincipalID, AgentID: agentID,
 		Context: WithAgent(m.Context, &dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session,
@@ -178,6 +184,9 @@ func (h *handler) hook(c *gin.Context) {
 	ev.Enforce = func(d dispatcher.Decision) dispatcher.Decision {
 		v := ad.Enforce(m, Verdict{Decision: d.Decision, Reason: d.Reason, Modified: d.ModifiedValue})
 		d.Decision, d.Reason, d.ModifiedValue = v.Decision, v.Reason, v.Modified
+		if v.blocks() {
+			d.Reason = v.reason() // as the harness is told it
+		}
 		return d
 	}
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
@@ -269,13 +278,22 @@ func (h *handler) block(c *gin.Context, ad Adapter, caller wire.Caller, m Mapped
 	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), PrincipalID: caller.PrincipalID,
 		AgentID: caller.AgentID, Context: m.Context}
 	if m.Session != "" {
-		session := SessionID(kind, caller.PrincipalID, m.Session)
+		session := sessionOf(kind, caller, m.Session)
 		ev.SessionID = &session
 	}
 	if id := h.recordRefusal(c, ev, kind, reason, cause); id != "" {
 		c.Header(DecisionIDHeader, id)
 	}
 	h.answer(c, ad, m, Verdict{Decision: dispatcher.Deny, Reason: reason})
+}
+
+// sessionOf is SessionID for the caller: its principal, or, in development mode, where callers
+// have none, the user it names (X-User-Id), so that two users' sessions of one id stay apart.
+func sessionOf(kind string, caller wire.Caller, external string) int64 {
+	if caller.PrincipalID == nil && caller.UserID != "" {
+		return SessionID(kind, nil, "user "+caller.UserID+"\x00"+external)
+	}
+	return SessionID(kind, caller.PrincipalID, external)
 }
 
 // recordRefusal records hookd's own block and returns its decisionId ("" when the row could not
@@ -305,8 +323,8 @@ func agentOf(c *gin.Context) (*int64, error) {
 		return nil, err
 	}
 	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id <= 0 {
-		return nil, errors.New(AgentIDHeader + ": must be a positive integer")
+	if err != nil || id <= 0 || strconv.FormatInt(id, 10) != s {
+		return nil, errors.New(AgentIDHeader + ": must be a positive integer, in plain digits (no sign, no leading zero)")
 	}
 	return &id, nil
 }

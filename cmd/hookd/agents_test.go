@@ -524,6 +524,9 @@ func TestAgentRefusalsOnTheRecord(t *testing.T) {
 		// that the harness would take for no objection.
 		{"another user claimed", [][2]string{{"X-User-Id", "someone-else"}}, pre, "Bash", "userId does not match"},
 		{"input cut short", nil, pre[:len(pre)-2], "", "hookd: "},
+		// The agent a valid header names is the row's, as it is a decided call's.
+		{"input cut short, agent named", [][2]string{{agents.AgentIDHeader, "77"}}, pre[:len(pre)-2], "", "hookd: "},
+		{"agent header not plain digits", [][2]string{{agents.AgentIDHeader, "077"}}, pre, "Bash", "plain digits"},
 		{"input over the limit", nil, big, "", "is over 1048576 bytes"},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(c.body))
@@ -550,7 +553,7 @@ func TestAgentRefusalsOnTheRecord(t *testing.T) {
 		var rows []struct {
 			DecisionID, HookName, Outcome, Reason, ToolName, AgentKind, Error string
 			HookID                                                            int64
-			PrincipalID                                                       *int64
+			PrincipalID, AgentID                                              *int64
 		}
 		var page struct{ Items json.RawMessage }
 		if s := d.call("GET", "/api/decisions?decisionId="+id, "", &page); s != http.StatusOK {
@@ -566,6 +569,9 @@ func TestAgentRefusalsOnTheRecord(t *testing.T) {
 			!strings.Contains(told, c.reason) || r.ToolName != c.tool || r.AgentKind != agents.ClaudeCode || r.Error == "" ||
 			r.PrincipalID == nil || *r.PrincipalID != agentUser {
 			t.Errorf("%s: row %+v, told %q", c.name, r, told)
+		}
+		if named := strings.HasSuffix(c.name, "agent named"); named != (r.AgentID != nil && *r.AgentID == 77) {
+			t.Errorf("%s: agentId %v", c.name, r.AgentID)
 		}
 	}
 	if v := d.call("GET", "/api/decisions/verify", "", nil); v != http.StatusOK {
