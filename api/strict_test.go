@@ -356,6 +356,9 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 			{"pre_scheduled_task", `{}`, "context.taskId: taskId or taskName is required for pre_scheduled_task: it names the task the event is about"},
 			{"pre_scheduled_task", `{"taskId": "9001"}`, "context.taskId: must be an integer, not string"},
 			{"post_scheduled_task", `{"succeeded": true}`, "context.taskId: taskId or taskName is required for post_scheduled_task: it names the task the event is about"},
+			// Arguments sent as text: a key twice is as ambiguous as in the object form.
+			{"pre_tool_use", `{"toolName": "transferFunds", "arguments": "{\"amount\": 50000, \"amount\": 1}"}`, "context.arguments.amount: appears twice; send each field once"},
+			{"post_tool_use", `{"toolName": "t", "arguments": "[{\"a\": 1, \"a\": 2}]"}`, "context.arguments[0].a: appears twice; send each field once"},
 		} {
 			status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
 			if status != 400 || w.Message != tc.want {

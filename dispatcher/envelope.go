@@ -293,6 +293,20 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 	if err := checkSubject(t, c); err != nil {
 		return nil, err
 	}
+	// Arguments sent as text are JSON all the same: a key in them twice is as ambiguous as in the
+	// object form, which DecodeStrict refuses (a policy reads the last, a receiver may read the first).
+	var args Value
+	switch c := c.(type) {
+	case *PreToolUseContext:
+		args = c.Arguments
+	case *PostToolUseContext:
+		args = c.Arguments
+	}
+	if args.opensContainer() {
+		if err := hookdtype.Duplicate([]byte(args), "context.arguments"); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 

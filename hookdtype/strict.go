@@ -98,6 +98,18 @@ func malformed(data []byte, at, root string) error {
 	return Invalid(root, "malformed JSON: %v", err)
 }
 
+// Duplicate names, as a ValidationError below at, the first key that appears twice in one object
+// of data, a JSON value; nil when none does (or data is not JSON: that is its reader's to say).
+// For JSON carried as text, which DecodeStrict does not look into: the arguments of a tool call
+// sent as a string.
+func Duplicate(data []byte, at string) error {
+	var ve *ValidationError
+	if err := firstDuplicate(json.NewDecoder(bytes.NewReader(data)), at); errors.As(err, &ve) {
+		return err
+	}
+	return nil
+}
+
 // firstDuplicate reads one JSON value token by token, refusing a key that appears twice in one
 // object.
 func firstDuplicate(dec *json.Decoder, path string) error {
