@@ -44,19 +44,23 @@ func DecodeStrict(data []byte, v any, at string) error {
 		}
 		return Invalid(root, "is not UTF-8 text: byte %d (%#x) is not part of a UTF-8 character", i, data[i])
 	}
-	if err := walkStrict(data, reflect.TypeOf(v), at); err != nil {
+	wrongType, err := walkStrict(data, reflect.TypeOf(v), at)
+	if err != nil {
 		return err
 	}
-	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+	if rv := reflect.ValueOf(v); wrongType == nil && rv.Kind() == reflect.Pointer && !rv.IsNil() {
 		if _, ok := decodeValue(data, 0, rv.Elem()); ok {
 			return nil
 		}
 	}
-	// What decodeValue does not decode itself, and every error: encoding/json, which also names
-	// the field of a wrong type.
+	// What decodeValue does not decode itself, and every error: encoding/json. A field of a wrong
+	// type is named as the walk found it, with the indices and keys encoding/json leaves out.
 	if err := json.Unmarshal(data, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
-		if errors.As(err, &typeErr) {
+		switch {
+		case errors.As(err, &typeErr) && wrongType != nil:
+			return wrongType
+		case errors.As(err, &typeErr):
 			return Invalid(join(at, typeErr.Field, root), "must be %s, not %s", jsonKind(typeErr.Type), typeErr.Value)
 		}
 		return Invalid(root, "%v", err)
@@ -162,6 +166,31 @@ var (
 type strictWalk struct {
 	b   []byte
 	dup *walkError
+	// typ is the first value, in text order, of a JSON type its Go field cannot take, named with
+	// its indices (encoding/json's error names none: policyConfig.rules.reason for the reason of
+	// rules[2]); reported when the text has no other error, as encoding/json's would be.
+	typ *walkError
+	// at are the keys and indices from the top to the value being walked, for typ's path.
+	at []walkStep
+}
+
+// walkStep is a step of strictWalk.at: an object's key, or an array's index when key is nil.
+type walkStep struct {
+	key   []byte
+	index int
+}
+
+// path is the path of the value being walked, as walkError paths are written.
+func (w *strictWalk) path() string {
+	p := ""
+	for _, s := range w.at {
+		if s.key == nil {
+			p = onto(p, "["+strconv.Itoa(s.index)+"]")
+		} else {
+			p = onto(p, string(s.key))
+		}
+	}
+	return p
 }
 
 // walkError is an error of the walk. Its path is from the value being walked, and each level adds
@@ -200,20 +229,67 @@ func onto(p, rel string) string {
 	return p + "." + rel
 }
 
-// walkStrict walks data beside t and returns its first error, named below at.
-func walkStrict(data []byte, t reflect.Type, at string) error {
-	w := strictWalk{b: data}
-	_, err := w.value(0, t)
+// walkStrict walks data beside t and returns its first error, named below at, or else the first
+// value of a wrong type (which encoding/json reports too, unless it meets a worse error first).
+func walkStrict(data []byte, t reflect.Type, at string) (wrongType, err error) {
+	var steps [16]walkStep
+	w := strictWalk{b: data, at: steps[:0]}
+	_, werr := w.value(0, t)
 	if w.dup != nil {
-		err = w.dup
+		werr = w.dup
 	}
-	if err == nil {
-		return nil
+	switch {
+	case werr != nil:
+		return nil, named(werr, at)
+	case w.typ != nil:
+		return named(w.typ, at), nil
 	}
+	return nil, nil
+}
+
+// named is the walk's error as a ValidationError below at.
+func named(err *walkError, at string) error {
 	if !err.rooted {
-		err.path = onto(at, err.path)
+		if err.path = onto(at, err.path); err.path == "" {
+			err.path = "body" // the whole value, as DecodeStrict names it
+		}
 	}
 	return &ValidationError{Field: err.path, Msg: err.msg}
+}
+
+var jsonNumber = reflect.TypeFor[json.Number]()
+
+func isNumberKind(k reflect.Kind) bool {
+	return (k >= reflect.Int && k <= reflect.Uint64) || k == reflect.Float32 || k == reflect.Float64
+}
+
+// numberMismatch says why the number lit cannot be decoded into t, a number type: a fraction, or
+// a value out of its range, as encoding/json would say it ("" when it can).
+func numberMismatch(t reflect.Type, lit []byte) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	k := t.Kind()
+	if !isNumberKind(k) || (t.PkgPath() != "" && factsOf(t).decodesItself) {
+		return ""
+	}
+	s := string(lit)
+	v := reflect.New(t).Elem()
+	switch {
+	case k >= reflect.Int && k <= reflect.Int64:
+		if n, err := strconv.ParseInt(s, 10, 64); err != nil || v.OverflowInt(n) {
+			return "must be " + jsonKind(t) + ", not number " + s
+		}
+	case k >= reflect.Uint && k <= reflect.Uint64:
+		if n, err := strconv.ParseUint(s, 10, 64); err != nil || v.OverflowUint(n) {
+			return "must be " + jsonKind(t) + ", not number " + s
+		}
+	default:
+		if f, err := strconv.ParseFloat(s, t.Bits()); err != nil || v.OverflowFloat(f) {
+			return "must be " + jsonKind(t) + ", not number " + s
+		}
+	}
+	return ""
 }
 
 // checked is the type whose fields a value is checked against: nil when there is nothing to check
@@ -242,6 +318,16 @@ func checkedType(t reflect.Type) reflect.Type {
 // value walks the value at b[i] and returns the index after it.
 func (w *strictWalk) value(i int, t reflect.Type) (int, *walkError) {
 	i = SkipSpace(w.b, i)
+	msg := mismatch(t, w.b[i])
+	if msg == "" && t != nil && (w.b[i] == '-' || (w.b[i] >= '0' && w.b[i] <= '9')) {
+		msg = numberMismatch(t, w.b[i:ValueEnd(w.b, i)])
+	}
+	if msg != "" {
+		if w.typ == nil {
+			w.typ = &walkError{path: w.path(), msg: msg}
+		}
+		t = nil // walked all the same, for a key sent twice
+	}
 	switch w.b[i] {
 	case '{':
 		return w.object(i, checked(t))
@@ -249,6 +335,48 @@ func (w *strictWalk) value(i int, t reflect.Type) (int, *walkError) {
 		return w.array(i, checked(t))
 	}
 	return ValueEnd(w.b, i), nil
+}
+
+// mismatch says why a JSON value that starts with c cannot be decoded into t ("" when it can, or
+// when that is not for the walk to say: null, an interface, a type that decodes itself).
+func mismatch(t reflect.Type, c byte) string {
+	if t == nil || c == 'n' {
+		return ""
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	k := t.Kind()
+	if (t.PkgPath() != "" || k == reflect.Interface) && factsOf(t).decodesItself {
+		return ""
+	}
+	var ok bool
+	switch {
+	case t == jsonNumber:
+		ok = c == '"' || c == '-' || (c >= '0' && c <= '9')
+	case k == reflect.String:
+		ok = c == '"'
+	case k == reflect.Bool:
+		ok = c == 't' || c == 'f'
+	case isNumberKind(k):
+		ok = c == '-' || (c >= '0' && c <= '9')
+	case k == reflect.Struct || k == reflect.Map:
+		ok = c == '{'
+	case k == reflect.Slice:
+		ok = c == '[' || (c == '"' && t.Elem().Kind() == reflect.Uint8) // []byte: base64 text
+	case k == reflect.Array:
+		ok = c == '['
+	default:
+		return ""
+	}
+	if ok {
+		return ""
+	}
+	got := map[byte]string{'"': "string", '{': "object", '[': "array", 't': "bool", 'f': "bool"}[c]
+	if got == "" {
+		got = "number"
+	}
+	return "must be " + jsonKind(t) + ", not " + got
 }
 
 func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
@@ -287,7 +415,9 @@ func (w *strictWalk) object(i int, t reflect.Type) (int, *walkError) {
 		if fields != nil {
 			ft, known = fields.types[string(k)]
 		}
+		w.at = append(w.at, walkStep{key: k})
 		end, err := w.value(i, ft)
+		w.at = w.at[:len(w.at)-1]
 		if w.dup != nil {
 			w.dup.under(string(k), true)
 			return 0, nil
@@ -320,7 +450,9 @@ func (w *strictWalk) array(i int, t reflect.Type) (int, *walkError) {
 		if i = SkipSpace(w.b, i); w.b[i] == ']' {
 			return i + 1, first
 		}
+		w.at = append(w.at, walkStep{index: n})
 		end, err := w.value(i, elem)
+		w.at = w.at[:len(w.at)-1]
 		if w.dup != nil {
 			w.dup.under("["+strconv.Itoa(n)+"]", false)
 			return 0, nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -92,9 +93,22 @@ func sameError(a, b error) bool {
 		return false
 	}
 	if va != nil {
-		return va.Field == vb.Field && va.Msg == vb.Msg
+		return (va.Field == vb.Field || typeErrorBelow(va, vb)) && va.Msg == vb.Msg
 	}
 	return (a == nil) == (b == nil)
+}
+
+// typeErrorBelow reports whether a names the value of a wrong type that b, encoding/json's
+// error, names, more exactly: with the indices and map keys that encoding/json leaves out
+// (rules[2].reason for its rules.reason, headers.k for its headers), and without the Go name of
+// an embedded struct that it puts in (StrictAgent.dispatchConfig for dispatchConfig).
+func typeErrorBelow(a, b *ValidationError) bool {
+	if !strings.HasPrefix(a.Msg, "must be ") {
+		return false
+	}
+	indices := regexp.MustCompile(`\[\d+\]`)
+	got, want := indices.ReplaceAllString(a.Field, ""), strings.Replace(b.Field, "StrictAgent.", "", 1)
+	return got == want || strings.HasPrefix(got, want+".")
 }
 
 var docKeys = []string{"hookName", "timeoutMs", "dispatchConfig", "ptr", "context", "any", "createdAt",

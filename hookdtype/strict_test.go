@@ -49,6 +49,10 @@ func TestDecodeStrict(t *testing.T) {
 		{`{"skipped":1}`, "", "skipped", "unknown field"},
 		{`{"timeoutMs":"3000"}`, "", "timeoutMs", "must be an integer, not string"},
 		{`{"dispatchConfig":{"failureMode":1}}`, "", "dispatchConfig.failureMode", "must be a string, not number"},
+		// A wrong type is named with its indices, which encoding/json leaves out (rules.when).
+		{`{"dispatchConfig":{"rules":[{"when":"a"},{"when":"a"},{"when":5}]}}`, "", "dispatchConfig.rules[2].when", "must be a string, not number"},
+		{`{"dispatchConfig":{"rules":[{"when":"a"},{"when":true}]}}`, "", "dispatchConfig.rules[1].when", "must be a string, not bool"},
+		{`{"timeoutMs":1.5}`, "", "timeoutMs", "must be an integer, not number 1.5"},
 		{`{"zzz":1}`, "context", "context.zzz", "unknown field"},
 		{`[]`, "", "body", "must be an object, not array"},
 		{`[]`, "context", "context", "must be an object, not array"},
