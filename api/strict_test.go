@@ -888,6 +888,10 @@ func TestEmptySettingsRefused(t *testing.T) {
 		{webhook(`, "maxRetries": null`), "dispatchConfig.maxRetries"}, // 0 is a value: no fast retry
 		{policy(`, "default": ""`), "policyConfig.default"},
 		{policy(`, "costLimit": 0`), "policyConfig.costLimit"},
+		// Read as their defaults before: enabled and a webhook.
+		{`{"hookName": "h", "hookType": "pre_tool_use", "enabled": null, "dispatchConfig": {"url": "https://r.example/h"}}`, "enabled"},
+		{`{"hookName": "h", "hookType": "pre_tool_use", "dispatchType": "", "dispatchConfig": {"url": "https://r.example/h"}}`, "dispatchType"},
+		{`{"hookName": "h", "hookType": "pre_tool_use", "dispatchType": null, "dispatchConfig": {"url": "https://r.example/h"}}`, "dispatchType"},
 	} {
 		for _, method := range []string{"POST /api/hooks", "PUT /api/hooks/1"} {
 			m, path, _ := strings.Cut(method, " ")

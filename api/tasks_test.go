@@ -199,6 +199,10 @@ func TestTaskCRUDRunNowAndHistory(t *testing.T) {
 		if status, w := c.do("POST", "/api/tasks", `{"taskName":"x","cron":"@daily","input":"i","nextRunAt":"2000-01-01T00:00:00Z"}`); status != 400 {
 			t.Fatalf("nextRunAt of a new task: %d %s", status, w.Message)
 		}
+		if status, w := c.do("POST", "/api/tasks", `{"taskName":"x","cron":"@daily","input":"i","enabled":null}`); status != 400 ||
+			!strings.HasPrefix(w.Message, "enabled: is empty") {
+			t.Fatalf("enabled null: %d %s", status, w.Message)
+		}
 		_, w = c.do("GET", "/api/tasks", "")
 		var page struct{ Items []scheduler.Task }
 		json.Unmarshal(w.Data, &page)
