@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -215,11 +216,49 @@ func sameValue(want json.RawMessage, got string) bool {
 		}
 		want = json.RawMessage(s)
 	}
-	var a, b any
-	if json.Unmarshal(want, &a) != nil || json.Unmarshal([]byte(got), &b) != nil {
-		return false
+	// Numbers as written (json.Number), not as float64: 9007199254740993 is not 9007199254740992.
+	decode := func(b []byte) (any, bool) {
+		dec := json.NewDecoder(bytes.NewReader(b))
+		dec.UseNumber()
+		var v any
+		return v, dec.Decode(&v) == nil
 	}
-	ja, _ := json.Marshal(a)
-	jb, _ := json.Marshal(b)
-	return bytes.Equal(ja, jb)
+	a, ok1 := decode(want)
+	b, ok2 := decode([]byte(got))
+	return ok1 && ok2 && sameJSON(a, b)
+}
+
+// sameJSON compares two decoded JSON values, numbers by their exact value (1 is 1.0).
+func sameJSON(a, b any) bool {
+	switch a := a.(type) {
+	case json.Number:
+		b, ok := b.(json.Number)
+		var ra, rb big.Rat
+		_, okA := ra.SetString(string(a))
+		_, okB := rb.SetString(string(b))
+		return ok && okA && okB && ra.Cmp(&rb) == 0
+	case map[string]any:
+		b, ok := b.(map[string]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for k, v := range a {
+			if w, ok := b[k]; !ok || !sameJSON(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		b, ok := b.([]any)
+		if !ok || len(a) != len(b) {
+			return false
+		}
+		for i := range a {
+			if !sameJSON(a[i], b[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return a == b
 }

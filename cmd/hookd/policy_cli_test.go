@@ -418,3 +418,22 @@ func TestHookFileRefusesTheDaemonsFields(t *testing.T) {
 		}
 	}
 }
+
+// A case's expected modifiedValue is compared number by number as written: 2⁵³ + 1 is not 2⁵³
+// (they were, as float64s), and 1 is 1.0.
+func TestSameValueExactNumbers(t *testing.T) {
+	for _, c := range []struct {
+		want, got string
+		same      bool
+	}{
+		{`{"id": 9007199254740992}`, `{"id":9007199254740993}`, false},
+		{`{"id": 9007199254740993}`, `{"id":9007199254740993}`, true},
+		{`{"a": 1, "b": [0.5, "x"]}`, `{"b":[0.50,"x"],"a":1.0}`, true},
+		{`{"a": 1}`, `{"a":"1"}`, false},
+		{`"plain text"`, `plain text`, true},
+	} {
+		if got := sameValue(json.RawMessage(c.want), c.got); got != c.same {
+			t.Errorf("sameValue(%s, %s) = %v", c.want, c.got, got)
+		}
+	}
+}
