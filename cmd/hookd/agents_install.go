@@ -127,16 +127,19 @@ func shellQuote(s string) string {
 // isHookd says whether a hook entry is one hookd installed for kind, bin being the binary this
 // install writes into commands. An HTTP hook is hookd's when it calls the agents route of kind with
 // the CLI's token, hookd's own variable: another service's hook on a URL of the same path has no
-// reason to pass it. A command is hookd's when it runs a hookd binary's forwarder for kind as its
-// first command: "~/bin/audit hook --agent …" and "echo …; hookd hook --agent …" are the user's.
+// reason to pass it. A command is hookd's when it runs a hookd binary's forwarder for one of
+// kind's events as its first command — this binary, or one whose name starts with hookd (an
+// install by another build, hookd-linux-amd64, must be replaced, not doubled): "~/bin/audit hook
+// --agent …" and "echo …; hookd hook --agent …" are the user's.
 func isHookd(e map[string]any, kind, bin string) bool {
 	if u, ok := e["url"].(string); ok {
 		vars, _ := e["allowedEnvVars"].([]any)
 		return strings.HasSuffix(u, "/v1/agents/"+kind+"/hooks") && slices.Contains(vars, any("HOOKD_CLI_TOKEN"))
 	}
 	c, _ := e["command"].(string)
-	w := shellWords(c, 4)
-	return len(w) == 4 && (w[0] == bin || filepath.Base(w[0]) == "hookd") && w[1] == "hook" && w[2] == "--agent" && w[3] == kind
+	w := shellWords(c, 16) // the binary, hook --agent KIND, its flags, the event
+	return len(w) >= 5 && (w[0] == bin || strings.HasPrefix(filepath.Base(w[0]), "hookd")) && w[1] == "hook" &&
+		w[2] == "--agent" && w[3] == kind && slices.Contains(agents.Events(kind), w[len(w)-1])
 }
 
 // shellWords is the first n words of the command line c as sh reads them, for the plain commands

@@ -339,6 +339,21 @@ func TestAgentsInstallKeepsLookalikes(t *testing.T) {
 		t.Errorf("uninstall left\n%v\nwant\n%v", after, before)
 	}
 
+	// Another build's install (a binary named hookd-linux-amd64 elsewhere) is replaced by this
+	// one's, not doubled, and uninstall removes both builds' entries.
+	p := t.TempDir()
+	for _, args := range [][]string{{"--hookd", "/opt/hookd-1.4/hookd-linux-amd64"}, nil, {"--uninstall"}} {
+		if _, errs, code := runCLI(t, append([]string{"agents", "install", agents.Codex, "--project", p, "--write"}, args...)...); code != 0 {
+			t.Fatalf("codex %v: %d %s", args, code, errs)
+		}
+		doc := readJSON(t, filepath.Join(p, settingsOf[agents.Codex].dir, settingsOf[agents.Codex].file))
+		hooks, _ := doc["hooks"].(map[string]any)
+		pre, _ := hooks["PreToolUse"].([]any)
+		if want := map[bool]int{true: 0, false: 1}[len(args) == 1 && args[0] == "--uninstall"]; len(pre) != want {
+			t.Errorf("codex after %v: PreToolUse holds %d entries, want %d: %v", args, len(pre), want, pre)
+		}
+	}
+
 	// A file that install made, and no more, is {} again after uninstall; Cursor's keeps the
 	// version its format needs.
 	for kind, want := range map[string]string{agents.Codex: `{}`, agents.Cursor: `{"version": 1}`} {
