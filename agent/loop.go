@@ -649,7 +649,18 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 			MessageID: r.assistantID(), Step: r.state.Step, Async: async, Answer: r.answer()}}) {
 		return
 	}
-	r.rt.afterSuspend(context.WithoutCancel(r.ctx), r.rec)
+	ctx := context.WithoutCancel(r.ctx)
+	r.rt.afterSuspend(ctx, r.rec)
+	if errors.Is(context.Cause(r.ctx), errStopped) {
+		// A stop that came while the pause was being recorded (a run that reached an ask at
+		// once, say) found the run live and cancelled it, too late for the run to see: it is
+		// suspended now, so it ends as a suspended run's stop does.
+		if cur, err := r.rt.db.RunsByID(ctx, r.rec.ID); err == nil && cur.Status == storage.RunSuspended {
+			if err := r.rt.stopSuspended(ctx, cur); err != nil && !errors.Is(err, ErrNotLive) {
+				r.rt.log.WarnContext(ctx, "stopping a run stopped while it paused failed", "requestId", r.rec.RequestID, "err", err)
+			}
+		}
+	}
 	r.rt.m.runEnded("suspended")
 }
 

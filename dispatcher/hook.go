@@ -82,8 +82,8 @@ type Hook struct {
 	AgentID        *int64         `json:"agentId"`
 	ToolNameMatch  string         `json:"toolNameMatch,omitempty"`
 	Priority       int            `json:"priority"`
-	Enabled        *bool          `json:"enabled" strict:"nonnull"`
-	DispatchType   string         `json:"dispatchType" strict:"nonempty"`
+	Enabled        *bool          `json:"enabled,omitempty" strict:"nonnull"`
+	DispatchType   string         `json:"dispatchType,omitempty" strict:"nonempty"`
 	DispatchConfig DispatchConfig `json:"dispatchConfig"`
 	// ManagedBy marks a hook that `hookd hooks apply` keeps in step with hook files: apply
 	// deletes the hooks of its mark that the files no longer hold, and no others.

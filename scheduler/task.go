@@ -29,7 +29,7 @@ type Task struct {
 	PrincipalID *int64 `json:"principalId"`
 	// ReuseSession: every run goes to one session bound to the task; else each run gets a new one.
 	ReuseSession bool  `json:"reuseSession"`
-	Enabled      *bool `json:"enabled" strict:"nonnull"` // default true; null is refused, not read as it
+	Enabled      *bool `json:"enabled,omitempty" strict:"nonnull"` // default true; null is refused, not read as it
 	// CatchUp: a firing missed while no scheduler ran is run once at the next start; else skipped.
 	CatchUp   bool       `json:"catchUp"`
 	SessionID *int64     `json:"sessionId"`
