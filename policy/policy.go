@@ -12,6 +12,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/checker"
@@ -36,6 +37,7 @@ const (
 	DefaultCostLimit = 1_000_000
 	MaxCostLimit     = 10_000_000
 	MaxRules         = 200
+	maxRuleNameBytes = 200 // as a hook's name: the decision log and the console show it
 	maxExprBytes     = 4096
 )
 
@@ -165,8 +167,16 @@ func Compile(c Config, hookType string) (*Policy, error) {
 	for i, r := range c.Rules {
 		field := fmt.Sprintf("policyConfig.rules[%d]", i)
 		name := strings.TrimSpace(r.Name)
-		if name == "" {
+		switch {
+		case name == "":
 			return nil, invalid(field+".name", "is required")
+		case name != r.Name:
+			// Stored as written and recorded trimmed, the name would not be the one the log shows.
+			return nil, invalid(field+".name", "%q has spaces around it", r.Name)
+		case len(name) > maxRuleNameBytes:
+			return nil, invalid(field+".name", "is %d bytes long; at most %d", len(name), maxRuleNameBytes)
+		case strings.ContainsFunc(name, unicode.IsControl):
+			return nil, invalid(field+".name", "must not contain control characters (a newline, a tab, …)")
 		}
 		if j, dup := seen[name]; dup {
 			return nil, invalid(field+".name", "%q is also the name of rules[%d]", name, j)
