@@ -643,10 +643,7 @@ func (r *run) endWith(outcome, reason, code, msg string, recoverable, network bo
 func (r *run) suspend(reason, msg string) { r.suspendWith(reason, msg, nil) }
 
 func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
-	v := mustJSON(map[string]string{"status": "suspended", "reason": reason})
-	if !r.leave(storage.RunSuspended, Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}},
-		Event{Kind: KindSuspended, Suspend: &SuspendInfo{Reason: reason, Message: msg, PendingCalls: r.pendingCalls(),
-			MessageID: r.assistantID(), Step: r.state.Step, Async: async, Answer: r.answer()}}) {
+	if !r.leave(storage.RunSuspended, r.pauseEvents(&SuspendInfo{Reason: reason, Message: msg, Async: async})...) {
 		return
 	}
 	ctx := context.WithoutCancel(r.ctx)
@@ -662,6 +659,14 @@ func (r *run) suspendWith(reason, msg string, async *AsyncInfo) {
 		}
 	}
 	r.rt.m.runEnded("suspended")
+}
+
+// pauseEvents are the events that record a pause: the state change, then the pause with what
+// waits and where the run stands (filled in on pause).
+func (r *run) pauseEvents(pause *SuspendInfo) []Event {
+	pause.PendingCalls, pause.MessageID, pause.Step, pause.Answer = r.pendingCalls(), r.assistantID(), r.state.Step, r.answer()
+	v := mustJSON(map[string]string{"status": "suspended", "reason": pause.Reason})
+	return []Event{{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated", Value: v}}, {Kind: KindSuspended, Suspend: pause}}
 }
 
 // answer is the text the turn said so far, for its current assistant message.

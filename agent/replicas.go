@@ -233,10 +233,9 @@ func (rt *Runtime) recoverRun(ctx context.Context, r storage.Run) error {
 	if pause == nil {
 		pause = &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing"}
 	}
-	pause.PendingCalls, pause.MessageID, pause.Step, pause.Answer = pr.pendingCalls(), pr.assistantID(), st.Step, pr.answer()
-	evs = append(evs, pr.stamp(Event{Kind: KindCustom, Custom: &CustomInfo{Name: "state_updated",
-		Value: mustJSON(map[string]string{"status": "suspended", "reason": pause.Reason})}}),
-		pr.stamp(Event{Kind: KindSuspended, Suspend: pause}))
+	for _, e := range pr.pauseEvents(pause) {
+		evs = append(evs, pr.stamp(e))
+	}
 	r.Status = storage.RunSuspended
 	if err := rt.transition(ctx, &r, storage.Transition{From: storage.RunRunning}, evs); err != nil {
 		if errors.Is(err, storage.ErrNotFound) {

@@ -988,6 +988,17 @@ func TestChatBodiesStrict(t *testing.T) {
 		Workspaces: env.Workspaces, LoopbackOnly: true, Log: agenttest.Quiet()}))
 	t.Cleanup(srv.Close)
 	const volo = "/api/agent/chat/volo-ai"
+	send := func(method, path, body string) (int, string) {
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
 	for _, tc := range []struct{ path, body, want string }{
 		{"/harness/chat", `{"sessionId": "s", "userId": "u", "input": "hi", "sesionId": "s"}`, `sesionId: unknown field (did you mean \"sessionId\"?)`},
 		{"/harness/chat", `{"sessionId": "s", "userId": "u", "input": "hi", "chatModel": {"temprature": 1}}`, `chatModel.temprature: unknown field`},
@@ -1005,14 +1016,8 @@ func TestChatBodiesStrict(t *testing.T) {
 		{volo + "/interaction-response/i1", `{"response": [{"approved": true, "inputs": {}}]}`, `response[0].inputs: unknown field`},
 		{volo + "/resume", `{"turnId": "t", "respons": "ok"}`, `respons: unknown field`},
 	} {
-		resp, err := http.Post(srv.URL+tc.path, "application/json", strings.NewReader(tc.body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
-			t.Errorf("POST %s %s: %d %.300s, want 400 with %q", tc.path, tc.body, resp.StatusCode, body, tc.want)
+		if status, body := send("POST", tc.path, tc.body); status != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("POST %s %s: %d %.300s, want 400 with %q", tc.path, tc.body, status, body, tc.want)
 		}
 	}
 	// The GET routes take no body, and a cursor is read as sent (" 5" is not 5).
@@ -1023,16 +1028,8 @@ func TestChatBodiesStrict(t *testing.T) {
 		{"GET", volo + "/s1/messages", `{"since": 1}`, `GET /api/agent/chat/volo-ai/:sessionId/messages takes no body`},
 		{"POST", volo + "/resume?turnId=t&afterSeq=%205", "", `afterSeq: \" 5\" is not a frame's seq`},
 	} {
-		req, _ := http.NewRequest(tc.method, srv.URL+tc.path, strings.NewReader(tc.body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != 400 || !strings.Contains(string(body), tc.want) {
-			t.Errorf("%s %s %s: %d %.300s, want 400 with %q", tc.method, tc.path, tc.body, resp.StatusCode, body, tc.want)
+		if status, body := send(tc.method, tc.path, tc.body); status != 400 || !strings.Contains(body, tc.want) {
+			t.Errorf("%s %s %s: %d %.300s, want 400 with %q", tc.method, tc.path, tc.body, status, body, tc.want)
 		}
 	}
 }

@@ -68,11 +68,7 @@ type pricedCall struct {
 }
 
 func (c *pricedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
-	left := uint64(MaxCostLimit)
-	tracker := frame.CostTracker()
-	if tracker != nil && tracker.Limit != nil {
-		left = cost.SafeSubtract(*tracker.Limit, tracker.ActualCost())
-	}
+	left := costLeft(frame)
 	args := make([]ref.Val, len(c.Args()))
 	for i, a := range c.Args() {
 		if args[i] = a.Exec(frame); types.IsUnknownOrError(args[i]) {
@@ -83,10 +79,26 @@ func (c *pricedCall) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	if price > left {
 		return types.WrapErr(&CallCostError{Function: c.Function(), Cost: price, Left: left})
 	}
-	if tracker != nil {
-		tracker.EvalUnary(frame, c.ID(), patternWork{c.Function()}, types.Int(min(price, uint64(MaxCostLimit))), types.NullValue)
-	}
+	charge(frame, c, price)
 	return c.InterpretableCall.Exec(frame)
+}
+
+// costLeft is what is left of the evaluation's cost limit; without a tracker (an uncounted
+// program) the largest limit.
+func costLeft(frame *interpreter.ExecutionFrame) uint64 {
+	if t := frame.CostTracker(); t != nil && t.Limit != nil {
+		return cost.SafeSubtract(*t.Limit, t.ActualCost())
+	}
+	return MaxCostLimit
+}
+
+// charge adds price, a priced call's work, to the evaluation's cost: the tracker prices a call
+// only by its overload and argument values, and the cost model prices callWork's overload at its
+// argument.
+func charge(frame *interpreter.ExecutionFrame, c interpreter.InterpretableCall, price uint64) {
+	if t := frame.CostTracker(); t != nil {
+		t.EvalUnary(frame, c.ID(), callWork{c.Function()}, types.Int(min(price, uint64(MaxCostLimit))), types.NullValue)
+	}
 }
 
 // Eval implements interpreter.Interpretable: the embedded call's Eval would skip Exec above.
@@ -194,9 +206,9 @@ func lenOf(v ref.Val) uint64 {
 // time a value appears (one string held 40,000 times in a list is 40,000 strings' worth). It
 // stops counting past limit: a list of lists of the same list, nested 30 deep, holds 2³⁰ strings.
 func walkSize(v ref.Val, limit uint64, text bool) uint64 {
-	scalar := uint64(1)
+	scalar, bytesOf := uint64(1), func(int) uint64 { return 1 }
 	if text {
-		scalar = 8
+		scalar, bytesOf = 8, func(l int) uint64 { return uint64(l) }
 	}
 	var n uint64
 	var walk func(v ref.Val)
@@ -206,9 +218,9 @@ func walkSize(v ref.Val, limit uint64, text bool) uint64 {
 		}
 		switch x := v.(type) {
 		case types.String:
-			n = cost.SafeAdd(n, max(uint64(len(x))*b2u(text), 1))
+			n = cost.SafeAdd(n, bytesOf(len(x)))
 		case types.Bytes:
-			n = cost.SafeAdd(n, max(uint64(len(x))*b2u(text), 1))
+			n = cost.SafeAdd(n, bytesOf(len(x)))
 		case traits.Mapper:
 			for it := x.Iterator(); it.HasNext() == types.True && n <= limit; {
 				k := it.Next()
@@ -227,9 +239,10 @@ func walkSize(v ref.Val, limit uint64, text bool) uint64 {
 	return n
 }
 
-func b2u(b bool) uint64 {
-	if b {
-		return 1
-	}
-	return 0
-}
+// callWork is the charge of a priced call's work (charge).
+type callWork struct{ function string }
+
+const callWorkOverload = "hookd_call_work"
+
+func (w callWork) Function() string { return w.function }
+func (callWork) OverloadID() string { return callWorkOverload }

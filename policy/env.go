@@ -420,11 +420,12 @@ func environment() (*cel.Env, error) {
 					cel.BinaryBinding(glob))),
 			cel.CostModel(
 				// As CEL prices s.matches(p): a pattern written in the policy is matched in about
-				// linear time. A computed one is charged its work on top (see computedPattern).
+				// linear time. A computed one is charged its work on top (see computedPattern),
+				// as are the calls of callPrices.
 				cost.MemberOverload("string_glob_string", cost.EvalCost(cost.Mul(
 					cost.Scale(cost.Sum(cost.Target(), cost.Const(1)), cost.StringTraversalCostFactor),
 					cost.Scale(cost.Arg(0), cost.RegexStringLengthCostFactor)))),
-				cost.Overload(patternWorkOverload, cost.EvalCost(cost.IntArg(0, 0)))),
+				cost.Overload(callWorkOverload, cost.EvalCost(cost.IntArg(0, 0)))),
 		)
 	})
 	return envVal, envErr
@@ -593,13 +594,8 @@ func (c *computedPattern) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	if !ok1 || !ok2 {
 		return c.InterpretableCall.Exec(frame) // an error, or not strings: as CEL reports it
 	}
-	// Without a tracker, in an uncounted program, at most the largest limit; but a computed
-	// pattern has no static bound, so its expression is always counted.
-	left := uint64(MaxCostLimit)
-	tracker := frame.CostTracker()
-	if tracker != nil && tracker.Limit != nil {
-		left = cost.SafeSubtract(*tracker.Limit, tracker.ActualCost())
-	}
+	// A computed pattern has no static bound, so its expression is always counted.
+	left := costLeft(frame)
 	refused := func(price uint64) ref.Val {
 		return types.WrapErr(&PatternCostError{Function: c.Function(), StringBytes: len(s), PatternBytes: len(p),
 			Cost: price, Left: left})
@@ -617,9 +613,7 @@ func (c *computedPattern) Exec(frame *interpreter.ExecutionFrame) ref.Val {
 	if price = patternPrice(len(s), max(uint64(len(expr)), programBound(re))); price > left {
 		return refused(price)
 	}
-	if tracker != nil {
-		tracker.EvalUnary(frame, c.ID(), patternWork{c.Function()}, types.Int(price), types.NullValue)
-	}
+	charge(frame, c, price)
 	return c.InterpretableCall.Exec(frame)
 }
 
@@ -669,12 +663,3 @@ func nodeBound(re *syntax.Regexp) uint64 {
 	}
 	return cost.SafeAdd(n, 2)
 }
-
-// patternWork is the charge of a computedPattern's matching work: the tracker prices a call only
-// by its overload and argument values, and the cost model prices this overload at its argument.
-type patternWork struct{ function string }
-
-const patternWorkOverload = "hookd_pattern_work"
-
-func (w patternWork) Function() string { return w.function }
-func (patternWork) OverloadID() string { return patternWorkOverload }
