@@ -171,7 +171,7 @@ func TestStrictHookBodies(t *testing.T) {
 	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
 	for _, body := range fullHooks {
 		checkStrict(t, c, "POST", "/api/hooks", body, http.StatusCreated)
-		checkStrict(t, c, "PUT", "/api/hooks/1", body, http.StatusOK)
+		checkStrict(t, c, "PUT", "/api/hooks/1", storedCreatedAt(t, c, "/api/hooks/1", body), http.StatusOK)
 	}
 }
 
@@ -187,7 +187,21 @@ func TestStrictTaskBodies(t *testing.T) {
 		"reuseSession": false, "enabled": true, "catchUp": true, "sessionId": null, "nextRunAt": null, "lastRunAt": null,
 		"createdAt": "2026-01-01T00:00:00Z", "updatedAt": "2026-01-01T00:00:00Z"}`
 	checkStrict(t, c, "POST", "/api/tasks", body, http.StatusCreated)
-	checkStrict(t, c, "PUT", "/api/tasks/1", body, http.StatusOK)
+	checkStrict(t, c, "PUT", "/api/tasks/1", storedCreatedAt(t, c, "/api/tasks/1", body), http.StatusOK)
+}
+
+// storedCreatedAt is body with its createdAt, if any, made the one GET path shows: a replace may
+// send it back as read, never another.
+func storedCreatedAt(t *testing.T, c client, path, body string) string {
+	t.Helper()
+	status, w := c.do("GET", path, "")
+	var got struct {
+		CreatedAt string `json:"createdAt"`
+	}
+	if status != 200 || json.Unmarshal(w.Data, &got) != nil || got.CreatedAt == "" {
+		t.Fatalf("GET %s: %d %s", path, status, w.Data)
+	}
+	return strings.Replace(body, `"createdAt": "2026-01-01T00:00:00Z"`, `"createdAt": "`+got.CreatedAt+`"`, 1)
 }
 
 func TestStrictDispatchBodies(t *testing.T) {
@@ -828,10 +842,30 @@ func TestPutBodyIDMustMatchThePath(t *testing.T) {
 			t.Errorf("PUT %s: %d %q, want 400 %q", tc.path, status, w.Message, tc.want)
 		}
 	}
-	for path, body := range map[string]string{"/api/hooks/1": fullHooks[0],
+	for path, body := range map[string]string{"/api/hooks/1": storedCreatedAt(t, c, "/api/hooks/1", fullHooks[0]),
 		"/api/tasks/1": `{"id": 1, "taskName": "daily", "cron": "@daily", "input": "y"}`} {
 		if status, w := c.do("PUT", path, body); status != 200 {
 			t.Errorf("PUT %s with its own id: %d %s", path, status, w.Message)
+		}
+	}
+}
+
+// createdAt is set once by hookd: a PUT that sends it back as GET showed it is accepted, one that
+// names another time (to backdate a hook) is refused rather than answered 200 without it.
+func TestPutCreatedAtIsTheStoredOne(t *testing.T) {
+	c := newServerWithHookAndTask(t)
+	for path, body := range map[string]string{"/api/hooks/1": fullHooks[0],
+		"/api/tasks/1": `{"taskName": "daily", "cron": "@daily", "createdAt": "2026-01-01T00:00:00Z", "input": "y"}`} {
+		status, w := c.do("PUT", path, body)
+		if status != 400 || !strings.HasPrefix(w.Message, "createdAt: 2026-01-01T00:00:00Z, but it was created at ") ||
+			!strings.HasSuffix(w.Message, "; createdAt is set by hookd (leave it out or send it as GET shows it)") {
+			t.Errorf("PUT %s with another createdAt: %d %q", path, status, w.Message)
+		}
+		if status, w := c.do("PUT", path, storedCreatedAt(t, c, path, body)); status != 200 {
+			t.Errorf("PUT %s with the stored createdAt: %d %s", path, status, w.Message)
+		}
+		if status, w := c.do("PUT", path, strings.Replace(body, `"createdAt": "2026-01-01T00:00:00Z",`, "", 1)); status != 200 {
+			t.Errorf("PUT %s without createdAt: %d %s", path, status, w.Message)
 		}
 	}
 }

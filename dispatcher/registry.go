@@ -322,6 +322,9 @@ func (r *Registry) prepareReplace(ctx context.Context, id int64, h *Hook) (Hook,
 	if err != nil {
 		return Hook{}, err
 	}
+	if err := hookdtype.SameCreatedAt(h.CreatedAt, stored.CreatedAt); err != nil {
+		return Hook{}, err
+	}
 	if stored.SecretUnreadable && h.DispatchType != DispatchPolicy &&
 		(h.DispatchConfig.SigningSecret == nil || *h.DispatchConfig.SigningSecret == Masked) {
 		return Hook{}, hookdtype.Invalid("dispatchConfig.signingSecret",

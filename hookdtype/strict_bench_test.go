@@ -47,3 +47,26 @@ func BenchmarkDecodeLoose(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeStrictManyKeys is an object of 50,000 keys (half a megabyte), which the check
+// for a key sent twice once read in time quadratic in the keys (six seconds), against
+// encoding/json alone on the same text.
+func BenchmarkDecodeStrictManyKeys(b *testing.B) {
+	body := manyKeys(50000, -1)
+	b.Run("strict", func(b *testing.B) {
+		for b.Loop() {
+			var m map[string]int
+			if DecodeStrict(body, &m, "") != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+	b.Run("loose", func(b *testing.B) {
+		for b.Loop() {
+			var m map[string]int
+			if json.Unmarshal(body, &m) != nil {
+				b.Fatal("decode")
+			}
+		}
+	})
+}

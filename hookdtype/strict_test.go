@@ -3,6 +3,7 @@ package hookdtype
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -115,5 +116,43 @@ func TestDecodeStrictNonEmpty(t *testing.T) {
 	}
 	if err := DecodeStrict([]byte(`{"dispatchConfig":{}}`), &v, ""); err != nil {
 		t.Fatalf("absent fields: %v", err)
+	}
+}
+
+// manyKeys is an object of n keys k0 … k(n-1), with key k(dup) once more at the end when dup ≥ 0.
+func manyKeys(n, dup int) []byte {
+	b := []byte{'{'}
+	for i := range n {
+		b = fmt.Appendf(b, `"k%d":%d,`, i, i)
+	}
+	if dup >= 0 {
+		b = fmt.Appendf(b, `"k%d":0,`, dup)
+	}
+	return append(b[:len(b)-1], '}')
+}
+
+// A key sent twice is found however many keys its object has, past the few compared one by one
+// as well as among them, in an object and in arguments sent as text (Duplicate).
+func TestDuplicateAmongManyKeys(t *testing.T) {
+	for _, n := range []int{3, 15, 16, 17, 40, 5000} {
+		for _, dup := range []int{-1, 0, n / 2, n - 1} {
+			body := manyKeys(n, dup)
+			var m map[string]int
+			err := DecodeStrict(body, &m, "context")
+			derr := Duplicate(body, "context.arguments")
+			if dup < 0 {
+				if err != nil || len(m) != n || derr != nil {
+					t.Errorf("%d keys, none twice: %v, %d decoded; Duplicate %v", n, err, len(m), derr)
+				}
+				continue
+			}
+			want := fmt.Sprintf("context.k%d: appears twice; send each field once", dup)
+			if err == nil || err.Error() != want {
+				t.Errorf("%d keys, k%d twice: %v, want %s", n, dup, err, want)
+			}
+			if want = "context.arguments" + want[len("context"):]; derr == nil || derr.Error() != want {
+				t.Errorf("%d keys, k%d twice, Duplicate: %v, want %s", n, dup, derr, want)
+			}
+		}
 	}
 }

@@ -16,8 +16,9 @@ import (
 
 // Task is a scheduled agent task in the shape of the admin API. SessionID, NextRunAt, LastRunAt
 // and the times are output only: a new task that sets the first three is refused (they read like
-// settings: run in that session, first at that time), and a replace ignores them all, so that a
-// task read with GET goes back with PUT unchanged however far it ran meanwhile.
+// settings: run in that session, first at that time), and a replace ignores all but createdAt, so
+// that a task read with GET goes back with PUT unchanged however far it ran meanwhile; createdAt
+// never changes, so a replace that names another one is refused.
 type Task struct {
 	ID       int64  `json:"id,omitempty"`
 	TaskName string `json:"taskName"`
@@ -151,6 +152,13 @@ func (s *Scheduler) Create(ctx context.Context, t Task) (Task, error) {
 // Replace validates t and stores it as task id; the next firing is computed anew from the
 // (possibly new) schedule, and it takes effect at once.
 func (s *Scheduler) Replace(ctx context.Context, id int64, t Task) (Task, error) {
+	stored, err := s.Get(ctx, id)
+	if err != nil {
+		return Task{}, err
+	}
+	if err := hookdtype.SameCreatedAt(t.CreatedAt, stored.CreatedAt); err != nil {
+		return Task{}, err
+	}
 	now := s.now()
 	sched, err := t.normalize(now)
 	if err != nil {
