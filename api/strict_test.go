@@ -24,6 +24,7 @@ import (
 	"github.com/hookd/hookd/agent/agenttest"
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/api/openapitest"
+	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/scheduler"
@@ -464,10 +465,26 @@ func TestUnreachableReceiversRefused(t *testing.T) {
 		t.Errorf("private token endpoint: %d %q", status, w.Message)
 	}
 	// A public literal, and a name that does not resolve now, are accepted: the guard checks each dial.
+	// The name is noted in the answer, with what follows until it resolves, on a dry run too.
 	for _, u := range []string{"https://93.184.216.34/h", "https://receiver.invalid/h"} {
-		if status, w := c.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`); status != 201 {
-			t.Errorf("%s: %d %s", u, status, w.Message)
+		for _, path := range []string{"/api/hooks", "/api/hooks?dryRun=true"} {
+			status, w := c.do("POST", path, `{"hookName": "r", "hookType": "pre_tool_use", "dispatchConfig": {"url": "`+u+`"}}`)
+			if status != 201 && !(status == 200 && strings.HasSuffix(path, "dryRun=true")) {
+				t.Errorf("%s %s: %d %s", path, u, status, w.Message)
+			}
+			notes := wire.Notes(w.Message)
+			if u == "https://93.184.216.34/h" && len(notes) > 0 {
+				t.Errorf("%s %s: notes %q", path, u, notes)
+			}
+			if u == "https://receiver.invalid/h" && (len(notes) != 1 || !strings.HasPrefix(notes[0], "dispatchConfig.url: receiver.invalid does not resolve now (") ||
+				!strings.HasSuffix(notes[0], "); until it does, every call fails before it is sent and the hook falls to failureMode ALLOW (the SSRF guard looks the name up again at every call)")) {
+				t.Errorf("%s %s: notes %q", path, u, notes)
+			}
 		}
+	}
+	status, w = c.do("POST", "/api/hooks", `{"hookName": "r", "hookType": "post_tool_use", "dispatchConfig": {"url": "https://receiver.invalid/h"}}`)
+	if notes := wire.Notes(w.Message); status != 201 || len(notes) != 1 || !strings.Contains(notes[0], "; until it does, its deliveries fail before they are sent and are retried until they end dead (") {
+		t.Errorf("an observational hook: %d %q", status, notes)
 	}
 	// allowPrivateNetworks allows loopback, not the metadata endpoint; allowCIDRs allows exactly its ranges.
 	open := newGuardedServer(t, netguard.Policy{AllowPrivateNetworks: true})

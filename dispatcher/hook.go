@@ -94,6 +94,9 @@ type Hook struct {
 	UpdatedAt    *time.Time     `json:"updatedAt,omitempty"`
 	// SecretUnreadable (output only) says the stored secrets open with no configured master key.
 	SecretUnreadable bool `json:"secretUnreadable,omitempty"`
+	// receiverNotes are what the registry found of the receivers when it checked this hook for a
+	// write (a name that does not resolve now), for Notes to tell whoever wrote it.
+	receiverNotes []string
 }
 
 // DispatchConfig says where and how a hook's events are sent.
@@ -673,7 +676,7 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 // document matches it exactly), and a policy that denies or asks but fails open (failureMode
 // ALLOW, the default): a rule that cannot be evaluated lets the call through, a deny rule's too.
 func (h Hook) Notes() []string {
-	var notes []string
+	notes := slices.Clone(h.receiverNotes)
 	if m, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err == nil && h.HookType.ToolScoped() {
 		for _, g := range m.GlobLike() {
 			prefix := g[:strings.IndexAny(g, "*?[")]

@@ -266,7 +266,7 @@ func (r *Registry) Create(ctx context.Context, h Hook) (Hook, error) {
 	if err := r.db.CreateHook(ctx, &row); err != nil {
 		return Hook{}, err
 	}
-	return r.afterWrite(ctx, row)
+	return r.afterWrite(ctx, row, h)
 }
 
 // Replace validates and stores h as hook id, keeping secrets as the update rules say.
@@ -283,7 +283,7 @@ func (r *Registry) Replace(ctx context.Context, id int64, h Hook) (Hook, error) 
 	if err := r.db.UpdateHook(ctx, &row); err != nil {
 		return Hook{}, err
 	}
-	return r.afterWrite(ctx, row)
+	return r.afterWrite(ctx, row, h)
 }
 
 // Check validates h exactly as Create (id 0) or Replace of hook id would, receivers and stored
@@ -344,7 +344,8 @@ func (r *Registry) prepareReplace(ctx context.Context, id int64, h *Hook) (Hook,
 // checkReceivers refuses a hook whose receiver, or token endpoint, can never be reached: a
 // literal address the guard refuses, or a name that now resolves to one (the guard refuses a
 // name when any of its addresses is blocked). A name that does not resolve now is accepted with a
-// warning, since it may by the first call; the guard checks again at every dial either way.
+// note on h (and in the log), since it may by the first call; the guard checks again at every dial
+// either way.
 func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
 	if r.guard == nil || h.DispatchType != DispatchWebhook {
 		return nil
@@ -368,6 +369,12 @@ func (r *Registry) checkReceivers(ctx context.Context, h *Hook) error {
 		case err != nil:
 			r.log.WarnContext(ctx, "receiver host does not resolve now; the SSRF guard checks it at every call",
 				"hookName", h.HookName, "field", t[0], "host", u.Hostname(), "err", err)
+			then := "its deliveries fail before they are sent and are retried until they end dead"
+			if h.HookType.Interceptive() {
+				then = "every call fails before it is sent and the hook falls to failureMode " + h.DispatchConfig.FailureMode
+			}
+			h.receiverNotes = append(h.receiverNotes, fmt.Sprintf("%s: %s does not resolve now (%v); until it does, %s "+
+				"(the SSRF guard looks the name up again at every call)", t[0], u.Hostname(), err, then))
 		}
 	}
 	return nil
@@ -392,11 +399,13 @@ func unreachable(b *netguard.BlockedError) string {
 	return msg + "no setting allows it"
 }
 
-func (r *Registry) afterWrite(ctx context.Context, row storage.Hook) (Hook, error) {
+func (r *Registry) afterWrite(ctx context.Context, row storage.Hook, written Hook) (Hook, error) {
 	if err := r.Reload(ctx); err != nil {
 		r.log.WarnContext(ctx, "hook registry reload failed", "err", err)
 	}
-	return fromRow(row)
+	h, err := fromRow(row)
+	h.receiverNotes = written.receiverNotes
+	return h, err
 }
 
 // Get reads one hook; storage.ErrNotFound if there is none.
