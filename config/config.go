@@ -64,7 +64,7 @@ auth:
   adminTokens: []                     # bearer tokens for the admin API
   apiKeys: []                         # bearer tokens for the chat APIs, each bound to one principal:
                                       #   - {key: "key-...", userId: "user-10001", principalId: 1001}
-                                      #   (agentId: 5001: the key is that agent; its runs and hooks get that agent's hooks)
+                                      #   (agentId: 5001: the key is that agent; its runs and hooks get that agent's hooks; no other user's key may name it)
                                       # a reviewer key also answers the permission asks of the users it lists:
                                       #   - {key: "key-...", userId: "rev-1", principalId: 9001, role: reviewer, reviews: [user-10001]}
   chat: enabled                       # enabled | disabled: disabled serves no chat API at all

@@ -106,6 +106,12 @@ func (h *handler) hook(c *gin.Context) {
 	// refusals below too.
 	keyAgent := caller.AgentID
 	agentID, agentErr := agentOf(c)
+	var othersAgent error
+	if agentErr == nil && keyAgent == nil && agentID != nil && caller.OthersAgent(*agentID) {
+		// Refused, and not on the record as that agent: the claim is not who sent it.
+		othersAgent = fmt.Errorf("%s: %d is the agent of another user's API key", AgentIDHeader, *agentID)
+		agentID = nil
+	}
 	if agentErr == nil && keyAgent == nil {
 		caller.AgentID = agentID
 	}
@@ -133,6 +139,10 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	if agentErr != nil {
 		refuse(http.StatusBadRequest, agentErr)
+		return
+	}
+	if othersAgent != nil {
+		refuse(http.StatusForbidden, othersAgent)
 		return
 	}
 	if keyAgent != nil {

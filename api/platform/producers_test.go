@@ -177,6 +177,11 @@ func TestAKeysAgentDecidesItsRuns(t *testing.T) {
 		w.Message != "agentId: 5002 is not the API key's agent (5001)" {
 		t.Fatalf("another agent: %d %q", w.HTTPStatusCode, w.Message)
 	}
+	// A key of no agent may not name the agent of another user's key either.
+	if w := e.call(alice, http.MethodPost, "/api/agent/run/stream", map[string]any{"userInput": "write", "agentId": 5001}); w.HTTPStatusCode != http.StatusForbidden ||
+		w.Message != "agentId: 5001 is the agent of another user's API key" {
+		t.Fatalf("alice naming agent 5001: %d %q", w.HTTPStatusCode, w.Message)
+	}
 	fs = withoutHeartbeats(e.startRun(alice, map[string]any{"userInput": "write"}).rest(nil))
 	if got := types(fs); strings.Contains(got, "TOOL_FAILED") {
 		t.Fatalf("a key of no agent: frames %s, want the write to run", got)

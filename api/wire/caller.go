@@ -41,14 +41,23 @@ type Caller struct {
 	Role        Role
 	Reviews     []string
 	AgentID     *int64 // the key's agentId, if it has one
+	// othersAgents are the agentIds bound to other users' keys: an agent bound to a key is that
+	// key's, and a caller whose key has no agent may not act as it.
+	othersAgents []int64
 }
+
+// OthersAgent reports whether agent is bound to another user's API key, so not c's to name.
+func (c Caller) OthersAgent(agent int64) bool { return slices.Contains(c.othersAgents, agent) }
 
 // RunAgent is the agentId a run started by c is decided and recorded as: the key's own when it
 // has one, so that a key bound to an agent gets that agent's hooks on every API, and requested
 // (a body's agentId) otherwise. A key's caller naming another agent is refused: it would skip
-// the hooks of its own agent and be on the record as somebody else.
+// the hooks of its own agent and be on the record as somebody else; so is a caller without one
+// naming the agent of another user's key.
 func (c Caller) RunAgent(requested *int64) (*int64, error) {
 	switch {
+	case c.AgentID == nil && requested != nil && c.OthersAgent(*requested):
+		return nil, fmt.Errorf("agentId: %d is the agent of another user's API key", *requested)
 	case c.AgentID == nil:
 		return requested, nil
 	case requested != nil && *requested != *c.AgentID:
@@ -147,6 +156,11 @@ func (k *Keys) Identify(r *http.Request, bodyUserID string) (Caller, error) {
 	if match.AgentID > 0 {
 		a := match.AgentID
 		c.AgentID = &a
+	}
+	for _, key := range k.keys {
+		if key.AgentID > 0 && key.UserID != match.UserID {
+			c.othersAgents = append(c.othersAgents, key.AgentID)
+		}
 	}
 	if (bodyUserID != "" && bodyUserID != match.UserID) || (header != "" && header != match.UserID) ||
 		len(r.Header.Values("X-User-Id")) > 1 {

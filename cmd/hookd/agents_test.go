@@ -381,8 +381,9 @@ func TestAgentRouteRefusals(t *testing.T) {
 		}
 	}
 
-	// A hook of agent 5001 applies to the key of that agent, and to a key without an agent that
-	// names it in the header; a header cannot change a key's agent.
+	// A hook of agent 5001 applies to the key of that agent. A key without an agent may name an
+	// agent in the header, but not one bound to another user's key (5001 is dev-2's): that would
+	// be acting as dev-2's agent. A header cannot change a key's agent.
 	if s := d.call("POST", "/api/hooks", `{"hookName":"agent 5001 only","hookType":"pre_tool_use","agentId":5001,
 		"dispatchType":"policy","dispatchConfig":{"failureMode":"DENY"},
 		"policyConfig":{"rules":[{"name":"all","when":"true","decision":"deny","reason":"'agent 5001 may not'"}]}}`, nil); s != http.StatusCreated {
@@ -395,7 +396,8 @@ func TestAgentRouteRefusals(t *testing.T) {
 	}{
 		{"key-agent-5001", "", http.StatusOK, true},
 		{agentKey, "", http.StatusNoContent, false},
-		{agentKey, "5001", http.StatusOK, true},
+		{agentKey, "5001", http.StatusOK, false},
+		{agentKey, "5002", http.StatusNoContent, false},
 		{"key-agent-5001", "5001", http.StatusOK, true},
 		// A header hookd refuses blocks the call (an error status would let the tool run),
 		// naming the header.
