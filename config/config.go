@@ -216,6 +216,52 @@ type APIKey struct {
 // ChatDisabled tells whether auth.chat turns the chat APIs off.
 func (a Auth) ChatDisabled() bool { return a.Chat == "disabled" }
 
+// TaskAgent is the agent a scheduled task of principal runs as, given the task's agentId: a
+// principal acts through a task as through its keys, so when all its keys are bound to one agent
+// the task is that agent (agentId absent, or repeating it), and no task names the agent of
+// another principal's key. The chat APIs hold a key to the same rule (wire.Caller.RunAgent).
+func (a Auth) TaskAgent(principal, agent *int64) (*int64, error) {
+	var own []int64
+	unbound, othersOwner := false, int64(0)
+	for _, k := range a.APIKeys {
+		switch {
+		case principal == nil || k.PrincipalID != *principal:
+			if agent != nil && k.AgentID == *agent {
+				othersOwner = k.PrincipalID
+			}
+		case k.AgentID > 0:
+			if !slices.Contains(own, k.AgentID) {
+				own = append(own, k.AgentID)
+			}
+		default:
+			unbound = true
+		}
+	}
+	switch {
+	case agent != nil && slices.Contains(own, *agent):
+		return agent, nil
+	case agent != nil && othersOwner != 0:
+		return nil, fmt.Errorf("%d is the agent of another principal's API key (principal %d)", *agent, othersOwner)
+	case agent != nil && (unbound || len(own) == 0):
+		return agent, nil
+	case agent != nil:
+		return nil, fmt.Errorf("%d is not principal %d's agent: its API keys are bound to agent %s", *agent, *principal, joinIDs(own))
+	case !unbound && len(own) == 1:
+		return &own[0], nil
+	case !unbound && len(own) > 1:
+		return nil, fmt.Errorf("is required: principal %d's API keys are bound to agents %s; name one", *principal, joinIDs(own))
+	}
+	return nil, nil
+}
+
+func joinIDs(ids []int64) string {
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatInt(id, 10)
+	}
+	return strings.Join(s, ", ")
+}
+
 // Webhooks configures outbound webhook calls.
 type Webhooks struct {
 	AllowPrivateNetworks bool     `yaml:"allowPrivateNetworks"`

@@ -949,3 +949,47 @@ func TestKubernetesServiceLinksIgnored(t *testing.T) {
 		t.Errorf("typo: %v", err)
 	}
 }
+
+// A principal acts through a scheduled task as through its API keys: bound to one agent, the task
+// is that agent; no task names the agent of another principal's key.
+func TestTaskAgent(t *testing.T) {
+	a := Auth{APIKeys: []APIKey{
+		{Key: "k1", UserID: "dave", PrincipalID: 104, AgentID: 7},
+		{Key: "k2", UserID: "erin", PrincipalID: 105, AgentID: 8},
+		{Key: "k3", UserID: "alice", PrincipalID: 101},
+		{Key: "k4", UserID: "multi", PrincipalID: 106, AgentID: 9},
+		{Key: "k5", UserID: "multi2", PrincipalID: 106, AgentID: 10},
+	}}
+	id := func(v int64) *int64 { return &v }
+	for _, c := range []struct {
+		principal, agent *int64
+		want             *int64
+		err              string
+	}{
+		{id(104), nil, id(7), ""},
+		{id(104), id(7), id(7), ""},
+		{id(104), id(8), nil, "8 is the agent of another principal's API key (principal 105)"},
+		{id(104), id(5001), nil, "5001 is not principal 104's agent: its API keys are bound to agent 7"},
+		{id(101), nil, nil, ""},
+		{id(101), id(5001), id(5001), ""},
+		{id(101), id(7), nil, "7 is the agent of another principal's API key (principal 104)"},
+		{nil, id(8), nil, "8 is the agent of another principal's API key (principal 105)"},
+		{nil, id(5001), id(5001), ""},
+		{id(999), id(5001), id(5001), ""},
+		{id(106), nil, nil, "is required: principal 106's API keys are bound to agents 9, 10; name one"},
+		{id(106), id(10), id(10), ""},
+	} {
+		got, err := a.TaskAgent(c.principal, c.agent)
+		if errText := fmt.Sprint(err); (c.err == "" && err != nil) || (c.err != "" && errText != c.err) ||
+			(c.want == nil) != (got == nil) || (c.want != nil && *got != *c.want) {
+			t.Errorf("principal %v agent %v: %v %v, want %v %q", ptrText(c.principal), ptrText(c.agent), ptrText(got), err, ptrText(c.want), c.err)
+		}
+	}
+}
+
+func ptrText(p *int64) string {
+	if p == nil {
+		return "nil"
+	}
+	return fmt.Sprint(*p)
+}

@@ -18,6 +18,7 @@ const (
 	codeSuspended   = "RUN_SUSPENDED"      // the run paused: the firing ends when the run does
 	codeShutdown    = "SHUTDOWN_INTERRUPT" // the scheduler stopped before the run ended
 	codeAbandoned   = "ABANDONED"          // the scheduler died (or went silent) before the run ended
+	codeAgent       = "AGENT_MISMATCH"     // the task's agentId is not its principal's (the keys changed since)
 )
 
 // firing is one claimed firing on its way: pre hook, agent run, post hook. Its goroutine owns it.
@@ -90,6 +91,13 @@ func (s *Scheduler) execute(ctx context.Context, f *firing) {
 // ended before a run existed (its status says why).
 func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok bool) {
 	t := &f.task
+	// Stored before the keys changed, a task may name an agent its principal no longer is.
+	agentID, err := s.cfg.AgentFor(t.PrincipalID, t.AgentID)
+	if err != nil {
+		f.end(storage.TaskRunFailed, codeAgent, "agentId: "+err.Error())
+		return "", false
+	}
+	t.AgentID = agentID
 	dec, err := s.hooks.Intercept(ctx, dispatcher.Event{HookType: dispatcher.PreScheduledTask, TraceID: f.run.TraceID,
 		SessionID: boundSession(f.task), PrincipalID: t.PrincipalID, AgentID: t.AgentID,
 		Context: &dispatcher.PreScheduledTaskContext{TaskID: t.ID, TaskName: t.Name},

@@ -53,6 +53,9 @@ type Config struct {
 	// UserFor names the runtime user a task's runs belong to (so that user sees them through the
 	// chat APIs); default "local" for every task.
 	UserFor func(principalID *int64) string
+	// AgentFor is the agent a task of the principal runs as, given the task's agentId, or why
+	// that agentId is not the principal's to name (config.Auth.TaskAgent); default: agentId.
+	AgentFor func(principalID, agentID *int64) (*int64, error)
 	// Now is the clock schedules are computed with; default time.Now.
 	Now func() time.Time
 	// PollEvery is how often the scheduler looks for task changes made by other daemons, renews
@@ -129,6 +132,9 @@ func (e *entry) due() time.Time {
 func New(db *storage.DB, rt Runtime, hooks Hooks, log *slog.Logger, cfg Config) *Scheduler {
 	if cfg.UserFor == nil {
 		cfg.UserFor = func(*int64) string { return "local" }
+	}
+	if cfg.AgentFor == nil {
+		cfg.AgentFor = func(_, agent *int64) (*int64, error) { return agent, nil }
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent"
+	"github.com/hookd/hookd/config"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/scheduler"
 	"github.com/hookd/hookd/storage"
@@ -841,6 +842,50 @@ func TestSuspendedFiringEndsWithItsRun(t *testing.T) {
 		// One report a firing: none was sent at a pause.
 		if n := len(post.of(dispatcher.PostScheduledTask)); n != 2 {
 			t.Fatalf("%d post_scheduled_task events for two firings", n)
+		}
+	})
+}
+
+// A task is the agent its principal's keys are: filled in when absent, refused when it names
+// another principal's agent, and a firing of a task stored before the keys changed fails before
+// any hook is asked rather than run as an agent its principal no longer is.
+func TestTaskRunsAsItsPrincipalsAgent(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		ctx := context.Background()
+		auth := config.Auth{APIKeys: []config.APIKey{{Key: "k1", UserID: "user-10001", PrincipalID: principal, AgentID: agentID},
+			{Key: "k2", UserID: "erin", PrincipalID: 1005, AgentID: 8}}}
+		var mu sync.Mutex
+		cfg := testConfig()
+		cfg.AgentFor = func(p, a *int64) (*int64, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return auth.TaskAgent(p, a)
+		}
+		s := e.scheduler(cfg)
+		task := create(t, s, scheduler.Task{TaskName: "t", Cron: "@daily", Input: "hello", PrincipalID: ptr(principal)})
+		if task.AgentID == nil || *task.AgentID != agentID {
+			t.Fatalf("agentId %v, want the key's %d filled in", task.AgentID, agentID)
+		}
+		for a, want := range map[int64]string{8: "agentId: 8 is the agent of another principal's API key (principal 1005)",
+			9: "agentId: 9 is not principal 1001's agent: its API keys are bound to agent 5001"} {
+			bad := task
+			bad.AgentID = ptr(a)
+			if _, err := s.Replace(ctx, task.ID, bad); err == nil || err.Error() != want {
+				t.Errorf("agentId %d: %v, want %s", a, err, want)
+			}
+			bad.ID, bad.NextRunAt, bad.CreatedAt, bad.UpdatedAt = 0, nil, nil, nil
+			if _, err := s.Create(ctx, bad); err == nil || err.Error() != want {
+				t.Errorf("a new task with agentId %d: %v, want %s", a, err, want)
+			}
+		}
+		mu.Lock()
+		auth.APIKeys[0].AgentID = 6000 // the key now is another agent
+		mu.Unlock()
+		run, err := s.RunNow(ctx, task.ID)
+		if err != nil || run.Status != storage.TaskRunFailed || run.ErrorCode != "AGENT_MISMATCH" ||
+			run.ErrorMessage != "agentId: 5001 is not principal 1001's agent: its API keys are bound to agent 6000" || run.DecisionID != nil {
+			t.Fatalf("a firing after the keys changed: %+v %v", run, err)
 		}
 	})
 }

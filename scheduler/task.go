@@ -96,6 +96,18 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	return sched, nil
 }
 
+// normalize is t.normalize with the task's agent made the one its principal runs as.
+func (s *Scheduler) normalize(t *Task, now time.Time) (cron.Schedule, error) {
+	sched, err := t.normalize(now)
+	if err != nil {
+		return nil, err
+	}
+	if t.AgentID, err = s.cfg.AgentFor(t.PrincipalID, t.AgentID); err != nil {
+		return nil, invalid("agentId", "%v", err)
+	}
+	return sched, nil
+}
+
 func (t *Task) row(now time.Time, sched cron.Schedule) storage.Task {
 	row := storage.Task{ID: t.ID, Name: t.TaskName, Cron: t.Cron, Input: t.Input, AgentID: t.AgentID,
 		PrincipalID: t.PrincipalID, ReuseSession: t.ReuseSession, Enabled: *t.Enabled, CatchUp: t.CatchUp}
@@ -137,7 +149,7 @@ func (s *Scheduler) Create(ctx context.Context, t Task) (Task, error) {
 		return Task{}, invalid("lastRunAt", "is set by hookd when the task runs; leave it out")
 	}
 	now := s.now()
-	sched, err := t.normalize(now)
+	sched, err := s.normalize(&t, now)
 	if err != nil {
 		return Task{}, err
 	}
@@ -160,7 +172,7 @@ func (s *Scheduler) Replace(ctx context.Context, id int64, t Task) (Task, error)
 		return Task{}, err
 	}
 	now := s.now()
-	sched, err := t.normalize(now)
+	sched, err := s.normalize(&t, now)
 	if err != nil {
 		return Task{}, err
 	}

@@ -112,10 +112,17 @@ func (db *DB) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 // last firing and the creation time stay. ErrNotFound if there is no such task.
 func (db *DB) UpdateTask(ctx context.Context, t *Task) error {
 	t.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	// The bound session is its principal's: a task given to another principal (or none) lets go
+	// of it in the same statement, whose CASE reads the row as it was, so its next firing is not
+	// announced in the former owner's session.
+	keep := gorm.Expr("CASE WHEN principal_id IS NULL THEN session_id END")
+	if t.PrincipalID != nil {
+		keep = gorm.Expr("CASE WHEN principal_id = ? THEN session_id END", *t.PrincipalID)
+	}
 	res := db.w.WithContext(ctx).Model(&taskRow{}).Where("id = ?", t.ID).Updates(map[string]any{
 		"task_name": t.Name, "cron": t.Cron, "input": t.Input, "agent_id": t.AgentID, "principal_id": t.PrincipalID,
 		"reuse_session": t.ReuseSession, "enabled": t.Enabled, "catch_up": t.CatchUp, "next_run_at": ms(t.NextRunAt),
-		"updated_at": t.UpdatedAt.UnixMilli(),
+		"updated_at": t.UpdatedAt.UnixMilli(), "session_id": keep,
 	})
 	return oneRow(res, "update task %d", t.ID)
 }

@@ -11,6 +11,42 @@ import (
 	"github.com/hookd/hookd/storage/storagetest"
 )
 
+// A task's bound session is its principal's: an update that keeps the principal keeps it, one
+// that gives the task to another principal, or to none, lets it go (its next firing would be
+// announced in the former owner's session).
+func TestTaskSessionStaysWithItsPrincipal(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		p1, p2 := int64(1001), int64(1002)
+		task := storage.Task{Name: "t", Cron: "@daily", Input: "x", PrincipalID: &p1, ReuseSession: true, Enabled: true,
+			NextRunAt: time.Now().Add(time.Hour)}
+		if err := db.CreateTask(ctx, &task); err != nil {
+			t.Fatal(err)
+		}
+		for i, step := range []struct {
+			bind      bool
+			principal *int64
+			kept      bool
+		}{
+			{true, &p1, true}, {false, &p2, false}, {true, &p2, true}, {false, nil, false}, {true, nil, true}, {false, &p1, false},
+		} {
+			if step.bind {
+				if err := db.BindTaskSession(ctx, task.ID, 70+int64(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			task.PrincipalID = step.principal
+			if err := db.UpdateTask(ctx, &task); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := db.GetTask(ctx, task.ID)
+			if kept := got.SessionID != nil && *got.SessionID == 70+int64(i); kept != step.kept || (!step.kept && got.SessionID != nil) {
+				t.Errorf("step %d (principal %v): session %v, want kept %v", i, step.principal, got.SessionID, step.kept)
+			}
+		}
+	})
+}
+
 func TestTaskCRUD(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		ctx := context.Background()

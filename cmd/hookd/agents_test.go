@@ -423,6 +423,15 @@ func TestAgentRouteRefusals(t *testing.T) {
 			t.Errorf("key %s header %q: %s, want a deny naming %s", c.key, c.header, raw, agents.AgentIDHeader)
 		}
 	}
+	// A scheduled task of dev-2 is dev-2's agent too: filled in, and another refused.
+	var task struct{ AgentID *int64 }
+	if s := d.call("POST", "/api/tasks", `{"taskName":"n","cron":"@daily","input":"x","principalId":1002}`, &task); s != http.StatusCreated ||
+		task.AgentID == nil || *task.AgentID != 5001 {
+		t.Errorf("a task of principal 1002: %d, agentId %v", s, task.AgentID)
+	}
+	if s := d.call("POST", "/api/tasks", `{"taskName":"n","cron":"@daily","input":"x","principalId":1002,"agentId":7}`, nil); s != http.StatusBadRequest {
+		t.Errorf("a task of principal 1002 as agent 7: %d", s)
+	}
 	// An input cut short that names a tool event is blocked as that event; one that names none
 	// has no call to block, and is a 400.
 	for body, want := range map[string]int{string(pre[:len(pre)-2]): http.StatusOK, "not json": http.StatusBadRequest} {

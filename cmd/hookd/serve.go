@@ -172,7 +172,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 			return config.LocalUser
 		}
 		return users[*p]
-	}})
+	}, AgentFor: cfg.Auth.TaskAgent})
 	if err := sched.Start(ctx); err != nil {
 		return fmt.Errorf("start scheduler: %w", err)
 	}
