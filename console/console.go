@@ -77,8 +77,12 @@ type signInBody struct {
 	Credential string `json:"credential"`
 }
 
+// maxSignInBytes bounds a sign-in's body, read before anyone is known: a credential is short.
+const maxSignInBytes = 4 << 10
+
 func (s *Sessions) signIn(c *gin.Context) {
 	var body signInBody
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxSignInBytes)
 	if !wire.BindStrict(c, &body) {
 		return
 	}

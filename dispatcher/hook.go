@@ -99,6 +99,9 @@ type Hook struct {
 	receiverNotes []string
 }
 
+// maxToolNameMatch bounds a hook's toolNameMatch, in bytes.
+const maxToolNameMatch = 64 << 10
+
 // DispatchConfig says where and how a hook's events are sent.
 type DispatchConfig struct {
 	URL        string `json:"url,omitempty"` // webhooks only
@@ -188,6 +191,11 @@ func (h *Hook) Normalize() error {
 	if h.ToolNameMatch != "" {
 		if !h.HookType.ToolScoped() {
 			return invalid("toolNameMatch", "only applies to pre_tool_use and post_tool_use")
+		}
+		if len(h.ToolNameMatch) > maxToolNameMatch {
+			// Compiled at every registry reload, on every replica: a megabyte of regex took a second.
+			return invalid("toolNameMatch", "is %d bytes long; at most %d are accepted (a list of a thousand tool names fits)",
+				len(h.ToolNameMatch), maxToolNameMatch)
 		}
 		if _, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err != nil {
 			return invalid("toolNameMatch", "%v", err)

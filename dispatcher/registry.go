@@ -51,6 +51,14 @@ type snapshot struct {
 	receivers []string
 }
 
+// hook is hook id as s bound it (nil when s is nil: the first load, or when it had none).
+func (s *snapshot) hook(id int64) *boundHook {
+	if s == nil {
+		return nil
+	}
+	return s.all[id]
+}
+
 // boundHook is a hook with its toolNameMatch compiled and its decider ready: for a webhook, what
 // its requests need prepared; for a policy, the compiled rules.
 type boundHook struct {
@@ -173,8 +181,11 @@ func (r *Registry) Reload(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
-		if err != nil { // validated on the way in; a bad row is skipped, not fatal
+		var m hookdtype.NameMatch
+		if prev := old.hook(h.ID); prev != nil && prev.ToolNameMatch == h.ToolNameMatch {
+			m = prev.match // compiled once, not again at every write of any hook
+		} else if m, err = hookdtype.ParseNameMatch(h.ToolNameMatch); err != nil {
+			// validated on the way in; a bad row is skipped, not fatal
 			r.log.Error("hook skipped: bad toolNameMatch", "hookId", h.ID, "err", err)
 			continue
 		}
@@ -183,9 +194,7 @@ func (r *Registry) Reload(ctx context.Context) error {
 				" until a PUT sets the secret again", "hookId", h.ID, "hookName", h.HookName)
 		}
 		b := &boundHook{Hook: h, match: m}
-		if old != nil {
-			b.decider = reuseDecider(old.all[h.ID], &h)
-		}
+		b.decider = reuseDecider(old.hook(h.ID), &h)
 		if b.decider == nil {
 			b.decider = newDecider(&h, r.log)
 		}

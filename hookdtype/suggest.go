@@ -1,6 +1,9 @@
 package hookdtype
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // Suggest returns the candidate closest to s when it is close enough to be a likely typo, else "".
 // Case and the separators '_' and '-' are ignored first, so `failure_mode` finds `failureMode`.
@@ -11,6 +14,11 @@ func Suggest(s string, candidates []string) string {
 		fc := foldName(c)
 		if fc == fs {
 			return c
+		}
+		// The distance is at least the difference of the lengths: a name far longer than every
+		// candidate (a megabyte of key) is not compared rune by rune.
+		if diff := utf8.RuneCountInString(fs) - utf8.RuneCountInString(fc); diff > bestD || -diff > bestD {
+			continue
 		}
 		if d := distance(fs, fc); d <= bestD && (best == "" || d < bestD) {
 			best, bestD = c, d
@@ -42,6 +50,6 @@ func distance(a, b string) int {
 }
 
 // foldName is a field name without case and the separators '_' and '-'.
-func foldName(v string) string {
-	return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(v))
-}
+func foldName(v string) string { return separators.Replace(strings.ToLower(v)) }
+
+var separators = strings.NewReplacer("_", "", "-", "")

@@ -37,6 +37,9 @@ func TestRefusals(t *testing.T) {
 		{403, alice, "POST", run, map[string]any{"userInput": "hi", "userId": "bob"}, "userId"},
 		{401, "", "POST", "/api/agent/permission/reply", map[string]any{"askId": "a", "approved": true}, "API key"},
 		{401, "", "POST", "/api/agent/run/" + requestID + "/stop", nil, "API key"},
+		// Before the body is read: one without a key is refused for that, whatever it holds.
+		{401, "", "POST", run, map[string]any{"userInput": "hi", "bogus": 1}, "API key"},
+		{401, "key-nobody", "POST", "/api/agent/run/" + requestID + "/input", map[string]any{"nope": true}, "API key"},
 		// POST run/stream: the field at fault is named.
 		{400, alice, "POST", run, map[string]any{}, "userInput"},
 		{400, alice, "POST", run, map[string]any{"userInput": "  "}, "userInput"},

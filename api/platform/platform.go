@@ -59,7 +59,7 @@ func Register(r gin.IRouter, d Deps) {
 		d.Keys = wire.NewKeys(nil)
 	}
 	a := &api{Deps: d}
-	g := r.Group("/api/agent")
+	g := r.Group("/api/agent", a.authenticate)
 	g.POST("/run/stream", wire.NoQuery, a.start)
 	g.GET("/run/stream", wire.NoBody, a.resume) // its query is checked with its Last-Event-ID header
 	g.POST("/permission/reply", wire.NoQuery, a.reply)
@@ -75,13 +75,25 @@ func Register(r gin.IRouter, d Deps) {
 func (a *api) identify(c *gin.Context, bodyUserID string) (wire.Caller, bool) {
 	caller, err := a.Keys.Identify(c.Request, bodyUserID)
 	if err != nil {
-		if wire.Status(err) == http.StatusUnauthorized {
-			c.Header("WWW-Authenticate", `Bearer realm="hookd"`)
-		}
-		wire.Fail(c, wire.Status(err), "%v", err)
+		a.refuse(c, err)
 		return wire.Caller{}, false
 	}
 	return caller, true
+}
+
+// authenticate refuses a request without a valid key before anything of it is read: the routes
+// read their bodies before they know the userId to identify the caller with.
+func (a *api) authenticate(c *gin.Context) {
+	if err := a.Keys.Authenticate(c.Request); err != nil {
+		a.refuse(c, err)
+	}
+}
+
+func (a *api) refuse(c *gin.Context, err error) {
+	if wire.Status(err) == http.StatusUnauthorized {
+		c.Header("WWW-Authenticate", `Bearer realm="hookd"`)
+	}
+	wire.Fail(c, wire.Status(err), "%v", err)
 }
 
 // fail maps the runtime's errors: another user's or an unknown run or ask is 404; a run that is

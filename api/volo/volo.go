@@ -185,6 +185,10 @@ func authError(err error) *apiError {
 // begin reads an optional JSON body (which may name the userId) and identifies the caller. An
 // auth failure wins over a malformed body.
 func (h *handler) begin(c *gin.Context, body any, required bool, userID func() string) (wire.Caller, bool) {
+	if err := h.d.Keys.Authenticate(c.Request); err != nil { // before the body is read, for anyone
+		h.fail(c, authError(err))
+		return wire.Caller{}, false
+	}
 	perr := readJSON(c.Request, body, required)
 	uid := ""
 	if perr == nil && userID != nil {

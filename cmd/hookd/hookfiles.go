@@ -87,12 +87,21 @@ func yamlDocuments(path string) ([]json.RawMessage, error) {
 	}
 }
 
+// maxHookFileJSON is the daemon's request body limit: a document that expands past it could not
+// be sent anyway.
+const maxHookFileJSON = 1 << 20
+
 // yamlJSON appends the JSON of the YAML node n to b, each scalar as it is written where JSON can
 // say it so: an unquoted date (2026-01-01) stays that text, where decoding it would make it a
 // time and the JSON an RFC 3339 timestamp that no rule comparing the text matches, and a number
 // keeps its digits (a float64 would round a long one). Other scalars (0x1F, .inf, yes) and a
 // mapping with a merge key (<<) are what YAML decodes them to.
 func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
+	if len(b) > maxHookFileJSON {
+		// Aliases nested in aliases expand exponentially: 600 bytes of them took gigabytes.
+		return nil, fmt.Errorf("line %d: the document expands to more than %d bytes of JSON (aliases repeating aliases?), more than the daemon takes in a request",
+			n.Line, maxHookFileJSON)
+	}
 	decoded := func() ([]byte, error) {
 		var v any
 		if err := n.Decode(&v); err != nil {

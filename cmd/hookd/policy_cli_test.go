@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -435,5 +436,18 @@ func TestSameValueExactNumbers(t *testing.T) {
 		if got := sameValue(json.RawMessage(c.want), c.got); got != c.same {
 			t.Errorf("sameValue(%s, %s) = %v", c.want, c.got, got)
 		}
+	}
+}
+
+// Aliases that repeat aliases expand exponentially (600 bytes of them took gigabytes): a file is
+// refused once it expands past what the daemon takes in a request, whatever its size.
+func TestHookFileAliasBomb(t *testing.T) {
+	y := "hookName: h\nhookType: post_tool_use\ndispatchConfig: {url: 'https://audit.example.com/h'}\na0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+	for i := 1; i <= 9; i++ {
+		y += fmt.Sprintf("a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	p := writeFile(t, t.TempDir(), "bomb.yaml", y)
+	if _, err := loadHooks([]string{p}, false); err == nil || !strings.Contains(err.Error(), "expands to more than 1048576 bytes of JSON") {
+		t.Fatalf("an alias bomb: %v", err)
 	}
 }
