@@ -108,6 +108,9 @@ agent:
     enabled: false                    # offer the shell_execute tool (runs commands in the workspace)
     timeout: 30s                      # per command
     maxOutput: 65536                  # bytes of output kept per command
+    sandbox: namespaces               # namespaces: each command sees only its own workspace of the daemon's
+                                      # files (needs user namespaces; refused at start without them);
+                                      # none: commands see all the daemon's user sees (data, keys, config)
   webSearch:
     url: ""                           # a SearXNG-style search API (GET url?q=…&format=json); empty = no
                                       # web_search tool. Asked through the webhooks egress guard
@@ -347,7 +350,18 @@ type Shell struct {
 	Enabled   bool     `yaml:"enabled"`
 	Timeout   Duration `yaml:"timeout"`
 	MaxOutput int      `yaml:"maxOutput"`
+	// Sandbox is "namespaces" (the default): each command runs in Linux namespaces of its own,
+	// where the data directory, the other sessions' workspaces, the config and the key files are
+	// covered; or "none": as the daemon's user, seeing all it sees (a user's command could read
+	// every other user's workspace and the master key).
+	Sandbox string `yaml:"sandbox"`
 }
+
+// The agent.shell.sandbox values.
+const (
+	SandboxNamespaces = "namespaces"
+	SandboxNone       = "none"
+)
 
 // WebSearch is the search backend of the web_search tool: a SearXNG-style JSON API
 // (GET URL?q=<query>&format=json answering {"results": [{"title", "url", "content"}]}). It is asked
@@ -493,7 +507,7 @@ func Default() Config {
 		Model: Model{Provider: "scripted", StreamRecoveries: 2},
 		Agent: Agent{MaxIters: 10, Name: "assistant", ToolDefault: "ask", AskTimeout: Duration(10 * time.Minute),
 			RunLease: Duration(15 * time.Second),
-			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10}},
+			Shell:    Shell{Timeout: Duration(30 * time.Second), MaxOutput: 64 << 10, Sandbox: SandboxNamespaces}},
 		HTTP: HTTP{AllowedOrigins: []string{}, ReadTimeout: Duration(30 * time.Second),
 			IdleTimeout: Duration(2 * time.Minute), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "sync"},
@@ -1302,6 +1316,9 @@ func (c Config) Validate() error {
 	if c.Agent.Shell.MaxOutput < 1024 {
 		bad("agent.shell.maxOutput", "must be at least 1024")
 	}
+	if s := c.Agent.Shell.Sandbox; s != SandboxNamespaces && s != SandboxNone {
+		bad("agent.shell.sandbox", "%q is not one of %s, %s", s, SandboxNamespaces, SandboxNone)
+	}
 	if w := c.Agent.WebSearch.URL; w != "" {
 		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad("agent.webSearch.url", "must be an http:// or https:// URL (a SearXNG-style search API)")
@@ -1445,14 +1462,8 @@ func (c Config) ResolvedDataDir() string {
 	if c.DataDir != "" {
 		return c.DataDir
 	}
-	if !strings.HasPrefix(c.Database, "sqlite:") {
-		return "./data"
-	}
-	// The same path storage.Open uses: "sqlite:" and an optional "//" stripped.
-	p := strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//")
-	p, _, _ = strings.Cut(p, "?")
-	p = strings.TrimPrefix(p, "file:")
-	if p == "" || strings.HasPrefix(p, ":memory:") {
+	p := c.SQLiteFile()
+	if p == "" {
 		return "./data"
 	}
 	i := strings.LastIndexAny(p, "/"+string(os.PathSeparator))
@@ -1463,6 +1474,22 @@ func (c Config) ResolvedDataDir() string {
 		return p[:1]
 	}
 	return p[:i] // keeps "./data" as written rather than cleaning it to "data"
+}
+
+// SQLiteFile is the file of a sqlite database, as written (relative to the working directory if
+// it is relative); "" for postgres or an in-memory sqlite database.
+func (c Config) SQLiteFile() string {
+	if !strings.HasPrefix(c.Database, "sqlite:") {
+		return ""
+	}
+	// The same path storage.Open uses: "sqlite:" and an optional "//" stripped.
+	p := strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//")
+	p, _, _ = strings.Cut(p, "?")
+	p = strings.TrimPrefix(p, "file:")
+	if strings.HasPrefix(p, ":memory:") {
+		return ""
+	}
+	return p
 }
 
 // ---- master keys ----

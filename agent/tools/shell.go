@@ -40,17 +40,31 @@ type ShellConfig struct {
 	// DefaultShellMaxOutput. Past it the beginning and the end are kept and the middle is
 	// replaced by a note.
 	MaxOutput int
+	// Sandbox, when set, runs every command where it cannot see the paths the daemon keeps from
+	// it (sandbox_linux.go); nil runs it with the daemon's view of the file system.
+	Sandbox *Sandbox
+}
+
+// Sandbox says how a command is kept from what the daemon keeps: its data, the other sessions'
+// workspaces, its config and keys.
+type Sandbox struct {
+	// Exe is the daemon's binary, which runs SandboxMain when its first argument is SandboxCommand.
+	Exe string
+	// Hide are the absolute paths a command must not see: directories (covered, the session's
+	// own workspace mounted back inside) and files.
+	Hide []string
 }
 
 // Shell is the shell_execute tool.
 type Shell struct {
 	timeout   time.Duration
 	maxOutput int
+	sandbox   *Sandbox
 }
 
 // NewShell returns the shell_execute tool.
 func NewShell(cfg ShellConfig) *Shell {
-	s := &Shell{timeout: cfg.Timeout, maxOutput: cfg.MaxOutput}
+	s := &Shell{timeout: cfg.Timeout, maxOutput: cfg.MaxOutput, sandbox: cfg.Sandbox}
 	if s.timeout <= 0 {
 		s.timeout = DefaultShellTimeout
 	}
@@ -121,6 +135,13 @@ func (s *Shell) Run(ctx context.Context, env Env, args json.RawMessage) (Result,
 	cmd.Env = []string{"PATH=" + shellPATH, "HOME=" + env.Workspace, "LANG=C.UTF-8"}
 	cmd.Stdout, cmd.Stderr = w, w // one pipe: stdout and stderr interleaved as written
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if s.sandbox != nil {
+		if err := s.sandbox.prepare(cmd, env.Workspace, a.Command); err != nil {
+			r.Close()
+			w.Close()
+			return errorResult("cannot run the command: %v", err), nil
+		}
+	}
 	var killed atomic.Bool // by Cancel: the timeout or ctx
 	cmd.Cancel = func() error {
 		killed.Store(true)

@@ -11,9 +11,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -53,7 +56,7 @@ func newServeCmd() *cobra.Command {
 			for _, name := range config.ServiceLinks(os.Environ()) {
 				log.Debug("ignoring a Kubernetes service-link variable", "name", name)
 			}
-			return serve(ctx, cfg, log)
+			return serve(ctx, cfg, path, log)
 		},
 	}
 	configFlag(cmd, &path)
@@ -66,9 +69,15 @@ func configFlag(cmd *cobra.Command, path *string) {
 	_ = cmd.MarkFlagFilename("config", "yaml", "yml")
 }
 
-// serve runs the daemon until ctx ends, then shuts down within cfg.ShutdownTimeout.
-func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
+// serve runs the daemon, configured by cfg (loaded from configPath, if any), until ctx ends,
+// then shuts down within cfg.ShutdownTimeout.
+func serve(ctx context.Context, cfg config.Config, configPath string, log *slog.Logger) error {
 	log.Info("starting hookd", "version", version, "config", cfg)
+	// First: a shell that cannot run as configured refuses the start before anything is opened.
+	shell, err := newShell(cfg, configPath, log)
+	if err != nil {
+		return err
+	}
 	tc := tracing.Config{Endpoint: cfg.OTel.Endpoint, Version: version}
 	stopTracing, err := tracing.Setup(ctx, tc)
 	if err != nil {
@@ -140,12 +149,8 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 		}
 		toolset.Add(search)
 	}
-	if cfg.Agent.Shell.Enabled {
-		toolset.Add(tools.NewShell(tools.ShellConfig{Timeout: cfg.Agent.Shell.Timeout.Std(), MaxOutput: cfg.Agent.Shell.MaxOutput}))
-	}
-	wsRoot := cfg.Agent.Workspaces
-	if wsRoot == "" {
-		wsRoot = filepath.Join(cfg.ResolvedDataDir(), "workspaces")
+	if shell != nil {
+		toolset.Add(shell)
 	}
 	// The owner names this process among replicas; the random part keeps two processes apart
 	// even when host and pid repeat (containers).
@@ -153,7 +158,7 @@ func serve(ctx context.Context, cfg config.Config, log *slog.Logger) error {
 	var nonce [3]byte
 	_, _ = rand.Read(nonce[:])
 	owner := fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(nonce[:]))
-	workspaces := tools.NewWorkspaces(wsRoot)
+	workspaces := tools.NewWorkspaces(workspacesRoot(cfg))
 	runtime := agent.New(db, disp, mdl, toolset, workspaces, log, agent.Config{
 		MaxIters: cfg.Agent.MaxIters, TokenBudget: int64(cfg.Agent.TokenBudget), ContextTokens: int64(cfg.Agent.ContextTokens), AgentName: cfg.Agent.Name,
 		ModelName: modelName(cfg.Model), Owner: owner,
@@ -256,6 +261,93 @@ func logShutdownErr(log *slog.Logger, err error) {
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		log.Warn("http shutdown", "err", err)
 	}
+}
+
+// workspacesRoot is where the sessions' workspaces are.
+func workspacesRoot(cfg config.Config) string {
+	if cfg.Agent.Workspaces != "" {
+		return cfg.Agent.Workspaces
+	}
+	return filepath.Join(cfg.ResolvedDataDir(), "workspaces")
+}
+
+// newShell is the shell_execute tool agent.shell configures, nil when it is off. A sandbox that
+// cannot run a command on this machine refuses the start: commands never run unsandboxed unless
+// agent.shell.sandbox says none.
+func newShell(cfg config.Config, configPath string, log *slog.Logger) (*tools.Shell, error) {
+	c := cfg.Agent.Shell
+	if !c.Enabled {
+		return nil, nil
+	}
+	sc := tools.ShellConfig{Timeout: c.Timeout.Std(), MaxOutput: c.MaxOutput}
+	if c.Sandbox == config.SandboxNone {
+		log.Warn("agent.shell.sandbox is none: shell_execute commands run with the daemon's view of the file system;" +
+			" one session's command can read the other sessions' workspaces, the database, the master key and the config")
+		return tools.NewShell(sc), nil
+	}
+	hide, err := sandboxHide(cfg, configPath)
+	if err != nil {
+		return nil, fmt.Errorf("agent.shell.sandbox: %w", err)
+	}
+	// /proc/self/exe is the binary this process started from, even once its file is replaced (an
+	// upgrade; or a command, where the daemon's user may write it).
+	sc.Sandbox = &tools.Sandbox{Exe: "/proc/self/exe", Hide: hide}
+	if err := sc.Sandbox.Check(); err != nil {
+		return nil, fmt.Errorf("agent.shell.sandbox: %s: shell_execute commands cannot run in the sandbox on this machine,"+
+			" which needs user namespaces and mounts in them (%w); set agent.shell.sandbox: %s to run them unsandboxed,"+
+			" with the daemon's view of the file system, or agent.shell.enabled: false",
+			config.SandboxNamespaces, err, config.SandboxNone)
+	}
+	log.Info("shell_execute commands run sandboxed", "hidden", hide)
+	return tools.NewShell(sc), nil
+}
+
+// sandboxHide is what a sandboxed command must not see, as absolute paths: the data directory
+// (the generated master key, the database by default), the workspaces root (the command's own
+// workspace is mounted back), the database's files wherever they are, the config file and the
+// master key files.
+func sandboxHide(cfg config.Config, configPath string) ([]string, error) {
+	paths := []string{cfg.ResolvedDataDir(), workspacesRoot(cfg), configPath}
+	switch db := cfg.SQLiteFile(); {
+	case db != "":
+		// SQLite keeps the latest commits beside the file.
+		paths = append(paths, db, db+"-wal", db+"-shm", db+"-journal")
+	case strings.HasPrefix(cfg.Database, "postgres"):
+		paths = append(paths, postgresFiles(cfg.Database)...)
+	}
+	paths = append(paths, cfg.MasterKeyFiles...)
+	var hide []string
+	for _, p := range paths {
+		if p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(hide, abs) {
+			hide = append(hide, abs)
+		}
+	}
+	return hide, nil
+}
+
+// postgresFiles are the files a PostgreSQL connection may take its credentials from (as pgx
+// does): those its URL or the PG* environment names, and the defaults in the daemon's home.
+func postgresFiles(dsn string) []string {
+	var files []string
+	if u, err := url.Parse(dsn); err == nil {
+		q := u.Query()
+		files = append(files, q.Get("passfile"), q.Get("servicefile"), q.Get("sslkey"))
+	}
+	for _, v := range []string{"PGPASSFILE", "PGSERVICEFILE", "PGSSLKEY"} {
+		files = append(files, os.Getenv(v))
+	}
+	if u, err := user.Current(); err == nil && u.HomeDir != "" {
+		files = append(files, filepath.Join(u.HomeDir, ".pgpass"), filepath.Join(u.HomeDir, ".pg_service.conf"),
+			filepath.Join(u.HomeDir, ".postgresql"))
+	}
+	return files
 }
 
 // newModel builds the configured model provider.

@@ -1,0 +1,182 @@
+package tools
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+)
+
+// The shell's sandbox: the command runs as the daemon's own user, so what keeps one user's shell
+// from another user's workspace, the database and the master key is a view of the file system
+// without them. The daemon's binary is run again (SandboxCommand) in new user, mount, PID and IPC
+// namespaces; there it covers every path of Sandbox.Hide (a directory with an empty read-only
+// tmpfs, a file with /dev/null), mounts the session's workspace back where it was, mounts a /proc
+// of its own namespace (no other process, so no daemon's environment, to read), gives up every
+// capability the user namespace gave it, and executes /bin/sh. A mount it made cannot be undone
+// without a capability, and one made in a namespace the shell creates itself is locked.
+
+// SandboxCommand is the first argument with which the daemon's binary runs as a command's
+// sandbox: main hands such a run to SandboxMain before anything else.
+const SandboxCommand = "__shell-sandbox"
+
+// sandboxExitSetup is the exit status of a sandbox that could not be set up: the command did not run.
+const sandboxExitSetup = 125
+
+// prepare makes cmd, which runs sh -c line, run it in workspace inside the sandbox instead.
+func (s *Sandbox) prepare(cmd *exec.Cmd, workspace, line string) error {
+	args := []string{s.Exe, SandboxCommand, workspace}
+	for _, h := range s.Hide {
+		args = append(args, "--hide", h)
+	}
+	cmd.Path, cmd.Args = s.Exe, append(args, "--", line)
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setsid:     true,
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC,
+		// Root inside, for the mounts; the sandbox gives its capabilities up before sh starts.
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+	}
+	return nil
+}
+
+// Check runs an empty command in the sandbox, from a workspace of its own under a hidden
+// directory: nil, or why no command could run there. Making the namespaces is not enough to know:
+// a container may allow them and still refuse the mounts (a /proc with masked paths refuses
+// another /proc).
+func (s *Sandbox) Check() error {
+	dir, err := os.MkdirTemp("", "hookd-sandbox-check")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ws := filepath.Join(dir, "workspace")
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		return err
+	}
+	cmd := exec.Command(shellPath)
+	cmd.Dir = ws
+	check := &Sandbox{Exe: s.Exe, Hide: append(slices.Clip(s.Hide), dir)}
+	if err := check.prepare(cmd, ws, ":"); err != nil {
+		return err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if msg := strings.TrimSpace(string(out)); msg != "" {
+			return fmt.Errorf("%w: %s", err, msg)
+		}
+		return err
+	}
+	return nil
+}
+
+// SandboxMain is the sandbox's side of a run of SandboxCommand: args are what follows it. It
+// never returns: it executes the shell, or exits with status 125 saying why it could not.
+func SandboxMain(args []string) {
+	if err := sandbox(args); err != nil {
+		fmt.Fprintf(os.Stderr, "hookd shell sandbox: %v; the command did not run\n", err)
+		os.Exit(sandboxExitSetup)
+	}
+}
+
+func sandbox(args []string) error {
+	if len(args) < 3 {
+		return errors.New("usage: " + SandboxCommand + " WORKSPACE [--hide PATH]... -- COMMAND")
+	}
+	workspace, args := args[0], args[1:]
+	var hide []string
+	for len(args) >= 2 && args[0] == "--hide" {
+		hide, args = append(hide, args[1]), args[2:]
+	}
+	if len(args) != 2 || args[0] != "--" {
+		return errors.New("usage: " + SandboxCommand + " WORKSPACE [--hide PATH]... -- COMMAND")
+	}
+	line := args[1]
+	if !filepath.IsAbs(workspace) {
+		return fmt.Errorf("the workspace %q is not an absolute path", workspace)
+	}
+	// The bounding set and no_new_privs are the thread's: the one that executes the shell.
+	runtime.LockOSThread()
+	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
+		return fmt.Errorf("making the mounts private: %w", err)
+	}
+	ws, err := os.Open(workspace)
+	if err != nil {
+		return fmt.Errorf("opening the workspace: %w", err)
+	}
+	wsInfo, err := ws.Stat()
+	if err != nil {
+		return fmt.Errorf("opening the workspace: %w", err)
+	}
+	// Each tmpfs is held open to be made read-only at the end, through its root: by then another
+	// may cover it, and the workspace may have been placed in it.
+	var tmpfs []*os.File
+	for _, h := range hide {
+		if !filepath.IsAbs(h) {
+			return fmt.Errorf("hiding %q: not an absolute path", h)
+		}
+		st, err := os.Stat(h)
+		switch {
+		case errors.Is(err, os.ErrNotExist): // nothing to see there (or already covered)
+			continue
+		case err != nil:
+			return fmt.Errorf("hiding %s: %w", h, err)
+		case st.IsDir():
+			err = syscall.Mount("tmpfs", h, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, tmpfsOptions)
+			if err == nil {
+				var root *os.File
+				root, err = os.Open(h)
+				tmpfs = append(tmpfs, root)
+			}
+		default:
+			err = syscall.Mount("/dev/null", h, "", syscall.MS_BIND, "")
+		}
+		if err != nil {
+			return fmt.Errorf("hiding %s: %w", h, err)
+		}
+	}
+	// Compared as files, not as paths: a hidden path may lead to the workspace through a
+	// symbolic link.
+	if st, err := os.Stat(workspace); err != nil || !os.SameFile(st, wsInfo) { // covered: mounted back where it was
+		if err := os.MkdirAll(workspace, 0o755); err != nil {
+			return fmt.Errorf("placing the workspace: %w", err)
+		}
+		if err := syscall.Mount(fdPath(ws), workspace, "", syscall.MS_BIND, ""); err != nil {
+			return fmt.Errorf("placing the workspace: %w", err)
+		}
+	}
+	ws.Close()
+	for _, root := range tmpfs {
+		if err := syscall.Mount("", fdPath(root), "", syscall.MS_REMOUNT|syscall.MS_RDONLY|syscall.MS_NOSUID|syscall.MS_NODEV, tmpfsOptions); err != nil {
+			return fmt.Errorf("making the cover of %s read-only: %w", root.Name(), err)
+		}
+		root.Close()
+	}
+	if err := syscall.Mount("proc", "/proc", "proc", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, ""); err != nil {
+		return fmt.Errorf("mounting /proc: %w", err)
+	}
+	if err := os.Chdir(workspace); err != nil {
+		return fmt.Errorf("entering the workspace: %w", err)
+	}
+	const prSetNoNewPrivs, prCapbsetDrop = 38, 24
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetNoNewPrivs, 1, 0); e != 0 {
+		return fmt.Errorf("setting no_new_privs: %w", e)
+	}
+	for c := 0; c < 64; c++ {
+		if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prCapbsetDrop, uintptr(c), 0); e != 0 && e != syscall.EINVAL {
+			return fmt.Errorf("dropping capability %d: %w", c, e)
+		}
+	}
+	return syscall.Exec(shellPath, []string{"sh", "-c", line}, os.Environ())
+}
+
+// tmpfsOptions are those of the empty file systems that cover hidden directories.
+const tmpfsOptions = "size=64k,mode=0755"
+
+// fdPath names the file f has open, for a mount.
+func fdPath(f *os.File) string { return fmt.Sprintf("/proc/self/fd/%d", f.Fd()) }

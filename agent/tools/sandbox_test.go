@@ -1,0 +1,124 @@
+package tools
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary is the sandbox's binary too, as the daemon's is.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == SandboxCommand {
+		SandboxMain(os.Args[2:])
+	}
+	os.Exit(m.Run())
+}
+
+// sandboxed is a data directory as the daemon lays it out (a database, the master key, two
+// sessions' workspaces, the config beside it) and a shell sandboxed from all of it but session
+// 1's workspace.
+func sandboxed(t *testing.T) (sh *Shell, env Env, data, config string) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Sandbox{Exe: exe}).Check(); err != nil {
+		t.Skipf("this machine refuses the sandbox (%v): nothing to test", err)
+	}
+	root := t.TempDir()
+	data, config = filepath.Join(root, "data"), filepath.Join(root, "hookd.yaml")
+	for path, text := range map[string]string{"hookd.db": "the database", "master.key": "THE-MASTER-KEY",
+		"workspaces/1/mine.txt": "mine", "workspaces/2/tasks.md": "secret of another user"} {
+		p := filepath.Join(data, path)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(config, []byte("auth: {adminTokens: [THE-ADMIN-TOKEN]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sh = NewShell(ShellConfig{Timeout: 20 * time.Second, Sandbox: &Sandbox{Exe: exe, Hide: []string{data, filepath.Join(data, "workspaces"), config}}})
+	env = Env{SessionID: 1, Workspace: filepath.Join(data, "workspaces", "1")}
+	return sh, env, data, config
+}
+
+// A sandboxed command works in its own workspace as before and sees nothing else of the daemon:
+// not another session's workspace, the database, the master key, the config, nor the daemon's
+// process; and it cannot take the covers off.
+func TestShellSandbox(t *testing.T) {
+	sh, env, data, config := sandboxed(t)
+	res := run(t, sh, env, `{"command":"pwd; cat mine.txt; echo; printf new > made.txt; echo ok"}`)
+	if res.IsError || res.Text != env.Workspace+"\nmine\nok\nexit_code=0" {
+		t.Fatalf("in its workspace: %+v", res)
+	}
+	if b, err := os.ReadFile(filepath.Join(env.Workspace, "made.txt")); err != nil || string(b) != "new" {
+		t.Fatalf("a file it wrote: %q %v", b, err)
+	}
+	for _, cmd := range []string{
+		"cat ../2/tasks.md", "ls ../2", "cat " + data + "/master.key", "cat " + data + "/hookd.db", "cat " + config + " | grep TOKEN",
+		"umount " + data, "umount " + config, "mount -t proc proc " + data,
+		"unshare -U -m -r sh -c 'umount " + data + " && cat " + data + "/master.key'",
+		"cat /proc/" + itoa(os.Getpid()) + "/environ",
+		"touch " + data + "/planted",
+	} {
+		res := run(t, sh, env, `{"command":"`+strings.ReplaceAll(cmd, `"`, `\"`)+`"}`)
+		t.Logf("%s → %q", cmd, res.Text)
+		if !res.IsError || strings.Contains(res.Text, "secret of another user") || strings.Contains(res.Text, "THE-MASTER-KEY") ||
+			strings.Contains(res.Text, "THE-ADMIN-TOKEN") || strings.Contains(res.Text, "the database") {
+			t.Errorf("%s: %+v", cmd, res)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "planted")); err == nil {
+		t.Error("a file was planted in the data directory")
+	}
+	// Its processes are its own: the shell is the first of its namespace.
+	if res := run(t, sh, env, `{"command":"echo $$; ls /proc | grep -c '^[0-9]'"}`); res.IsError || !strings.HasPrefix(res.Text, "1\n") {
+		t.Errorf("its processes: %+v", res)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// What is hidden is found however Hide names it: a directory before the one that holds it, a
+// directory through a symbolic link. The workspace is back in its place, and every cover stays
+// read-only.
+func TestShellSandboxHideOrderAndLinks(t *testing.T) {
+	sh, env, data, _ := sandboxed(t)
+	link := filepath.Join(filepath.Dir(data), "data-link")
+	if err := os.Symlink(data, link); err != nil {
+		t.Fatal(err)
+	}
+	sh.sandbox.Hide = []string{filepath.Join(data, "workspaces"), link}
+	res := run(t, sh, env, `{"command":"cat mine.txt; echo; ls ..; cat `+data+`/master.key; touch ../planted `+data+`/planted"}`)
+	t.Logf("%q", res.Text)
+	if !strings.HasPrefix(res.Text, "mine\n1\n") || strings.Contains(res.Text, "THE-MASTER-KEY") ||
+		strings.Count(res.Text, "Read-only file system") != 2 {
+		t.Errorf("%+v", res)
+	}
+}
+
+// Check says why no command could run: here, a cover over the root leaves no /proc to mount.
+func TestShellSandboxCheck(t *testing.T) {
+	sh, env, _, _ := sandboxed(t)
+	if err := sh.sandbox.Check(); err != nil {
+		t.Fatalf("the sandbox of the other tests: %v", err)
+	}
+	broken := &Sandbox{Exe: sh.sandbox.Exe, Hide: []string{"/"}}
+	if err := broken.Check(); err == nil || !strings.Contains(err.Error(), "the command did not run") {
+		t.Errorf("Check with / hidden: %v", err)
+	}
+	for _, hide := range []string{"relative/path", ""} {
+		sh.sandbox.Hide = []string{hide}
+		if res := run(t, sh, env, `{"command":"echo ran"}`); !res.IsError || strings.Contains(res.Text, "ran\n") ||
+			!strings.Contains(res.Text, "not an absolute path") {
+			t.Errorf("Hide %q: %+v", hide, res)
+		}
+	}
+}
