@@ -25,6 +25,18 @@ import (
 // Values whose type decodes itself (json.Unmarshaler, encoding.TextUnmarshaler, json.RawMessage,
 // interfaces) are not looked into: their owner checks them.
 func DecodeStrict(data []byte, v any, at string) error {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		d := decoder{b: data}
+		if d.decode(rv.Elem()) {
+			return nil
+		}
+	}
+	return decodeChecked(data, v, at)
+}
+
+// decodeChecked is DecodeStrict for what the decoder does not take, and for every error, which it
+// names: the checks one by one, in the order a reader meets their errors, then encoding/json.
+func decodeChecked(data []byte, v any, at string) error {
 	root := at
 	if root == "" {
 		root = "body"
@@ -51,13 +63,8 @@ func DecodeStrict(data []byte, v any, at string) error {
 	if err != nil {
 		return err
 	}
-	if rv := reflect.ValueOf(v); wrongType == nil && rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		if _, ok := decodeValue(data, 0, rv.Elem()); ok {
-			return nil
-		}
-	}
-	// What decodeValue does not decode itself, and every error: encoding/json. A field of a wrong
-	// type is named as the walk found it, with the indices and keys encoding/json leaves out.
+	// A field of a wrong type is named as the walk found it, with the indices and keys
+	// encoding/json leaves out.
 	if err := json.Unmarshal(data, v); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		switch {
@@ -110,6 +117,15 @@ func malformed(data []byte, at, root string) error {
 // For JSON carried as text, which DecodeStrict does not look into: the arguments of a tool call
 // sent as a string.
 func Duplicate(data []byte, at string) error {
+	d := decoder{b: data}
+	if end := d.skip(SkipSpace(data, 0)); end >= 0 && SkipSpace(data, end) == len(data) {
+		return nil // one JSON value, no deeper than MaxDepth, with no key twice in an object
+	}
+	return duplicateChecked(data, at)
+}
+
+// duplicateChecked is Duplicate for what the decoder's check does not take, and for every error.
+func duplicateChecked(data []byte, at string) error {
 	if deeperThan(data, MaxDepth) {
 		return Invalid(at, "nests objects and arrays more than %d levels deep", MaxDepth)
 	}
@@ -598,8 +614,8 @@ type structFields struct {
 	// (an empty failureMode is fail-open). A field tagged strict:"nonnull" (a count whose 0 means
 	// something) is refused null alone. The value is the tag.
 	nonEmpty map[string]string
-	// index is where each name's field is, for decodeValue; nil when encoding/json's own rules
-	// are needed to find a field (see fieldsOf) and decodeValue leaves the struct to it.
+	// index is where each name's field is, for the decoder; nil when encoding/json's own rules
+	// are needed to find a field (see fieldsOf) and the decoder leaves the struct to it.
 	index map[string][]int
 }
 
@@ -634,9 +650,9 @@ func fieldsOf(t reflect.Type) *structFields {
 		return f.(*structFields)
 	}
 	f := &structFields{types: map[string]reflect.Type{}, index: map[string][]int{}}
-	simple := true // every name once, reached without a pointer, with no tag option that changes decoding
-	var collect func(t reflect.Type, at []int, viaPointer bool)
-	collect = func(t reflect.Type, at []int, viaPointer bool) {
+	simple := true // every name once, with no tag option that changes decoding
+	var collect func(t reflect.Type, at []int)
+	collect = func(t reflect.Type, at []int) {
 		for i := range t.NumField() {
 			sf := t.Field(i)
 			tag := sf.Tag.Get("json")
@@ -651,7 +667,7 @@ func fieldsOf(t reflect.Type) *structFields {
 					et = et.Elem()
 				}
 				if et.Kind() == reflect.Struct {
-					collect(et, idx, viaPointer || sf.Type.Kind() == reflect.Pointer)
+					collect(et, idx)
 					continue
 				}
 			}
@@ -676,12 +692,10 @@ func fieldsOf(t reflect.Type) *structFields {
 			if strings.Contains(opts, "string") || strings.ContainsFunc(name, unusualInName) {
 				simple = false
 			}
-			if !viaPointer {
-				f.index[name] = idx
-			}
+			f.index[name] = idx
 		}
 	}
-	collect(t, nil, false)
+	collect(t, nil)
 	if !simple {
 		f.index = nil
 	}

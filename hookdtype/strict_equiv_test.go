@@ -47,7 +47,7 @@ func compareStrict[T any](t *testing.T, doc []byte, at string) {
 	}
 }
 
-// strictShapes has the shapes decodeValue decodes itself, and some it leaves to encoding/json.
+// strictShapes has the shapes the decoder decodes itself, and some it leaves to encoding/json.
 type strictShapes struct {
 	HookName  string           `json:"hookName"`
 	Timeout   int8             `json:"timeoutMs"`
