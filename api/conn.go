@@ -68,14 +68,21 @@ func NewServer(d Deps) *http.Server {
 	}
 }
 
-// readBody reads the request body within timeout and hands the handler a copy in memory (bodies
-// are at most MaxBodyBytes), so a client trickling its body is answered 408 and disconnected,
-// and the deadline is gone before a stream starts.
+// readBody reads the request body within timeout and hands the handler a copy in memory, so a
+// client trickling its body is answered 408 and disconnected, and the deadline is gone before a
+// stream starts. It refuses bodies over MaxBodyBytes: at once when Content-Length says so, else
+// when the read passes the limit. A route that answers such a body itself (answersOversized) gets
+// the bytes up to the limit instead.
 func readBody(timeout time.Duration) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		if c.Request.Body == nil || c.Request.Body == http.NoBody {
+		if c.Request.ContentLength > MaxBodyBytes && !answersOversized(c) {
+			wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", MaxBodyBytes)
 			return
 		}
+		if c.Request.Body == nil || c.Request.Body == http.NoBody {
+			return // no body, as on a GET: nothing to read, no deadline to set
+		}
+		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 		rc := http.NewResponseController(c.Writer)
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
 		body, err := io.ReadAll(c.Request.Body)
@@ -97,17 +104,6 @@ func readBody(timeout time.Duration) gin.HandlerFunc {
 			c.Header("Connection", "close")
 			wire.Fail(c, http.StatusBadRequest, "request body: %v", err)
 		}
-	}
-}
-
-// streamWriteDeadline gives every write and flush of a streaming route its own deadline, so a
-// client that stops reading is dropped after timeout instead of holding its handler forever.
-func streamWriteDeadline(timeout time.Duration) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		if streamDialect(c.Request.Method, c.Request.URL.Path) == "" {
-			return
-		}
-		c.Writer = &deadlineWriter{ResponseWriter: c.Writer, timeout: timeout}
 	}
 }
 

@@ -115,15 +115,14 @@ var serverKind = trace.WithSpanKind(trace.SpanKindServer)
 // traceparent, if any. The route template names it.
 func Middleware() gin.HandlerFunc {
 	return func(c *gin.Context) {
-		ctx := propagator.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
+		ctx, traced := extract(c.Request.Context(), c.Request.Header)
 		if !exporting() {
 			// Export off: a span would record nothing, and its context would be the client's,
 			// which ctx already holds (for the logs and the receivers); no span, then, on every
 			// request.
-			if trace.SpanContextFromContext(ctx).IsValid() {
+			if traced {
 				c.Request = c.Request.WithContext(ctx)
 			}
-			c.Next()
 			return
 		}
 		route := c.FullPath()
@@ -145,6 +144,17 @@ func Middleware() gin.HandlerFunc {
 			span.SetStatus(codes.Error, http.StatusText(status))
 		}
 	}
+}
+
+// extract is ctx continuing the trace a client sent in h's traceparent, and whether it holds a
+// span then. Most requests send none: that is told by one look into h, without the propagator's
+// header lookup (which canonicalises "traceparent" anew, an allocation, on every request).
+func extract(ctx context.Context, h http.Header) (context.Context, bool) {
+	if v := h["Traceparent"]; len(v) == 0 || v[0] == "" {
+		return ctx, false // what propagator.Extract gives without a traceparent
+	}
+	ctx = propagator.Extract(ctx, propagation.HeaderCarrier(h))
+	return ctx, trace.SpanContextFromContext(ctx).IsValid()
 }
 
 // TraceID is the id of ctx's trace, or "" without one.
