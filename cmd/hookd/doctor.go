@@ -25,8 +25,9 @@ import (
 )
 
 // newDoctorCmd checks, without changing anything, what serve would stand on: the config, the
-// database and its schema version, the master key against the sealed secrets, each hook against
-// today's registration rules, and each hook's receiver against the SSRF guard. It exits 1 when any check fails.
+// shell's sandbox, the database and its schema version, the master key against the sealed
+// secrets, each hook against today's registration rules, and each hook's receiver against the
+// SSRF guard. It exits 1 when any check fails.
 func newDoctorCmd() *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
@@ -65,6 +66,22 @@ func (d *doctor) fail(what, format string, a ...any) {
 	fmt.Fprintf(d.out, "FAIL  %-10s %s\n", what, fmt.Sprintf(format, a...))
 }
 
+// shell checks the shell_execute tool as serve would build it: a sandbox this machine cannot
+// make refuses serve's start, and no sandbox at all is worth saying.
+func (d *doctor) shell(cfg config.Config, path string) {
+	switch c := cfg.Agent.Shell; {
+	case !c.Enabled:
+	case c.Sandbox == config.SandboxNone:
+		d.note("shell", "agent.shell.sandbox is none: a shell_execute command sees the other sessions' workspaces, the database and the master key")
+	default:
+		if _, err := newShell(cfg, path, slog.New(slog.DiscardHandler)); err != nil {
+			d.fail("shell", "%v", err)
+			return
+		}
+		d.ok("shell", "shell_execute commands run sandboxed")
+	}
+}
+
 func (d *doctor) run(ctx context.Context, path string) {
 	cfg, err := config.Load(path, os.Environ())
 	if err != nil {
@@ -72,6 +89,7 @@ func (d *doctor) run(ctx context.Context, path string) {
 		return
 	}
 	d.ok("config", "%s", cmp.Or(path, "the embedded defaults"))
+	d.shell(cfg, path)
 
 	// The schema is read before storage opens the database, since opening migrates it.
 	applied, exists, err := schemaVersions(ctx, cfg.Database)

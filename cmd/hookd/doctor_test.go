@@ -114,6 +114,22 @@ func TestDoctor(t *testing.T) {
 		})
 	}
 
+	// The shell tool as serve would build it: sandboxed (where this machine makes the sandbox), or
+	// noted when it runs commands without one.
+	shell := private + "agent: {shell: {enabled: true}}\n"
+	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, t.TempDir(), dbURL, key, shell))
+	if want := "ok    shell      shell_execute commands run sandboxed"; code != 0 || !strings.Contains(out, want) {
+		if !strings.Contains(out, "FAIL  shell      agent.shell.sandbox: namespaces: shell_execute commands cannot run in the sandbox") {
+			t.Fatalf("shell: exit %d, want 0 and %q in\n%s", code, want, out)
+		}
+		t.Logf("this machine refuses the sandbox, as doctor says:\n%s", out)
+	}
+	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, t.TempDir(), dbURL, key,
+		private+"agent: {shell: {enabled: true, sandbox: none}}\n"))
+	if want := "note  shell      agent.shell.sandbox is none"; code != 0 || !strings.Contains(out, want) {
+		t.Fatalf("shell unsandboxed: exit %d, want 0 and %q in\n%s", code, want, out)
+	}
+
 	// A toolNameMatch that looks like a glob is valid (matched exactly) and noted, not failed.
 	globbed := doctorSetupEdited(t, key, private, `UPDATE hooks SET doc = json_set(doc, '$.toolNameMatch', 'transfer*') WHERE id = 1`)
 	out, _, code = hookd(t, nil, "doctor", "--config", globbed)
