@@ -371,5 +371,6 @@ func strPtr(s string) *string {
 	if s == "" {
 		return nil
 	}
-	return &s
+	v := s // escapes here only: &s would move s to the heap before the test
+	return &v
 }

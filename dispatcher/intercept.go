@@ -12,6 +12,7 @@ import (
 	"github.com/hookd/hookd/breaker"
 	"github.com/hookd/hookd/dispatcher/netguard"
 	"github.com/hookd/hookd/hookdtype"
+	"github.com/hookd/hookd/policy"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/tracing"
 )
@@ -145,6 +146,7 @@ type chainEvent struct {
 	decoded   any            // the whole context as a policy sees it; nil until one reads it
 	args      map[string]any // its arguments; nil until a policy reads them
 	argsRead  bool
+	env       policy.Envelope // the envelope of the policy being asked (policyInput)
 }
 
 // newChainEvent is ev at the head of the chain; its context is rendered now when a webhook will
@@ -221,7 +223,9 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	recs := make([]storage.Decision, 0, len(hooks))
 	subjs := make([]subject, 0, len(hooks))
 	verdict, err = func() (Decision, error) {
-		var askReason *string
+		// The first ask's reason. Kept as a value: a pointer into res would move every res to the heap.
+		var asked bool
+		var askReason string
 		for i, h := range hooks {
 			if i > 0 {
 				now = time.Now()
@@ -240,8 +244,8 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 			case Deny:
 				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID, Extras: verdict.Extras}, nil
 			case Ask:
-				if askReason == nil {
-					askReason = &res.dec.Reason
+				if !asked {
+					asked, askReason = true, res.dec.Reason
 				}
 			case Modify:
 				if err := c.handOn(res.next); err != nil {
@@ -251,8 +255,8 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
 			}
 		}
-		if askReason != nil {
-			verdict.Decision, verdict.Reason = Ask, *askReason
+		if asked {
+			verdict.Decision, verdict.Reason = Ask, askReason
 		}
 		if ev.Enforce != nil {
 			verdict = enforced(recs, verdict, ev.Enforce(verdict))

@@ -81,12 +81,21 @@ func reuseDecider(old *boundHook, h *Hook) decider {
 // values, its context read through c.
 func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) *policy.Input {
 	ev := c.ev
-	return policy.InputOf(&policy.Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: string(h.HookType),
+	var src policy.Source = c
+	if _, ok := c.toolCall(); ok {
+		src = toolCallSource{c}
+	}
+	// The chain asks its hooks one at a time, so one envelope serves each in turn.
+	c.env = policy.Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: string(h.HookType),
 		HookName: h.HookName, OccurredAt: ev.OccurredAt.UnixMilli(), DispatchedAt: now.UnixMilli(), DeliveryAttempt: 1,
-		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}, c)
+		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}
+	return policy.InputOf(&c.env, src)
 }
 
-var _ policy.Source = (*chainEvent)(nil)
+var (
+	_ policy.Source       = (*chainEvent)(nil)
+	_ policy.ObjectSource = toolCallSource{}
+)
 
 // Context implements policy.Source: the context a webhook would receive, decoded.
 func (c *chainEvent) Context() (any, error) {
@@ -110,12 +119,9 @@ func (c *chainEvent) Context() (any, error) {
 	return c.decoded, nil
 }
 
-// toolCallContext is a pre_tool_use context as Context decodes it, built from its fields instead,
-// unless some text is not UTF-8, which rendering would change (FuzzPolicySource holds the two
-// alike). A rule that reads event.context.permissionMode of a coding agent's call then costs
-// neither the rendering nor the decoding of the whole context: 15 % of the CPU such a call took
-// in the daemon (ClaudeCodePolicy).
-func (c *chainEvent) toolCallContext() (map[string]any, bool) {
+// toolCall is the pre_tool_use context whose text is all UTF-8, which rendering leaves as it is:
+// what a policy reads of it is read from its fields (toolCallContext, toolCallSource).
+func (c *chainEvent) toolCall() (*PreToolUseContext, bool) {
 	pc, ok := c.ev.Context.(*PreToolUseContext)
 	if !ok || pc == nil {
 		return nil, false
@@ -130,24 +136,75 @@ func (c *chainEvent) toolCallContext() (map[string]any, bool) {
 			return nil, false
 		}
 	}
-	var args any = string(pc.Arguments) // text, as Value renders what is not a JSON container
-	if a := c.Arguments(); a != nil {
-		args = a // the args variable's own map: values in CEL are never changed in place
-	} else if pc.Arguments.opensContainer() && hookdtype.Valid([]byte(pc.Arguments)) {
-		args = policy.DecodeValid([]byte(pc.Arguments)) // an array
+	return pc, true
+}
+
+// toolCallMembers are the members a tool call's context may have.
+var toolCallMembers = [...]string{"toolName", "toolCallId", "arguments", "agentKind", "externalSessionId", "cwd", "permissionMode"}
+
+// toolCallContext is a pre_tool_use context as Context decodes it, built from its fields instead,
+// unless some text is not UTF-8, which rendering would change (FuzzPolicySource holds the two
+// alike). A rule that reads event.context of a coding agent's call then costs neither the
+// rendering nor the decoding of the whole context: 15 % of the CPU such a call took in the daemon
+// (ClaudeCodePolicy). One that only selects members of it reads those alone (toolCallSource).
+func (c *chainEvent) toolCallContext() (map[string]any, bool) {
+	pc, ok := c.toolCall()
+	if !ok {
+		return nil, false
 	}
-	m := make(map[string]any, 7)
-	m["toolName"], m["toolCallId"], m["arguments"] = pc.ToolName, pc.ToolCallID, args
-	if a := pc.CodingAgent; a != nil {
-		m["agentKind"], m["externalSessionId"] = a.AgentKind, a.ExternalSessionID
-		if a.Cwd != "" {
-			m["cwd"] = a.Cwd
-		}
-		if a.PermissionMode != "" {
-			m["permissionMode"] = a.PermissionMode
+	m := make(map[string]any, len(toolCallMembers))
+	for _, k := range toolCallMembers {
+		if v, ok := c.toolCallMember(pc, k); ok {
+			m[k] = v
 		}
 	}
 	return m, true
+}
+
+// toolCallMember is the member k of tool call pc's context, as its rendering decodes.
+func (c *chainEvent) toolCallMember(pc *PreToolUseContext, k string) (any, bool) {
+	switch k {
+	case "toolName":
+		return pc.ToolName, true
+	case "toolCallId":
+		return pc.ToolCallID, true
+	case "arguments":
+		if a := c.Arguments(); a != nil {
+			return a, true // the args variable's own map: values in CEL are never changed in place
+		}
+		if pc.Arguments.opensContainer() && hookdtype.Valid([]byte(pc.Arguments)) {
+			return policy.DecodeValidString(string(pc.Arguments)), true // an array
+		}
+		return string(pc.Arguments), true // text, as Value renders what is not a JSON container
+	}
+	a := pc.CodingAgent
+	if a == nil {
+		return nil, false
+	}
+	switch k {
+	case "agentKind":
+		return a.AgentKind, true
+	case "externalSessionId":
+		return a.ExternalSessionID, true
+	case "cwd":
+		if a.Cwd != "" { // omitted when empty, as rendering does
+			return a.Cwd, true
+		}
+	case "permissionMode":
+		if a.PermissionMode != "" {
+			return a.PermissionMode, true
+		}
+	}
+	return nil, false
+}
+
+// toolCallSource is the chain event of a tool call (toolCall): a rule that selects a member of its
+// context, event.context.permissionMode, reads that member alone.
+type toolCallSource struct{ *chainEvent }
+
+// Member implements policy.ObjectSource.
+func (s toolCallSource) Member(k string) (any, bool) {
+	return s.toolCallMember(s.ev.Context.(*PreToolUseContext), k)
 }
 
 // Arguments implements policy.Source: pre_tool_use's arguments when they are an object, decoded
@@ -161,7 +218,7 @@ func (c *chainEvent) Arguments() map[string]any {
 		case !utf8.ValidString(string(pc.Arguments)):
 			c.args = c.whole().Arguments() // rendering replaces what is not UTF-8
 		case hookdtype.Valid([]byte(pc.Arguments)):
-			c.args, _ = policy.DecodeValid([]byte(pc.Arguments)).(map[string]any)
+			c.args, _ = policy.DecodeValidString(string(pc.Arguments)).(map[string]any)
 		}
 	}
 	return c.args

@@ -9,6 +9,7 @@ import (
 	"path"
 	"regexp"
 	"regexp/syntax"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -27,7 +28,8 @@ import (
 // Input is what a policy sees of one event: the envelope a webhook would receive, and shortcuts
 // into its context. Values are the JSON decoding of DecodeJSON (whole numbers as int).
 type Input struct {
-	// Event is the envelope; with InputOf it is built when a rule first reads it.
+	// Event is the envelope; with InputOf it is built when a rule first reads it whole (a policy
+	// that only selects members of it is given a map of those, see eventReads).
 	Event map[string]any
 	Tool  string         // pre_tool_use: context.toolName
 	Args  map[string]any // pre_tool_use: context.arguments when they are a JSON object, else {}; with InputOf, read when a rule first does
@@ -40,6 +42,10 @@ type Input struct {
 	src  Source
 	task bool
 	size int // maxSize, once known
+	// reads is what the policy evaluating the input reads of the event variable; sel, the map of
+	// the members it selects, built for selOf (see selectedEvent).
+	reads, selOf *eventReads
+	sel          map[string]any
 }
 
 // Source is an event's context as a policy reads it, each part taken when a rule first needs it:
@@ -55,6 +61,15 @@ type Source interface {
 	// MaxSize is at least the length of every string and the size of every list and map in the
 	// context, as a rule reads them: what Eval checks against SizeBound.
 	MaxSize() int
+}
+
+// An ObjectSource is a Source whose context is an object it reads one member at a time, without
+// decoding the rest, and whose Context never fails: a rule that selects event.context.permissionMode
+// then costs neither the decoding of the arguments beside it nor a map of the whole context.
+type ObjectSource interface {
+	Source
+	// Member is the member k of the object Context returns, and whether it has one.
+	Member(k string) (any, bool)
 }
 
 // Decoded is the Source of a context DecodeJSON returned.
@@ -179,31 +194,102 @@ func (in *Input) taskVar() any {
 	return in.Task
 }
 
-// event is the event variable: the envelope as DecodeJSON would return it.
+// event is the event variable: the envelope as DecodeJSON would return it, or only the members
+// of it the policy selects (see eventReads).
 func (in *Input) event() any {
 	if in.Event != nil || in.env == nil {
 		return in.Event
+	}
+	if r := in.reads; r != nil && !r.whole {
+		return in.selectedEvent(r)
 	}
 	context, err := in.src.Context()
 	if err != nil {
 		return types.WrapErr(err)
 	}
-	e := in.env
+	in.Event = make(map[string]any, len(envelopeMembers)+1)
+	for _, k := range envelopeMembers {
+		in.Event[k], _ = in.env.member(k)
+	}
+	in.Event["context"] = context
+	return in.Event
+}
+
+// selectedEvent is the event variable of a policy that only selects members of it (r): a map of
+// those members alone, holding each as the whole envelope holds it, event.context included (only
+// the members r selects of it, when the source reads them one at a time).
+func (in *Input) selectedEvent(r *eventReads) any {
+	if in.selOf == r {
+		return in.sel
+	}
+	obj, isObj := in.src.(ObjectSource)
+	var context any
+	if !isObj || r.contextWhole {
+		// Read whole; and an error fails the whole event variable, as it does the whole envelope.
+		var err error
+		if context, err = in.src.Context(); err != nil {
+			return types.WrapErr(err)
+		}
+	} else if slices.Contains(r.members, "context") {
+		m := make(map[string]any, len(r.contextMembers))
+		for _, k := range r.contextMembers {
+			if v, ok := obj.Member(k); ok {
+				m[k] = v
+			}
+		}
+		context = m
+	}
+	in.sel, in.selOf = make(map[string]any, len(r.members)), r
+	for _, k := range r.members {
+		if k == "context" {
+			in.sel[k] = context
+		} else if v, ok := in.env.member(k); ok {
+			in.sel[k] = v
+		}
+	}
+	return in.sel
+}
+
+// envelopeMembers are the members of the event variable beside its context.
+var envelopeMembers = [...]string{"schemaVersion", "eventId", "hookType", "hookName", "occurredAt", "dispatchedAt",
+	"deliveryAttempt", "traceId", "sessionId", "principalId", "agentId"}
+
+// member is the envelope's member k as DecodeJSON would return it, for k in envelopeMembers.
+func (e *Envelope) member(k string) (any, bool) {
 	id := func(v *int64) any {
 		if v == nil {
 			return nil
 		}
 		return *v
 	}
-	var trace any
-	if e.TraceID != "" {
-		trace = e.TraceID
+	switch k {
+	case "schemaVersion":
+		return e.SchemaVersion, true
+	case "eventId":
+		return e.EventID, true
+	case "hookType":
+		return e.HookType, true
+	case "hookName":
+		return e.HookName, true
+	case "occurredAt":
+		return e.OccurredAt, true
+	case "dispatchedAt":
+		return e.DispatchedAt, true
+	case "deliveryAttempt":
+		return e.DeliveryAttempt, true
+	case "traceId":
+		if e.TraceID == "" {
+			return nil, true
+		}
+		return e.TraceID, true
+	case "sessionId":
+		return id(e.SessionID), true
+	case "principalId":
+		return id(e.PrincipalID), true
+	case "agentId":
+		return id(e.AgentID), true
 	}
-	in.Event = map[string]any{"schemaVersion": e.SchemaVersion, "eventId": e.EventID, "hookType": e.HookType,
-		"hookName": e.HookName, "occurredAt": e.OccurredAt, "dispatchedAt": e.DispatchedAt,
-		"deliveryAttempt": e.DeliveryAttempt, "traceId": trace, "sessionId": id(e.SessionID),
-		"principalId": id(e.PrincipalID), "agentId": id(e.AgentID), "context": context}
-	return in.Event
+	return nil, false
 }
 
 // ResolveName implements interpreter.Activation.
@@ -261,21 +347,28 @@ func DecodeJSON(b []byte) (any, error) {
 // DecodeValid is DecodeJSON of b that is known to be valid JSON (json.Marshal's output, say); of
 // anything else its result means nothing.
 func DecodeValid(b []byte) any {
-	v, _ := decodeValid(b, 0)
+	v, _ := decodeValid(b, string(b), 0)
+	return v
+}
+
+// DecodeValidString is DecodeValid of the text s.
+func DecodeValidString(s string) any {
+	v, _ := decodeValid([]byte(s), s, 0)
 	return v
 }
 
 // decodeValid decodes the valid JSON value at b[i] as DecodeJSON does (as encoding/json decodes
-// into an any, the last of a key sent twice kept) and returns the index after it.
-func decodeValid(b []byte, i int) (any, int) {
+// into an any, the last of a key sent twice kept) and returns the index after it. s is b as a
+// string: a key, a string without escapes and a number are slices of it, not a copy each.
+func decodeValid(b []byte, s string, i int) (any, int) {
 	i = hookdtype.SkipSpace(b, i)
 	switch b[i] {
 	case '{':
 		m := map[string]any{}
 		for i = hookdtype.SkipSpace(b, i+1); b[i] != '}'; {
 			end, decode := hookdtype.StringEnd(b, i)
-			k := hookdtype.StringContent(b[i:end], decode)
-			m[k], i = decodeValid(b, hookdtype.SkipSpace(b, end)+1) // after ':'
+			k := stringAt(b, s, i, end, decode)
+			m[k], i = decodeValid(b, s, hookdtype.SkipSpace(b, end)+1) // after ':'
 			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
 				i = hookdtype.SkipSpace(b, i+1)
 			}
@@ -285,7 +378,7 @@ func decodeValid(b []byte, i int) (any, int) {
 		a := []any{}
 		for i = hookdtype.SkipSpace(b, i+1); b[i] != ']'; {
 			var v any
-			v, i = decodeValid(b, i)
+			v, i = decodeValid(b, s, i)
 			a = append(a, v)
 			if i = hookdtype.SkipSpace(b, i); b[i] == ',' {
 				i = hookdtype.SkipSpace(b, i+1)
@@ -294,7 +387,7 @@ func decodeValid(b []byte, i int) (any, int) {
 		return a, i + 1
 	case '"':
 		end, decode := hookdtype.StringEnd(b, i)
-		return hookdtype.StringContent(b[i:end], decode), end
+		return stringAt(b, s, i, end, decode), end
 	case 't':
 		return true, i + 4
 	case 'f':
@@ -303,7 +396,16 @@ func decodeValid(b []byte, i int) (any, int) {
 		return nil, i + 4
 	}
 	end := hookdtype.ValueEnd(b, i)
-	return number(json.Number(b[i:end])), end
+	return number(json.Number(s[i:end])), end
+}
+
+// stringAt is the content of the JSON string b[i:end] (StringEnd's decode said whether it differs
+// from its text), s being b as a string.
+func stringAt(b []byte, s string, i, end int, decode bool) string {
+	if decode {
+		return hookdtype.StringContent(b[i:end], true)
+	}
+	return s[i+1 : end-1]
 }
 
 // number is v with every json.Number in it as int64 when whole, else float64.

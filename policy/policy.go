@@ -69,6 +69,7 @@ type Policy struct {
 	// (-1: none): one evaluation instead of one per rule. Any error of it sends Eval through the
 	// rules one by one, which names the rule and field. Zero when it does not compile.
 	first program
+	reads eventReads // what the expressions read of the event variable
 }
 
 type compiled struct {
@@ -331,6 +332,7 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 	if err != nil {
 		return program{}, invalid(field, "%v", err)
 	}
+	p.reads.read(ast.NativeRep().Expr())
 	return prg, nil
 }
 
@@ -340,6 +342,7 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 // (Result.Cost is then 0). Anything that goes wrong that way is evaluated again, counted, which
 // names the rule and field.
 func (p *Policy) Eval(in *Input) (Result, error) {
+	in.reads = &p.reads
 	if p.first.uncounted != nil && p.first.maxCost <= p.costLimit && in.maxSize() <= SizeBound {
 		if res, ok := p.evalUncounted(in); ok {
 			return res, nil
@@ -371,6 +374,7 @@ func (p *Policy) evalUncounted(in *Input) (Result, bool) {
 // EvalCounted is Eval counting the cost of every expression, for the exact Result.Cost of a
 // trial evaluation.
 func (p *Policy) EvalCounted(in *Input) (Result, error) {
+	in.reads = &p.reads
 	e := &evaluation{p: p, in: in}
 	if i, ok := e.firstTrue(); ok {
 		if i < 0 {
@@ -424,21 +428,22 @@ func (e *evaluation) run(r *compiled, prg cel.Program, field string) (ref.Val, e
 	if det != nil && det.ActualCost() != nil {
 		e.spent += *det.ActualCost()
 	}
+	if err == nil && e.spent <= e.p.costLimit {
+		return v, nil // ahead of the targets of errors.As below, which escape: three allocations
+	}
 	var cancelled interpreter.EvalCancelledError
 	var pattern *PatternCostError
 	var call *CallCostError
 	switch {
-	case errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded,
-		err == nil && e.spent > e.p.costLimit:
+	case err == nil, // over the limit
+		errors.As(err, &cancelled) && cancelled.Cause == interpreter.CostLimitExceeded:
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: errors.New("cost limit exceeded")}
 	case errors.As(err, &pattern):
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: pattern}
 	case errors.As(err, &call):
 		return nil, &EvalError{Rule: r.name, Field: field, CostExceeded: true, Err: call}
-	case err != nil:
-		return nil, &EvalError{Rule: r.name, Field: field, Err: err}
 	}
-	return v, nil
+	return nil, &EvalError{Rule: r.name, Field: field, Err: err}
 }
 
 // decided is the result of rule r, whose when was true: its reason and modifiedValue evaluated.
