@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // claudeCode is Claude Code: command hooks and HTTP hooks with the same JSON. See docs/agents.md
@@ -112,7 +113,7 @@ func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
 		case v.Hint == "" && v.Notice == "":
 			return nil
 		}
-		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
+		return (&claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice}).marshal()
 	case dispatcher.UserMessage:
 		return claudePrompt(m, v)
 	}
@@ -149,6 +150,26 @@ type claudeSpecific struct {
 	AdditionalContext        string          `json:"additionalContext,omitempty"`
 }
 
+// marshal is a as json.Marshal encodes it.
+func (a *claudeAnswer) marshal() []byte {
+	b := append(make([]byte, 0, 256), '{')
+	b = appendMember(appendMember(b, "decision", a.Decision), "reason", a.Reason)
+	if s := a.HookSpecificOutput; s != nil {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		b = hookdtype.AppendJSONString(append(b, `"hookSpecificOutput":{"hookEventName":`...), s.HookEventName)
+		b = appendMember(b, "permissionDecision", s.PermissionDecision)
+		b = appendMember(b, "permissionDecisionReason", s.PermissionDecisionReason)
+		if len(s.UpdatedInput) > 0 {
+			// Compacted and HTML-escaped, as json.Marshal writes a json.RawMessage.
+			b = append(append(b, `,"updatedInput":`...), encode(s.UpdatedInput)...)
+		}
+		b = append(appendMember(b, "additionalContext", s.AdditionalContext), '}')
+	}
+	return append(appendMember(b, "systemMessage", a.SystemMessage), '}')
+}
+
 // orNil is s, or nil when it says nothing but the event's name.
 func (s *claudeSpecific) orNil() *claudeSpecific {
 	if s.PermissionDecision == "" && s.AdditionalContext == "" {
@@ -163,10 +184,10 @@ func (s *claudeSpecific) orNil() *claudeSpecific {
 // so its hint has no one to reach.
 func claudePrompt(m Mapped, v Verdict) []byte {
 	if v.Decision == dispatcher.Deny {
-		return encode(claudeAnswer{Decision: "block", Reason: v.reason()})
+		return (&claudeAnswer{Decision: "block", Reason: v.reason()}).marshal()
 	}
 	if v.Hint == "" {
 		return nil
 	}
-	return encode(claudeAnswer{HookSpecificOutput: &claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}})
+	return (&claudeAnswer{HookSpecificOutput: &claudeSpecific{HookEventName: m.Event, AdditionalContext: v.Hint}}).marshal()
 }

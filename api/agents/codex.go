@@ -60,7 +60,7 @@ func (c codex) Answer(m Mapped, v Verdict) []byte {
 		if out.PermissionDecisionReason != "" {
 			out.PermissionDecision = dispatcher.Deny
 		}
-		return encode(claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice})
+		return (&claudeAnswer{HookSpecificOutput: out.orNil(), SystemMessage: v.Notice}).marshal()
 	case dispatcher.UserMessage:
 		if b := claudePrompt(m, v); b != nil {
 			return b

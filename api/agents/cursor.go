@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // cursor is Cursor's agent hooks: camelCase events, conversation_id as the session, and a
@@ -82,14 +83,14 @@ func (cursor) Map(in Input) (Mapped, error) {
 		if err != nil {
 			return m, err
 		}
-		name, m.ToolInput = cursorShell, encode(map[string]string{"command": cmd, "cwd": in.str("cwd")})
+		name, m.ToolInput = cursorShell, stringObject("command", cmd, "cwd", in.str("cwd"))
 		output = in.raw("output")
 	case "beforeReadFile":
 		path, err := in.need("file_path")
 		if err != nil {
 			return m, err
 		}
-		name, m.ToolInput = cursorRead, encode(map[string]string{"file_path": path})
+		name, m.ToolInput = cursorRead, stringObject("file_path", path)
 	case "preToolUse", "postToolUse", "postToolUseFailure", "beforeMCPExecution", "afterMCPExecution":
 		if name, err = in.need("tool_name"); err != nil {
 			return m, err
@@ -141,6 +142,14 @@ type cursorPermission struct {
 	AgentMessage string `json:"agent_message,omitempty"`
 }
 
+// marshal is p as json.Marshal encodes it.
+func (p *cursorPermission) marshal() []byte {
+	b := hookdtype.AppendJSONString(append(make([]byte, 0, 64+len(p.UserMessage)+len(p.AgentMessage)), `{"permission":`...),
+		p.Permission)
+	b = appendMember(b, "user_message", p.UserMessage)
+	return append(appendMember(b, "agent_message", p.AgentMessage), '}')
+}
+
 // Answer: the permission events answer {"permission", "user_message", "agent_message"}; a modify,
 // and an ask of beforeReadFile, which cannot ask, is a deny that says why (Enforce). beforeSubmitPrompt can only refuse ({"continue": false}). A hint joins
 // agent_message and a tool event's notice user_message; with an allow they are not forwarded, since
@@ -158,7 +167,7 @@ func (c cursor) Answer(m Mapped, v Verdict) []byte {
 		}
 		out.UserMessage = with(out.AgentMessage, v.Notice)
 		out.AgentMessage = with(out.AgentMessage, v.Hint)
-		return encode(out)
+		return out.marshal()
 	case dispatcher.UserMessage:
 		if v.Decision == dispatcher.Deny {
 			return encode(map[string]any{"continue": false, "user_message": v.reason()})

@@ -50,6 +50,9 @@ func (g geminiCLI) Answer(m Mapped, v Verdict) []byte {
 			out.Reason = with(out.Reason, v.Hint)
 		}
 	}
+	if out.Decision == "" && out.Reason == "" && len(out.HookSpecificOutput) == 0 && out.SystemMessage == "" {
+		return nothing // what json.Marshal writes of it: every allow's answer
+	}
 	return encode(out)
 }
 

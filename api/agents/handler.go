@@ -200,10 +200,10 @@ func (h *handler) hook(c *gin.Context) {
 		return d
 	}
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
-	if gone := (*dispatcher.CallerGoneError)(nil); errors.As(err, &gone) {
-		return // nobody to answer; the chain's rows say so
-	}
 	if err != nil {
+		if gone := (*dispatcher.CallerGoneError)(nil); errors.As(err, &gone) {
+			return // nobody to answer; the chain's rows say so
+		}
 		id := dec.DecisionID // of the chain's rows, when it ended in an error after asking hooks
 		dec = dispatcher.Decision{Decision: dispatcher.Deny, Reason: "hookd could not decide this call, so it is blocked"}
 		var bad *dispatcher.InvalidModifyError
@@ -356,9 +356,11 @@ func toolEventsOf(c *gin.Context, kind string) (bool, error) {
 }
 
 // oneHeader is the value of a header hookd reads, refused when sent more than once: which was
-// meant is not known (the first would win without a word).
+// meant is not known (the first would win without a word). name is in canonical form
+// (TestHeaderNamesCanonical), so the header is looked up as it is, not canonicalized again on
+// every call.
 func oneHeader(c *gin.Context, name string) (string, error) {
-	vs := c.Request.Header.Values(name)
+	vs := c.Request.Header[name]
 	if len(vs) > 1 {
 		return "", fmt.Errorf("%s: sent %d times; send it once", name, len(vs))
 	}
