@@ -23,28 +23,43 @@ const (
 	DurabilityBatched = "batched"
 )
 
-// recordDecisions hands the rows of one chain to the decision log, subjs[i] the subject of
-// recs[i]; in sync mode it returns once they are committed, and an error means the decision must
-// not be acted on. A subject's digest (the canonical arguments' SHA-256) is worked out before the
-// rows are handed over in sync mode; in batched mode, where the caller has its answer first, the
-// writer works it out in its cycle (commitCycle), off the caller's path.
-func (d *Dispatcher) recordDecisions(ctx context.Context, recs []storage.Decision, subjs []subject) error {
-	if len(recs) == 0 {
+// decisionReq is an empty decision log write for the rows of n hooks. The rows of the common
+// chain of one hook, their subject and the request are one allocation, not three.
+func decisionReq(n int) *writeReq {
+	if n > 1 {
+		return &writeReq{kind: writeDecision, decisions: make([]storage.Decision, 0, n), subjects: make([]subject, 0, n)}
+	}
+	one := new(struct {
+		req  writeReq
+		rec  [1]storage.Decision
+		subj [1]subject
+	})
+	one.req = writeReq{kind: writeDecision, decisions: one.rec[:0], subjects: one.subj[:0]}
+	return &one.req
+}
+
+// recordDecisions hands the rows of one chain (r, from decisionReq) to the decision log,
+// r.subjects[i] the subject of r.decisions[i]; in sync mode it returns once they are committed,
+// and an error means the decision must not be acted on. A subject's digest (the canonical
+// arguments' SHA-256) is worked out before the rows are handed over in sync mode; in batched
+// mode, where the caller has its answer first, the writer works it out in its cycle
+// (commitCycle), off the caller's path.
+func (d *Dispatcher) recordDecisions(ctx context.Context, r *writeReq) error {
+	if len(r.decisions) == 0 {
 		return nil
 	}
 	sync := d.set.DecisionDurability != DurabilityBatched
 	// The hooks were asked: the record is written even if the caller has gone meanwhile.
-	r := &writeReq{kind: writeDecision, decisions: recs, subjects: subjs}
 	if sync {
 		r.digestSubjects(d.set.RecordArguments)
 		r.done = make(chan error, 1)
 	}
 	if err := d.route[writeDecision].submit(context.WithoutCancel(ctx), r); err != nil {
 		if !sync {
-			d.log.Error("decision log write dropped", "entries", len(recs), "err", err)
+			d.log.Error("decision log write dropped", "entries", len(r.decisions), "err", err)
 			return nil
 		}
-		return fmt.Errorf("dispatcher: decision %s not recorded: %w", recs[0].DecisionID, err)
+		return fmt.Errorf("dispatcher: decision %s not recorded: %w", r.decisions[0].DecisionID, err)
 	}
 	return nil
 }
@@ -112,7 +127,9 @@ func (d *Dispatcher) recordHookless(ctx context.Context, ev Event, rec storage.D
 	rec.SessionID, rec.PrincipalID, rec.AgentID, rec.TraceID = ev.SessionID, ev.PrincipalID, ev.AgentID, strPtr(ev.TraceID)
 	subj := subjectOf(ev.Context)
 	rec.ToolName, rec.ToolCallID, rec.TaskID = subj.toolName, subj.toolCallID, subj.taskID
-	return d.recordDecisions(ctx, []storage.Decision{rec}, []subject{subj})
+	r := decisionReq(1)
+	r.decisions, r.subjects = append(r.decisions, rec), append(r.subjects, subj)
+	return d.recordDecisions(ctx, r)
 }
 
 // digestSubjects fills each decision row's subject hash (and, with record, decisions.recordArguments,
@@ -260,5 +277,7 @@ func canonicalObject(out, in []byte, i int) ([]byte, int) {
 
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	var out [2 * sha256.Size]byte // the string's one allocation, not a slice's besides
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }

@@ -140,20 +140,21 @@ var (
 // context rendered once for the webhooks and read by the policies as far as their rules need
 // (policy.Source), each part at most once per value of the chain.
 type chainEvent struct {
-	ev        *Event
+	ev        Event           // its own copy: the event and the chain are one allocation
 	body      json.RawMessage // nil until rendered
 	canonical bool
 	decoded   any            // the whole context as a policy sees it; nil until one reads it
 	args      map[string]any // its arguments; nil until a policy reads them
 	argsRead  bool
 	env       policy.Envelope // the envelope of the policy being asked (policyInput)
+	in        policy.Input    // and its input
 }
 
-// newChainEvent is ev at the head of the chain; its context is rendered now when a webhook will
-// send it (an error then is the call's, before any hook is asked), else when a policy first reads
-// it whole.
+// newChainEvent is a copy of ev at the head of the chain; its context is rendered now when a
+// webhook will send it (an error then is the call's, before any hook is asked), else when a
+// policy first reads it whole.
 func newChainEvent(ev *Event, render bool) (*chainEvent, error) {
-	c := &chainEvent{ev: ev}
+	c := &chainEvent{ev: *ev}
 	if !render {
 		return c, nil
 	}
@@ -219,9 +220,8 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	if err != nil {
 		return Decision{}, err
 	}
-	subj := subjectOf(ev.Context)
-	recs := make([]storage.Decision, 0, len(hooks))
-	subjs := make([]subject, 0, len(hooks))
+	subj := subjectOf(c.ev.Context)
+	write := decisionReq(len(hooks))
 	verdict, err = func() (Decision, error) {
 		// The first ask's reason. Kept as a value: a pointer into res would move every res to the heap.
 		var asked bool
@@ -231,7 +231,8 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				now = time.Now()
 			}
 			res := d.evaluate(ctx, h, c, now)
-			recs, subjs = append(recs, d.decisionRow(h, &ev, &subj, verdict.DecisionID, now, res)), append(subjs, subj)
+			write.decisions = append(write.decisions, d.decisionRow(h, &c.ev, &subj, verdict.DecisionID, now, res))
+			write.subjects = append(write.subjects, subj)
 			d.metrics.decided(h.HookType, res.dec.Decision, res.failure != nil, time.Since(now))
 			if res.invalid != nil {
 				return Decision{DecisionID: verdict.DecisionID}, res.invalid
@@ -251,19 +252,19 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 				if err := c.handOn(res.next); err != nil {
 					return Decision{}, err
 				}
-				subj = subjectOf(ev.Context)
+				subj = subjectOf(c.ev.Context)
 				verdict.Decision, verdict.ModifiedValue = Modify, res.dec.ModifiedValue
 			}
 		}
 		if asked {
 			verdict.Decision, verdict.Reason = Ask, askReason
 		}
-		if ev.Enforce != nil {
-			verdict = enforced(recs, verdict, ev.Enforce(verdict))
+		if c.ev.Enforce != nil {
+			verdict = enforced(write.decisions, verdict, c.ev.Enforce(verdict))
 		}
 		return verdict, nil
 	}()
-	if rerr := d.recordDecisions(ctx, recs, subjs); rerr != nil {
+	if rerr := d.recordDecisions(ctx, write); rerr != nil {
 		return Decision{}, rerr
 	}
 	return verdict, err
@@ -368,7 +369,7 @@ func (webhookDecider) decide(ctx context.Context, d *Dispatcher, h *boundHook, c
 	if err != nil {
 		return answer{failure: err}
 	}
-	return d.call(ctx, h, c.ev, strPtr(c.ev.TraceID), body, canonical, eventID, now)
+	return d.call(ctx, h, &c.ev, strPtr(c.ev.TraceID), body, canonical, eventID, now)
 }
 
 // anyWebhook tells whether a chain of hooks sends its event to some receiver.

@@ -80,16 +80,17 @@ func reuseDecider(old *boundHook, h *Hook) decider {
 // policyInput is the event as a policy sees it: the envelope a webhook of h would receive, as
 // values, its context read through c.
 func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) *policy.Input {
-	ev := c.ev
+	ev := &c.ev
 	var src policy.Source = c
 	if _, ok := c.toolCall(); ok {
 		src = toolCallSource{c}
 	}
-	// The chain asks its hooks one at a time, so one envelope serves each in turn.
+	// The chain asks its hooks one at a time, so one envelope and one input serve each in turn.
 	c.env = policy.Envelope{SchemaVersion: SchemaVersion, EventID: eventID, HookType: string(h.HookType),
 		HookName: h.HookName, OccurredAt: ev.OccurredAt.UnixMilli(), DispatchedAt: now.UnixMilli(), DeliveryAttempt: 1,
 		TraceID: ev.TraceID, SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID}
-	return policy.InputOf(&c.env, src)
+	c.in.Reset(&c.env, src)
+	return &c.in
 }
 
 var (

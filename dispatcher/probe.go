@@ -132,7 +132,7 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 	}
 	body, canonical := c.body, c.canonical
 	if h.HookType.Interceptive() {
-		ev.TraceID = "hookd-test-" + storage.NewTSIDString()
+		c.ev.TraceID = "hookd-test-" + storage.NewTSIDString()
 		r := d.evaluate(ctx, h, c, now)
 		res := ProbeResult{EventID: r.eventID, StatusCode: r.status, LatencyMs: r.took.Milliseconds(),
 			Decision: &r.dec.Decision, Reason: nullIfEmpty(r.dec.Reason), ModifiedValue: r.dec.ModifiedValue,

@@ -143,7 +143,15 @@ type Envelope struct {
 // InputOf is the Input of the envelope env with its context read from src. The event variable's
 // map, args and task are only built if a rule reads them.
 func InputOf(env *Envelope, src Source) *Input {
-	return &Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, src: src,
+	in := new(Input)
+	in.Reset(env, src)
+	return in
+}
+
+// Reset makes in what InputOf(env, src) returns, in place: a caller that asks policies one at a
+// time keeps one Input rather than allocating one for each.
+func (in *Input) Reset(env *Envelope, src Source) {
+	*in = Input{PrincipalID: env.PrincipalID, AgentID: env.AgentID, SessionID: env.SessionID, env: env, src: src,
 		Tool: src.ToolName(), Input: src.UserInput(), task: env.HookType == "pre_scheduled_task"}
 }
 
@@ -297,12 +305,12 @@ func (in *Input) ResolveName(name string) (any, bool) {
 	switch name {
 	case "event":
 		return in.event(), true
-	case "tool":
-		return in.Tool, true
+	case "tool": // as CEL values: a Go string would be converted to one at every read, an allocation more
+		return types.String(in.Tool), true
 	case "args":
 		return in.args(), true
 	case "input":
-		return in.Input, true
+		return types.String(in.Input), true
 	case "task":
 		return in.taskVar(), true
 	case "principalId":
