@@ -82,20 +82,22 @@ func readBody(timeout time.Duration) gin.HandlerFunc {
 		if c.Request.Body == nil || c.Request.Body == http.NoBody {
 			return // no body, as on a GET: nothing to read, no deadline to set
 		}
-		c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes)
 		rc := http.NewResponseController(c.Writer)
 		_ = rc.SetReadDeadline(time.Now().Add(timeout))
-		body, err := io.ReadAll(c.Request.Body)
-		var tooBig *http.MaxBytesError
+		body, err := readAll(c.Request.Body, c.Request.ContentLength, MaxBodyBytes)
+		tooBig, over := errors.AsType[*http.MaxBytesError](err)
 		switch {
 		case err == nil:
 			_ = rc.SetReadDeadline(time.Time{}) // on failure it stays: the server must not wait for the rest
 			c.Request.Body = wire.NewBuffered(body)
-		case errors.As(err, &tooBig) && answersOversized(c):
-			// The rest of the body stays unread: the server closes the connection after the answer.
+		case over && answersOversized(c):
+			// The rest of the body stays unread: the server closes the connection after the answer
+			// (as http.MaxBytesReader would have it), rather than read on to reuse it.
+			c.Header("Connection", "close")
 			wire.MarkOversized(c, wire.Oversized{Limit: tooBig.Limit, Prefix: body})
 			c.Request.Body = wire.NewBuffered(nil)
-		case errors.As(err, &tooBig):
+		case over:
+			c.Header("Connection", "close")
 			wire.Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			c.Header("Connection", "close")
@@ -106,6 +108,41 @@ func readBody(timeout time.Duration) gin.HandlerFunc {
 		}
 	}
 }
+
+// readAll reads r to its end as io.ReadAll(http.MaxBytesReader(w, r, limit)) does: the bytes up
+// to limit, and a *http.MaxBytesError past it. It reads into one buffer of a known length's size
+// (length < 0 for unknown) instead of growing one from 512 bytes, and allocates no limit reader.
+// A length over presizeMax is not taken at its word: the buffer grows as the bytes come, so a
+// client cannot have memory held for a body it never sends.
+func readAll(r io.Reader, length, limit int64) ([]byte, error) {
+	size := int64(512)
+	if length > 0 {
+		size = min(length, limit, presizeMax) + 1 // one byte more, for the read that finds the end
+	}
+	b := make([]byte, 0, size)
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if rest := limit + 1 - int64(len(b)); int64(len(room)) > rest {
+			room = room[:rest] // one byte past the limit tells a body over it
+		}
+		n, err := r.Read(room)
+		b = b[:len(b)+n]
+		switch {
+		case int64(len(b)) > limit:
+			return b[:limit], &http.MaxBytesError{Limit: limit}
+		case err == io.EOF:
+			return b, nil
+		case err != nil:
+			return b, err
+		}
+	}
+}
+
+// presizeMax bounds the buffer readAll allocates before any byte of the body has come.
+const presizeMax = 64 << 10
 
 // deadlineWriter arms the connection's write deadline before each write and flush.
 type deadlineWriter struct {

@@ -83,8 +83,7 @@ func (a dispatchAPI) dispatch(c *gin.Context) {
 		return
 	}
 	dec, err := a.d.Intercept(c.Request.Context(), ev)
-	var bad *dispatcher.InvalidModifyError
-	if errors.As(err, &bad) {
+	if bad, ok := errors.AsType[*dispatcher.InvalidModifyError](err); ok {
 		wire.Fail(c, http.StatusBadGateway, "%v", bad)
 		return
 	}

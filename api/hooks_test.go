@@ -380,6 +380,10 @@ func TestAdminAuthAndErrors(t *testing.T) {
 	if resp.StatusCode != 413 {
 		t.Errorf("chunked big body: %d", resp.StatusCode)
 	}
+	// The rest of the body is left unread: the connection is closed, not read on to be reused.
+	if !resp.Close {
+		t.Errorf("chunked big body: the connection is kept (%v)", resp.Header)
+	}
 	for _, path := range []string{"/healthz", "/readyz"} {
 		anon := c
 		anon.tok = ""

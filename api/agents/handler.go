@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,7 +52,10 @@ const DecisionIDHeader = "X-Hookd-Decision-Id"
 const HookRoute = "/v1/agents/:kind/hooks"
 
 // Register mounts POST /v1/agents/{kind}/hooks.
-func Register(r gin.IRouter, d Deps) {
+func Register(r gin.IRouter, d Deps) { r.POST(HookRoute, newHandler(d).hook) }
+
+// newHandler builds the hook route's handler and registers its metrics in d.Metrics.
+func newHandler(d Deps) *handler {
 	h := &handler{Deps: d,
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookd_agent_hook_events_total",
 			Help: "Coding agents' hook events received, by harness and the hookd point they map to (\"none\": answered with nothing to say)."},
@@ -66,12 +70,40 @@ func Register(r gin.IRouter, d Deps) {
 	if d.Metrics != nil {
 		d.Metrics.MustRegister(h.events, h.unmapped, h.dropped)
 	}
-	r.POST(HookRoute, h.hook)
+	h.eventCounts = map[eventLabels]*atomic.Value{}
+	for _, kind := range Kinds {
+		h.eventCounts[eventLabels{kind, "none"}] = new(atomic.Value)
+		for _, p := range dispatcher.HookTypes {
+			h.eventCounts[eventLabels{kind, string(p)}] = new(atomic.Value)
+		}
+	}
+	return h
 }
 
 type handler struct {
 	Deps
 	events, unmapped, dropped *prometheus.CounterVec
+	// eventCounts has a slot for every kind and point (or "none") that holds the events counter
+	// of the pair once it has counted one: WithLabelValues hashes and looks up its labels on
+	// every call. Taken at the first count, the series /metrics shows are still those counted.
+	eventCounts map[eventLabels]*atomic.Value
+}
+
+type eventLabels struct{ kind, point string }
+
+// countEvent counts an event of kind at point in events.
+func (h *handler) countEvent(kind, point string) {
+	slot, ok := h.eventCounts[eventLabels{kind, point}]
+	if !ok { // a point hookd does not list: counted, not kept
+		h.events.WithLabelValues(kind, point).Inc()
+		return
+	}
+	c, _ := slot.Load().(prometheus.Counter)
+	if c == nil {
+		c = h.events.WithLabelValues(kind, point)
+		slot.Store(c)
+	}
+	c.Inc()
 }
 
 func (h *handler) hook(c *gin.Context) {
@@ -160,14 +192,14 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	m, err := ad.Map(in)
 	if m.Point == "" {
-		h.events.WithLabelValues(kind, "none").Inc()
+		h.countEvent(kind, "none")
 		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
 	if err == nil && m.DecidedBy != "" && toolEvents {
 		// The harness fires another event for this same action, which hookd decides or records.
-		h.events.WithLabelValues(kind, "none").Inc()
+		h.countEvent(kind, "none")
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
@@ -175,12 +207,11 @@ func (h *handler) hook(c *gin.Context) {
 		h.refuse(c, ad, caller, m, http.StatusBadRequest, err)
 		return
 	}
-	h.events.WithLabelValues(kind, string(m.Point)).Inc()
-	session := sessionOf(kind, caller, m.Session)
-	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), SessionID: &session,
-		PrincipalID: caller.PrincipalID, AgentID: agentID,
-		Context: WithAgent(m.Context, &dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session,
-			Cwd: m.Cwd, PermissionMode: m.PermissionMode})}
+	h.countEvent(kind, string(m.Point))
+	call := &hookCall{ad: ad, m: m, session: sessionOf(kind, caller, m.Session),
+		agent: dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session, Cwd: m.Cwd, PermissionMode: m.PermissionMode}}
+	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), SessionID: &call.session,
+		PrincipalID: caller.PrincipalID, AgentID: agentID, Context: WithAgent(m.Context, &call.agent)}
 	if !m.Point.Interceptive() {
 		if _, err := h.Dispatcher.Observe(c.Request.Context(), ev); err != nil {
 			wire.FailErr(c, err)
@@ -189,16 +220,7 @@ func (h *handler) hook(c *gin.Context) {
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
-	// The log records what the harness is told to do, not what it cannot do (an ask it cannot
-	// put to a person is a block).
-	ev.Enforce = func(d dispatcher.Decision) dispatcher.Decision {
-		v := ad.Enforce(m, Verdict{Decision: d.Decision, Reason: d.Reason, Modified: d.ModifiedValue})
-		d.Decision, d.Reason, d.ModifiedValue = v.Decision, v.Reason, v.Modified
-		if v.blocks() {
-			d.Reason = v.reason() // as the harness is told it
-		}
-		return d
-	}
+	ev.Enforce = call.enforce
 	dec, err := h.Dispatcher.Intercept(c.Request.Context(), ev)
 	if err != nil {
 		if gone := (*dispatcher.CallerGoneError)(nil); errors.As(err, &gone) {
@@ -226,6 +248,25 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	h.countUnplaced(kind, ad, m, v)
 	h.answer(c, ad, m, v)
+}
+
+// hookCall is what a dispatched event points to and what its Enforce needs, in one allocation.
+type hookCall struct {
+	ad      Adapter
+	m       Mapped
+	session int64
+	agent   dispatcher.CodingAgent
+}
+
+// enforce is the event's Enforce. The log records what the harness is told to do, not what it
+// cannot do (an ask it cannot put to a person is a block).
+func (call *hookCall) enforce(d dispatcher.Decision) dispatcher.Decision {
+	v := call.ad.Enforce(call.m, Verdict{Decision: d.Decision, Reason: d.Reason, Modified: d.ModifiedValue})
+	d.Decision, d.Reason, d.ModifiedValue = v.Decision, v.Reason, v.Modified
+	if v.blocks() {
+		d.Reason = v.reason() // as the harness is told it
+	}
+	return d
 }
 
 // countUnplaced counts a hint or notice the harness's answer has no place for beside v: one that
@@ -284,7 +325,7 @@ func (h *handler) refuse(c *gin.Context, ad Adapter, caller wire.Caller, m Mappe
 // hookd's, under the caller's principal and, where the input named it, the harness session.
 func (h *handler) block(c *gin.Context, ad Adapter, caller wire.Caller, m Mapped, reason string, cause error) {
 	kind := c.Param("kind")
-	h.events.WithLabelValues(kind, string(m.Point)).Inc()
+	h.countEvent(kind, string(m.Point))
 	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), PrincipalID: caller.PrincipalID,
 		AgentID: caller.AgentID, Context: m.Context}
 	if m.Session != "" {
@@ -323,8 +364,11 @@ func (h *handler) answer(c *gin.Context, ad Adapter, m Mapped, v Verdict) {
 		c.Status(http.StatusNoContent)
 		return
 	}
-	c.Data(http.StatusOK, "application/json", body)
+	wire.Data(c, http.StatusOK, jsonType, body)
 }
+
+// jsonType is the Content-Type of the harnesses' answers, shared (net/http only reads it).
+var jsonType = []string{"application/json"}
 
 // agentOf reads the optional agent id of the call.
 func agentOf(c *gin.Context) (*int64, error) {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -49,19 +50,54 @@ type JSONAppender interface {
 	AppendJSON(b []byte) ([]byte, error)
 }
 
-// OKJSON writes a success wrapper around data: the bytes OK would write, without reflection on
-// a hot path's answer.
+// OKJSON writes a success wrapper around data: the bytes and headers OK would write, without
+// reflection on a hot path's answer. status is one that has a body.
 func OKJSON(c *gin.Context, status int, data JSONAppender) {
-	b := make([]byte, 0, 256)
-	b = append(b, `{"success":true,"httpStatusCode":`...)
+	buf := answerBufs.Get().(*[]byte)
+	b := append((*buf)[:0], `{"success":true,"httpStatusCode":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b, err := data.AppendJSON(append(b, `,"data":`...))
 	if err != nil {
 		FailErr(c, err)
 		return
 	}
-	c.Data(status, "application/json; charset=utf-8", append(b, `,"message":"success"}`...))
+	b = append(b, `,"message":"success"}`...)
+	Data(c, status, jsonType, b)
+	putAnswerBuf(buf, b)
 }
+
+// Data writes what c.Data(status, contentType[0], body) writes, without allocating its renderer
+// and content type on every answer: contentType is shared (net/http only reads it). status is
+// one that has a body.
+func Data(c *gin.Context, status int, contentType []string, body []byte) {
+	c.Status(status)
+	h := c.Writer.Header()
+	if len(h["Content-Type"]) == 0 {
+		h["Content-Type"] = contentType
+	}
+	if len(body) > 0 {
+		h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	}
+	if _, err := c.Writer.Write(body); err != nil {
+		_ = c.Error(err)
+		c.Abort()
+	}
+}
+
+// answerBufs hold OKJSON's answers while they are written (a writer keeps none of the bytes).
+var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
+
+// putAnswerBuf gives b back to answerBufs, unless an answer with large data grew it: the pool would
+// keep that memory for good.
+func putAnswerBuf(buf *[]byte, b []byte) {
+	if cap(b) <= 4<<10 {
+		*buf = b
+		answerBufs.Put(buf)
+	}
+}
+
+// jsonType is OKJSON's Content-Type, shared (net/http only reads it).
+var jsonType = []string{"application/json; charset=utf-8"}
 
 // Fail writes an error wrapper and stops the handler chain.
 func Fail(c *gin.Context, status int, format string, args ...any) {
@@ -89,9 +125,8 @@ func FailErr(c *gin.Context, err error) {
 // whether decoding succeeded.
 func BindStrict(c *gin.Context, v any) bool {
 	data, err := ReadBody(c.Request.Body)
-	var tooBig *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooBig):
+	switch tooBig, over := errors.AsType[*http.MaxBytesError](err); {
+	case over:
 		Fail(c, http.StatusRequestEntityTooLarge, "request body over %d bytes", tooBig.Limit)
 		return false
 	case err != nil:

@@ -2,7 +2,10 @@ package wire
 
 import (
 	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
@@ -41,3 +44,47 @@ func TestOKJSONMatchesOK(t *testing.T) {
 type rawJSON []byte
 
 func (r rawJSON) AppendJSON(b []byte) ([]byte, error) { return append(b, r...), nil }
+
+// TestOKJSONAsData: OKJSON writes what c.Data of its bytes writes: status, every header, body;
+// twice in a row, its buffer reused.
+func TestOKJSONAsData(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	for _, data := range []string{`{"decision":"allow"}`, `null`, `"` + strings.Repeat("x", 5000) + `"`} {
+		for range 2 {
+			want, got := httptest.NewRecorder(), httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(want)
+			c.Data(http.StatusOK, "application/json; charset=utf-8",
+				[]byte(`{"success":true,"httpStatusCode":200,"data":`+data+`,"message":"success"}`))
+			c, _ = gin.CreateTestContext(got)
+			OKJSON(c, http.StatusOK, rawJSON(data))
+			if got.Code != want.Code || got.Body.String() != want.Body.String() || !reflect.DeepEqual(got.Header(), want.Header()) {
+				t.Fatalf("got %d %v %q, want %d %v %q", got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
+		}
+	}
+}
+
+// TestDataAsGin: Data writes what gin's c.Data writes: status, every header, body; over a
+// Content-Type already set too.
+func TestDataAsGin(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	for _, body := range []string{"", "{}", `{"decision":"block","reason":"` + strings.Repeat("é", 300) + `"}`} {
+		for _, preset := range []string{"", "text/plain"} {
+			for _, status := range []int{200, 400} {
+				want, got := httptest.NewRecorder(), httptest.NewRecorder()
+				for _, w := range []*httptest.ResponseRecorder{want, got} {
+					if preset != "" {
+						w.Header().Set("Content-Type", preset)
+					}
+				}
+				c, _ := gin.CreateTestContext(want)
+				c.Data(status, "application/json", []byte(body))
+				c, _ = gin.CreateTestContext(got)
+				Data(c, status, []string{"application/json"}, []byte(body))
+				if got.Code != want.Code || got.Body.String() != want.Body.String() || !reflect.DeepEqual(got.Header(), want.Header()) {
+					t.Fatalf("got %d %v %q, want %d %v %q", got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+				}
+			}
+		}
+	}
+}
