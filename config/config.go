@@ -111,6 +111,10 @@ agent:
     sandbox: namespaces               # namespaces: each command sees only its own workspace of the daemon's
                                       # files (needs user namespaces; refused at start without them);
                                       # none: commands see all the daemon's user sees (data, keys, config)
+    network: ""                       # none (what empty means with the sandbox): commands have a network of
+                                      # their own, only its loopback; host: the daemon's, its API and
+                                      # internal addresses included, past the egress guard. Without the
+                                      # sandbox the network is the host's (none is refused)
   webSearch:
     url: ""                           # a SearXNG-style search API (GET url?q=…&format=json); empty = no
                                       # web_search tool. Asked through the webhooks egress guard
@@ -355,12 +359,28 @@ type Shell struct {
 	// covered; or "none": as the daemon's user, seeing all it sees (a user's command could read
 	// every other user's workspace and the master key).
 	Sandbox string `yaml:"sandbox"`
+	// Network is "none": in the sandbox, a command has a network of its own with nothing but its
+	// loopback; or "host": the daemon's network, where a command reaches the daemon's own API on
+	// loopback and internal addresses, past the egress guard of http_request and web_search.
+	// Empty is none with the sandbox, and the host's without it: a command that is not in
+	// namespaces cannot be in one of its own for the network.
+	Network string `yaml:"network"`
 }
+
+// HostNetwork says whether commands use the daemon's network: asked for, or the only one there is
+// without the sandbox.
+func (s Shell) HostNetwork() bool { return s.Network == NetworkHost || s.Sandbox == SandboxNone }
 
 // The agent.shell.sandbox values.
 const (
 	SandboxNamespaces = "namespaces"
 	SandboxNone       = "none"
+)
+
+// The agent.shell.network values.
+const (
+	NetworkNone = "none"
+	NetworkHost = "host"
 )
 
 // WebSearch is the search backend of the web_search tool: a SearXNG-style JSON API
@@ -1318,6 +1338,13 @@ func (c Config) Validate() error {
 	}
 	if s := c.Agent.Shell.Sandbox; s != SandboxNamespaces && s != SandboxNone {
 		bad("agent.shell.sandbox", "%q is not one of %s, %s", s, SandboxNamespaces, SandboxNone)
+	}
+	switch n := c.Agent.Shell.Network; {
+	case n != "" && n != NetworkNone && n != NetworkHost:
+		bad("agent.shell.network", "%q is not one of %s, %s", n, NetworkNone, NetworkHost)
+	case n == NetworkNone && c.Agent.Shell.Sandbox == SandboxNone:
+		bad("agent.shell.network", "%s needs the sandbox (agent.shell.sandbox: %s): without it commands use the daemon's network",
+			NetworkNone, SandboxNamespaces)
 	}
 	if w := c.Agent.WebSearch.URL; w != "" {
 		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

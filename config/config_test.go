@@ -66,6 +66,8 @@ func TestDefault(t *testing.T) {
 		{"streamRecoveries", d.Model.StreamRecoveries, 2},
 		{"webSearch.url", d.Agent.WebSearch.URL, ""},
 		{"shell.sandbox", d.Agent.Shell.Sandbox, SandboxNamespaces},
+		{"shell.network", d.Agent.Shell.Network, ""},
+		{"shell host network", d.Agent.Shell.HostNetwork(), false},
 		{"heartbeat", d.SSE.Heartbeat, sec(15)},
 		{"log.level", d.Log.Level, "info"},
 		{"log.format", d.Log.Format, "auto"},
@@ -137,7 +139,7 @@ model:
   apiKey: sk-model
   name: llama3
   streamRecoveries: 1
-agent: {maxIters: 4, tokenBudget: 20000, contextTokens: 8000, webSearch: {url: "http://searx.internal:8888/search"}, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048, sandbox: none}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
+agent: {maxIters: 4, tokenBudget: 20000, contextTokens: 8000, webSearch: {url: "http://searx.internal:8888/search"}, name: helper, workspaces: /srv/ws, shell: {enabled: true, timeout: 5s, maxOutput: 2048, sandbox: none, network: host}, toolDefault: allow, askTimeout: 2m, runLease: 30s}
 decisions: {durability: batched, recordArguments: true}
 retention: {deliveries: 48h, decisions: 0s}
 writer: {maxRows: 500, maxTime: 5ms, maxDelay: 0s, queue: 64}
@@ -180,7 +182,7 @@ func TestFullFile(t *testing.T) {
 			APIKey: "sk-model", Name: "llama3", StreamRecoveries: 1},
 		Agent: Agent{MaxIters: 4, TokenBudget: 20000, ContextTokens: 8000, WebSearch: WebSearch{URL: "http://searx.internal:8888/search"},
 			Name: "helper", Workspaces: "/srv/ws",
-			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048, Sandbox: SandboxNone}, ToolDefault: "allow", AskTimeout: sec(120),
+			Shell: Shell{Enabled: true, Timeout: sec(5), MaxOutput: 2048, Sandbox: SandboxNone, Network: NetworkHost}, ToolDefault: "allow", AskTimeout: sec(120),
 			RunLease: sec(30)},
 		HTTP:      HTTP{AllowedOrigins: []string{}, ReadTimeout: sec(30), IdleTimeout: sec(120), MaxHeaderBytes: 64 << 10},
 		Decisions: Decisions{Durability: "batched", RecordArguments: true},
@@ -322,6 +324,7 @@ func TestEnvNames(t *testing.T) {
 		"HOOKD_AGENT_RUN_LEASE",
 		"HOOKD_AGENT_SHELL_ENABLED",
 		"HOOKD_AGENT_SHELL_MAX_OUTPUT",
+		"HOOKD_AGENT_SHELL_NETWORK",
 		"HOOKD_AGENT_SHELL_SANDBOX",
 		"HOOKD_AGENT_SHELL_TIMEOUT",
 		"HOOKD_AGENT_TOKEN_BUDGET",
@@ -466,6 +469,9 @@ func TestValidate(t *testing.T) {
 		{"streamRecoveries", func(c *Config) { c.Model.StreamRecoveries = -1 }, `config: model.streamRecoveries: must be 0 (none) to 10`},
 		{"webSearch.url", func(c *Config) { c.Agent.WebSearch.URL = "searx.local/search" }, `config: agent.webSearch.url: must be an http:// or https:// URL (a SearXNG-style search API)`},
 		{"shell.sandbox", func(c *Config) { c.Agent.Shell.Sandbox = "chroot" }, `config: agent.shell.sandbox: "chroot" is not one of namespaces, none`},
+		{"shell.network", func(c *Config) { c.Agent.Shell.Network = "bridge" }, `config: agent.shell.network: "bridge" is not one of none, host`},
+		{"shell.network without sandbox", func(c *Config) { c.Agent.Shell.Sandbox, c.Agent.Shell.Network = SandboxNone, NetworkNone },
+			`config: agent.shell.network: none needs the sandbox (agent.shell.sandbox: namespaces): without it commands use the daemon's network`},
 		{"runLease", func(c *Config) { c.Agent.RunLease = Duration(2 * time.Second) }, `config: agent.runLease: must be at least 5s (the owner renews it every fifth of it)`},
 		{"heartbeat", func(c *Config) { c.SSE.Heartbeat = Duration(500 * time.Millisecond) }, `config: sse.heartbeat: must be at least 1s`},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, `config: log.level: "trace" is not one of debug, info, warn, error`},
@@ -1007,6 +1013,21 @@ func TestSQLiteFile(t *testing.T) {
 	} {
 		if got := (Config{Database: db}).SQLiteFile(); got != want {
 			t.Errorf("SQLiteFile of %s = %q, want %q", db, got, want)
+		}
+	}
+}
+
+// Commands use the daemon's network when asked to, and always without the sandbox.
+func TestShellHostNetwork(t *testing.T) {
+	for _, c := range []struct {
+		sandbox, network string
+		want             bool
+	}{
+		{SandboxNamespaces, "", false}, {SandboxNamespaces, NetworkNone, false}, {SandboxNamespaces, NetworkHost, true},
+		{SandboxNone, "", true}, {SandboxNone, NetworkHost, true},
+	} {
+		if got := (Shell{Sandbox: c.sandbox, Network: c.network}).HostNetwork(); got != c.want {
+			t.Errorf("sandbox %q, network %q: HostNetwork = %v", c.sandbox, c.network, got)
 		}
 	}
 }

@@ -10,15 +10,17 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"unsafe"
 )
 
 // The shell's sandbox: the command runs as the daemon's own user, so what keeps one user's shell
 // from another user's workspace, the database and the master key is a view of the file system
-// without them. The daemon's binary is run again (SandboxCommand) in new user, mount, PID and IPC
-// namespaces; there it covers every path of Sandbox.Hide (a directory with an empty read-only
-// tmpfs, a file with /dev/null), mounts the session's workspace back where it was, mounts a /proc
-// of its own namespace (no other process, so no daemon's environment, to read), gives up every
-// capability the user namespace gave it, and executes /bin/sh. A mount it made cannot be undone
+// without them. The daemon's binary is run again (SandboxCommand) in new user, mount, PID, IPC and
+// (unless Sandbox.HostNetwork) network namespaces; there it brings its own loopback up, covers
+// every path of Sandbox.Hide (a directory with an empty read-only tmpfs, a file with /dev/null),
+// mounts the session's workspace back where it was, mounts a /proc of its own namespace (no other
+// process, so no daemon's environment, to read), gives up every capability the user namespace gave
+// it, and executes /bin/sh. A mount it made cannot be undone
 // without a capability, and one made in a namespace the shell creates itself is locked.
 
 // SandboxCommand is the first argument with which the daemon's binary runs as a command's
@@ -31,6 +33,13 @@ const sandboxExitSetup = 125
 // prepare makes cmd, which runs sh -c line, run it in workspace inside the sandbox instead.
 func (s *Sandbox) prepare(cmd *exec.Cmd, workspace, line string) error {
 	args := []string{s.Exe, SandboxCommand, workspace}
+	flags := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC)
+	if !s.HostNetwork {
+		// Not the daemon's network: its API on loopback, open without a token in development,
+		// and the internal addresses the egress guard keeps other tools from.
+		flags |= syscall.CLONE_NEWNET
+		args = append(args, ownNetwork)
+	}
 	for _, h := range s.Hide {
 		args = append(args, "--hide", h)
 	}
@@ -38,7 +47,7 @@ func (s *Sandbox) prepare(cmd *exec.Cmd, workspace, line string) error {
 	uid, gid := os.Getuid(), os.Getgid()
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Setsid:     true,
-		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC,
+		Cloneflags: flags,
 		// Root inside, for the mounts; the sandbox gives its capabilities up before sh starts.
 		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
 		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
@@ -62,7 +71,7 @@ func (s *Sandbox) Check() error {
 	}
 	cmd := exec.Command(shellPath)
 	cmd.Dir = ws
-	check := &Sandbox{Exe: s.Exe, Hide: append(slices.Clip(s.Hide), dir)}
+	check := &Sandbox{Exe: s.Exe, Hide: append(slices.Clip(s.Hide), dir), HostNetwork: s.HostNetwork}
 	if err := check.prepare(cmd, ws, ":"); err != nil {
 		return err
 	}
@@ -84,17 +93,25 @@ func SandboxMain(args []string) {
 	}
 }
 
+// ownNetwork is the argument that tells the sandbox it is in a network namespace of its own.
+const ownNetwork = "--own-network"
+
 func sandbox(args []string) error {
+	const usage = "usage: " + SandboxCommand + " WORKSPACE [" + ownNetwork + "] [--hide PATH]... -- COMMAND"
 	if len(args) < 3 {
-		return errors.New("usage: " + SandboxCommand + " WORKSPACE [--hide PATH]... -- COMMAND")
+		return errors.New(usage)
 	}
 	workspace, args := args[0], args[1:]
+	own := args[0] == ownNetwork
+	if own {
+		args = args[1:]
+	}
 	var hide []string
 	for len(args) >= 2 && args[0] == "--hide" {
 		hide, args = append(hide, args[1]), args[2:]
 	}
 	if len(args) != 2 || args[0] != "--" {
-		return errors.New("usage: " + SandboxCommand + " WORKSPACE [--hide PATH]... -- COMMAND")
+		return errors.New(usage)
 	}
 	line := args[1]
 	if !filepath.IsAbs(workspace) {
@@ -102,6 +119,11 @@ func sandbox(args []string) error {
 	}
 	// The bounding set and no_new_privs are the thread's: the one that executes the shell.
 	runtime.LockOSThread()
+	if own {
+		if err := loopbackUp(); err != nil {
+			return fmt.Errorf("bringing the loopback up: %w", err)
+		}
+	}
 	if err := syscall.Mount("", "/", "", syscall.MS_REC|syscall.MS_PRIVATE, ""); err != nil {
 		return fmt.Errorf("making the mounts private: %w", err)
 	}
@@ -173,6 +195,31 @@ func sandbox(args []string) error {
 		}
 	}
 	return syscall.Exec(shellPath, []string{"sh", "-c", line}, os.Environ())
+}
+
+// loopbackUp brings up "lo", which a new network namespace has down: a command may still serve
+// and reach itself on 127.0.0.1.
+func loopbackUp() error {
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer syscall.Close(fd)
+	// struct ifreq: the interface's name, then a union of which the flags are the first field.
+	var req struct {
+		name  [syscall.IFNAMSIZ]byte
+		flags uint16
+		_     [22]byte
+	}
+	copy(req.name[:], "lo")
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCGIFFLAGS, uintptr(unsafe.Pointer(&req))); e != 0 {
+		return e
+	}
+	req.flags |= syscall.IFF_UP
+	if _, _, e := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.SIOCSIFFLAGS, uintptr(unsafe.Pointer(&req))); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // tmpfsOptions are those of the empty file systems that cover hidden directories.

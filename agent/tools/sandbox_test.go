@@ -1,7 +1,10 @@
 package tools
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,5 +123,52 @@ func TestShellSandboxCheck(t *testing.T) {
 			!strings.Contains(res.Text, "not an absolute path") {
 			t.Errorf("Hide %q: %+v", hide, res)
 		}
+	}
+}
+
+// By default a command has a network of its own: the test's listener on 127.0.0.1 is not among
+// its sockets, it has no interface but the loopback, and that loopback is up: a command serves and
+// reaches itself there, and not the test. With HostNetwork the network is the test's.
+func TestShellSandboxNetwork(t *testing.T) {
+	sh, env, _, _ := sandboxed(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	// How /proc/net/tcp writes the listener's local address.
+	listener := fmt.Sprintf("0100007F:%04X", port)
+	sockets := argsJSON(t, map[string]string{"command": "cat /proc/net/tcp"})
+	if res := run(t, sh, env, sockets); res.IsError || !strings.Contains(res.Text, "local_address") || strings.Contains(res.Text, listener) {
+		t.Errorf("the sockets of a command's own network: %+v", res)
+	}
+	interfaces := argsJSON(t, map[string]string{"command": `sed -n 's/^ *\([^:]*\):.*/\1/p' /proc/net/dev`})
+	if res := run(t, sh, env, interfaces); res.IsError || res.Text != "lo\nexit_code=0" {
+		t.Errorf("the interfaces of a command's own network: %+v", res)
+	}
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Log("no python3 on this machine: the loopback's use is not tried")
+	} else {
+		probe := fmt.Sprintf(`python3 -c '
+import socket
+own = socket.create_server(("127.0.0.1", 0))
+socket.create_connection(own.getsockname(), 5)
+print("own loopback: reached")
+try:
+    socket.create_connection(("127.0.0.1", %d), 5)
+    print("the test: reached")
+except OSError as e:
+    print("the test:", type(e).__name__)
+'`, port)
+		if res := run(t, sh, env, argsJSON(t, map[string]string{"command": probe})); res.IsError ||
+			res.Text != "own loopback: reached\nthe test: ConnectionRefusedError\nexit_code=0" {
+			t.Errorf("the loopback of a command's own network: %+v", res)
+		}
+	}
+
+	sh.sandbox.HostNetwork = true
+	if res := run(t, sh, env, sockets); res.IsError || !strings.Contains(res.Text, listener) {
+		t.Errorf("the sockets of the host's network lack the test's listener %s: %+v", listener, res)
 	}
 }

@@ -53,6 +53,9 @@ type Sandbox struct {
 	// Hide are the absolute paths a command must not see: directories (covered, the session's
 	// own workspace mounted back inside) and files.
 	Hide []string
+	// HostNetwork leaves a command the daemon's network: its API on loopback and every address
+	// the daemon reaches. Otherwise a command has a network of its own, with only a loopback.
+	HostNetwork bool
 }
 
 // Shell is the shell_execute tool.

@@ -79,6 +79,9 @@ func (d *doctor) shell(cfg config.Config, path string) {
 			return
 		}
 		d.ok("shell", "shell_execute commands run sandboxed")
+		if c.HostNetwork() {
+			d.note("shell", "agent.shell.network is host: a shell_execute command reaches the daemon's API and internal addresses, past the egress guard")
+		}
 	}
 }
 

@@ -124,6 +124,14 @@ func TestDoctor(t *testing.T) {
 		}
 		t.Logf("this machine refuses the sandbox, as doctor says:\n%s", out)
 	}
+	if strings.Contains(out, "agent.shell.network is host") {
+		t.Errorf("shell: the default network noted as the host's:\n%s", out)
+	}
+	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, t.TempDir(), dbURL, key,
+		private+"agent: {shell: {enabled: true, network: host}}\n"))
+	if want := "note  shell      agent.shell.network is host"; !strings.Contains(out, want) && !strings.Contains(out, "FAIL  shell") {
+		t.Errorf("shell on the host's network: exit %d, want %q in\n%s", code, want, out)
+	}
 	out, _, code = hookd(t, nil, "doctor", "--config", doctorConfig(t, t.TempDir(), dbURL, key,
 		private+"agent: {shell: {enabled: true, sandbox: none}}\n"))
 	if want := "note  shell      agent.shell.sandbox is none"; code != 0 || !strings.Contains(out, want) {

@@ -281,8 +281,9 @@ func newShell(cfg config.Config, configPath string, log *slog.Logger) (*tools.Sh
 	}
 	sc := tools.ShellConfig{Timeout: c.Timeout.Std(), MaxOutput: c.MaxOutput}
 	if c.Sandbox == config.SandboxNone {
-		log.Warn("agent.shell.sandbox is none: shell_execute commands run with the daemon's view of the file system;" +
-			" one session's command can read the other sessions' workspaces, the database, the master key and the config")
+		log.Warn("agent.shell.sandbox is none: shell_execute commands run with the daemon's view of the file system and its network;" +
+			" one session's command can read the other sessions' workspaces, the database, the master key and the config," +
+			" and reach the daemon's own API on loopback and internal addresses, past the egress guard")
 		return tools.NewShell(sc), nil
 	}
 	hide, err := sandboxHide(cfg, configPath)
@@ -291,14 +292,18 @@ func newShell(cfg config.Config, configPath string, log *slog.Logger) (*tools.Sh
 	}
 	// /proc/self/exe is the binary this process started from, even once its file is replaced (an
 	// upgrade; or a command, where the daemon's user may write it).
-	sc.Sandbox = &tools.Sandbox{Exe: "/proc/self/exe", Hide: hide}
+	sc.Sandbox = &tools.Sandbox{Exe: "/proc/self/exe", Hide: hide, HostNetwork: c.HostNetwork()}
 	if err := sc.Sandbox.Check(); err != nil {
 		return nil, fmt.Errorf("agent.shell.sandbox: %s: shell_execute commands cannot run in the sandbox on this machine,"+
-			" which needs user namespaces and mounts in them (%w); set agent.shell.sandbox: %s to run them unsandboxed,"+
-			" with the daemon's view of the file system, or agent.shell.enabled: false",
-			config.SandboxNamespaces, err, config.SandboxNone)
+			" which needs user namespaces, mounts in them and, unless agent.shell.network is %s, a network namespace (%w);"+
+			" set agent.shell.sandbox: %s to run them unsandboxed, with the daemon's view of the file system, or agent.shell.enabled: false",
+			config.SandboxNamespaces, config.NetworkHost, err, config.SandboxNone)
 	}
-	log.Info("shell_execute commands run sandboxed", "hidden", hide)
+	if c.HostNetwork() {
+		log.Warn("agent.shell.network is host: shell_execute commands use the daemon's network; they can reach the daemon's" +
+			" own API on loopback and internal addresses, past the egress guard of http_request and web_search")
+	}
+	log.Info("shell_execute commands run sandboxed", "hidden", hide, "network", cmp.Or(c.Network, config.NetworkNone))
 	return tools.NewShell(sc), nil
 }
 

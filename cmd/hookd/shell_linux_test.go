@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,7 +20,7 @@ import (
 
 // The shell's sandbox through the daemon's binary: a shell_execute command of one session works
 // in its own workspace and sees neither another session's workspace, the master key, the
-// database nor the config. The same command with agent.shell.sandbox: none sees them all, which
+// database, the config nor the daemon's listening socket (its network is its own). The same command with agent.shell.sandbox: none sees them all, which
 // shows the command would have told.
 func TestShellSandboxEndToEnd(t *testing.T) {
 	if err := (&tools.Sandbox{Exe: binary}).Check(); err != nil {
@@ -28,7 +30,7 @@ func TestShellSandboxEndToEnd(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	ws, db, masterKey := filepath.Join(data, "workspaces"), filepath.Join(data, "hookd.db"), filepath.Join(data, "master.key")
 	cfgPath := filepath.Join(dir, "hookd.yaml")
-	peek := fmt.Sprintf("{ cat %[1]s/*/a.txt; ls %[1]s; cat %[2]s; cat %[3]s; head -c 15 %[4]s; } > peek.txt 2>&1; pwd > where.txt",
+	peek := fmt.Sprintf("{ cat %[1]s/*/a.txt; ls %[1]s; cat %[2]s; cat %[3]s; head -c 15 %[4]s; } > peek.txt 2>&1; pwd > where.txt; cat /proc/net/tcp > tcp.txt",
 		ws, masterKey, cfgPath, db)
 	script := map[string]any{"scripts": []any{
 		shellScript("/write/", "printf A-SECRET > a.txt && cat a.txt"),
@@ -66,6 +68,16 @@ agent: {toolDefault: allow, shell: {enabled: true, sandbox: %s}}
 		}
 		return string(b), filepath.Dir(paths[0])
 	}
+	// listening is the daemon's address as /proc/net/tcp writes it.
+	listening := func(d *daemon) string {
+		t.Helper()
+		_, port, err := net.SplitHostPort(d.addr)
+		n, err2 := strconv.Atoi(port)
+		if err != nil || err2 != nil {
+			t.Fatalf("the daemon's address %q", d.addr)
+		}
+		return fmt.Sprintf("0100007F:%04X", n)
+	}
 
 	d := startDaemon(t, config("namespaces"))
 	d.waitLog("shell_execute commands run sandboxed")
@@ -93,11 +105,14 @@ agent: {toolDefault: allow, shell: {enabled: true, sandbox: %s}}
 	if ls := filepath.Base(own) + "\n"; !strings.Contains(seen, "No such file") || !strings.Contains(seen, "\n"+ls) {
 		t.Errorf("the workspaces a sandboxed command sees are not just its own (%s): %s", ls, seen)
 	}
+	if sockets, _ := read("tcp.txt"); !strings.Contains(sockets, "local_address") || strings.Contains(sockets, listening(d)) {
+		t.Errorf("a sandboxed command sees the daemon's socket %s: %s", listening(d), sockets)
+	}
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	<-d.done
 
 	// The control: unsandboxed, the same command sees it all.
-	for _, name := range []string{"peek.txt", "where.txt"} {
+	for _, name := range []string{"peek.txt", "where.txt", "tcp.txt"} {
 		if err := os.Remove(filepath.Join(own, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -108,6 +123,9 @@ agent: {toolDefault: allow, shell: {enabled: true, sandbox: %s}}
 	if seen, _ = read("peek.txt"); !strings.Contains(seen, "A-SECRET") || !strings.Contains(seen, strings.TrimSpace(string(key))) ||
 		!strings.Contains(seen, "adm-test") || !strings.Contains(seen, "SQLite format") {
 		t.Errorf("unsandboxed, the command did not see what the sandbox hid: %s", seen)
+	}
+	if sockets, _ := read("tcp.txt"); !strings.Contains(sockets, listening(d)) {
+		t.Errorf("unsandboxed, the command did not see the daemon's socket %s: %s", listening(d), sockets)
 	}
 }
 
