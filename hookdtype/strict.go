@@ -298,9 +298,6 @@ func leaf(key []byte, msg string) *walkError {
 	return &walkError{path: string(key), msg: msg, rooted: len(key) == 0}
 }
 
-// onto is the path rel (a key or an index in brackets, and what follows) below p.
-func onto(p, rel string) string { return joinPath(p, rel) }
-
 // joinPath joins parts, each a key or an index in brackets (or a path of them), from the top.
 func joinPath(parts ...string) string {
 	var b strings.Builder

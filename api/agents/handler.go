@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -70,40 +69,12 @@ func newHandler(d Deps) *handler {
 	if d.Metrics != nil {
 		d.Metrics.MustRegister(h.events, h.unmapped, h.dropped)
 	}
-	h.eventCounts = map[eventLabels]*atomic.Value{}
-	for _, kind := range Kinds {
-		h.eventCounts[eventLabels{kind, "none"}] = new(atomic.Value)
-		for _, p := range dispatcher.HookTypes {
-			h.eventCounts[eventLabels{kind, string(p)}] = new(atomic.Value)
-		}
-	}
 	return h
 }
 
 type handler struct {
 	Deps
 	events, unmapped, dropped *prometheus.CounterVec
-	// eventCounts has a slot for every kind and point (or "none") that holds the events counter
-	// of the pair once it has counted one: WithLabelValues hashes and looks up its labels on
-	// every call. Taken at the first count, the series /metrics shows are still those counted.
-	eventCounts map[eventLabels]*atomic.Value
-}
-
-type eventLabels struct{ kind, point string }
-
-// countEvent counts an event of kind at point in events.
-func (h *handler) countEvent(kind, point string) {
-	slot, ok := h.eventCounts[eventLabels{kind, point}]
-	if !ok { // a point hookd does not list: counted, not kept
-		h.events.WithLabelValues(kind, point).Inc()
-		return
-	}
-	c, _ := slot.Load().(prometheus.Counter)
-	if c == nil {
-		c = h.events.WithLabelValues(kind, point)
-		slot.Store(c)
-	}
-	c.Inc()
 }
 
 func (h *handler) hook(c *gin.Context) {
@@ -192,14 +163,14 @@ func (h *handler) hook(c *gin.Context) {
 	}
 	m, err := ad.Map(in)
 	if m.Point == "" {
-		h.countEvent(kind, "none")
+		h.events.WithLabelValues(kind, "none").Inc()
 		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
 	if err == nil && m.DecidedBy != "" && toolEvents {
 		// The harness fires another event for this same action, which hookd decides or records.
-		h.countEvent(kind, "none")
+		h.events.WithLabelValues(kind, "none").Inc()
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
@@ -207,7 +178,7 @@ func (h *handler) hook(c *gin.Context) {
 		h.refuse(c, ad, caller, m, http.StatusBadRequest, err)
 		return
 	}
-	h.countEvent(kind, string(m.Point))
+	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	call := &hookCall{ad: ad, m: m, session: sessionOf(kind, caller, m.Session),
 		agent: dispatcher.CodingAgent{AgentKind: kind, ExternalSessionID: m.Session, Cwd: m.Cwd, PermissionMode: m.PermissionMode}}
 	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), SessionID: &call.session,
@@ -325,7 +296,7 @@ func (h *handler) refuse(c *gin.Context, ad Adapter, caller wire.Caller, m Mappe
 // hookd's, under the caller's principal and, where the input named it, the harness session.
 func (h *handler) block(c *gin.Context, ad Adapter, caller wire.Caller, m Mapped, reason string, cause error) {
 	kind := c.Param("kind")
-	h.countEvent(kind, string(m.Point))
+	h.events.WithLabelValues(kind, string(m.Point)).Inc()
 	ev := dispatcher.Event{HookType: m.Point, TraceID: tracing.TraceID(c.Request.Context()), PrincipalID: caller.PrincipalID,
 		AgentID: caller.AgentID, Context: m.Context}
 	if m.Session != "" {

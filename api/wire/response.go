@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/gin-gonic/gin"
 
@@ -53,17 +52,15 @@ type JSONAppender interface {
 // OKJSON writes a success wrapper around data: the bytes and headers OK would write, without
 // reflection on a hot path's answer. status is one that has a body.
 func OKJSON(c *gin.Context, status int, data JSONAppender) {
-	buf := answerBufs.Get().(*[]byte)
-	b := append((*buf)[:0], `{"success":true,"httpStatusCode":`...)
+	b := make([]byte, 0, 256)
+	b = append(b, `{"success":true,"httpStatusCode":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
 	b, err := data.AppendJSON(append(b, `,"data":`...))
 	if err != nil {
 		FailErr(c, err)
 		return
 	}
-	b = append(b, `,"message":"success"}`...)
-	Data(c, status, jsonType, b)
-	putAnswerBuf(buf, b)
+	Data(c, status, jsonType, append(b, `,"message":"success"}`...))
 }
 
 // Data writes what c.Data(status, contentType[0], body) writes, without allocating its renderer
@@ -81,18 +78,6 @@ func Data(c *gin.Context, status int, contentType []string, body []byte) {
 	if _, err := c.Writer.Write(body); err != nil {
 		_ = c.Error(err)
 		c.Abort()
-	}
-}
-
-// answerBufs hold OKJSON's answers while they are written (a writer keeps none of the bytes).
-var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 256); return &b }}
-
-// putAnswerBuf gives b back to answerBufs, unless an answer with large data grew it: the pool would
-// keep that memory for good.
-func putAnswerBuf(buf *[]byte, b []byte) {
-	if cap(b) <= 4<<10 {
-		*buf = b
-		answerBufs.Put(buf)
 	}
 }
 
