@@ -133,6 +133,11 @@ func TestTaskValidation(t *testing.T) {
 	if status, w := c.do("PUT", "/api/tasks/"+itoa(task.ID), with("cron", `"bad"`)); status != 400 || !strings.HasPrefix(w.Message, "cron:") {
 		t.Fatalf("replace with a bad cron: %d %s", status, w.Message)
 	}
+	// A session the task is not bound to is refused, as on create; its own (none yet) is not.
+	if status, w := c.do("PUT", "/api/tasks/"+itoa(task.ID), with("sessionId", "424242")); status != 400 ||
+		w.Message != "sessionId: 424242, but the task has no bound session; sessionId is set by hookd (leave it out or send it as GET shows it)" {
+		t.Fatalf("replace naming a session: %d %s", status, w.Message)
+	}
 	// A task read with GET goes back with PUT unchanged, its output-only fields included.
 	_, w = c.do("GET", "/api/tasks/"+itoa(task.ID), "")
 	if status, w := c.do("PUT", "/api/tasks/"+itoa(task.ID), string(w.Data)); status != 200 {

@@ -312,8 +312,34 @@ func TestHookEnvelopes(t *testing.T) {
 		if bound == nil || *runs[1].SessionID != *bound || runs[2].SessionID != nil {
 			t.Fatalf("reused session: %+v", runs)
 		}
-		if got, _ := s.Get(context.Background(), reuse.ID); got.SessionID == nil || *got.SessionID != *bound {
+		got, _ := s.Get(context.Background(), reuse.ID)
+		if got.SessionID == nil || *got.SessionID != *bound {
 			t.Fatalf("task's bound session: %+v, want %d", got.SessionID, *bound)
+		}
+		// A replace may name the bound session (a task read with GET goes back as it is) or none;
+		// another session is refused, and the binding stays.
+		for _, sent := range []*int64{bound, nil} {
+			g := got
+			g.SessionID = sent
+			if _, err := s.Replace(context.Background(), reuse.ID, g); err != nil {
+				t.Fatalf("replace naming session %v: %v", sent, err)
+			}
+		}
+		other := got
+		other.SessionID = ptr(*bound + 1)
+		want := fmt.Sprintf("sessionId: %d, but the task's session is %d; sessionId is set by hookd (leave it out or send it as GET shows it)", *bound+1, *bound)
+		if _, err := s.Replace(context.Background(), reuse.ID, other); err == nil || err.Error() != want {
+			t.Fatalf("replace naming another session: %v, want %s", err, want)
+		}
+		if g, _ := s.Get(context.Background(), reuse.ID); g.SessionID == nil || *g.SessionID != *bound {
+			t.Fatalf("bound session after the replaces: %v, want %d", g.SessionID, *bound)
+		}
+		unbound := other
+		unbound.ID = fresh.ID
+		unbound.CreatedAt = nil
+		if _, err := s.Replace(context.Background(), fresh.ID, unbound); err == nil ||
+			!strings.HasPrefix(err.Error(), fmt.Sprintf("sessionId: %d, but the task has no bound session", *bound+1)) {
+			t.Fatalf("replace naming a session of a task that has none: %v", err)
 		}
 		checkPre(reuse, runs[0], nil) // no session exists before the first run
 		checkPre(reuse, runs[1], bound)

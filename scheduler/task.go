@@ -16,9 +16,10 @@ import (
 
 // Task is a scheduled agent task in the shape of the admin API. SessionID, NextRunAt, LastRunAt
 // and the times are output only: a new task that sets the first three is refused (they read like
-// settings: run in that session, first at that time), and a replace ignores all but createdAt, so
-// that a task read with GET goes back with PUT unchanged however far it ran meanwhile; createdAt
-// never changes, so a replace that names another one is refused.
+// settings: run in that session, first at that time), and a replace ignores the times but
+// createdAt, so that a task read with GET goes back with PUT unchanged however far it ran
+// meanwhile; createdAt never changes and sessionId only as hookd binds or lets go of the session,
+// so a replace that names another createdAt, or a session other than the task's, is refused.
 type Task struct {
 	ID       int64  `json:"id,omitempty"`
 	TaskName string `json:"taskName"`
@@ -171,6 +172,9 @@ func (s *Scheduler) Replace(ctx context.Context, id int64, t Task) (Task, error)
 	if err := hookdtype.SameCreatedAt(t.CreatedAt, stored.CreatedAt); err != nil {
 		return Task{}, err
 	}
+	if err := sameSession(t.SessionID, stored.SessionID); err != nil {
+		return Task{}, err
+	}
 	now := s.now()
 	sched, err := s.normalize(&t, now)
 	if err != nil {
@@ -183,6 +187,20 @@ func (s *Scheduler) Replace(ctx context.Context, id int64, t Task) (Task, error)
 	}
 	s.reloadAfterWrite(ctx)
 	return s.Get(ctx, id)
+}
+
+// sameSession refuses a replace that names a session (sent) other than the task's (stored): it
+// reads like "run in that session", which hookd does not do, and the bound session changes only
+// when a first run binds one (null before: null is always accepted) or the task goes to another
+// principal, so an honest GET then PUT names the task's own.
+func sameSession(sent, stored *int64) error {
+	switch {
+	case sent == nil, stored != nil && *sent == *stored:
+		return nil
+	case stored == nil:
+		return invalid("sessionId", "%d, but the task has no bound session; sessionId is set by hookd (leave it out or send it as GET shows it)", *sent)
+	}
+	return invalid("sessionId", "%d, but the task's session is %d; sessionId is set by hookd (leave it out or send it as GET shows it)", *sent, *stored)
 }
 
 // Delete removes a task; its history stays.
