@@ -17,8 +17,9 @@ import (
 // from another user's workspace, the database and the master key is a view of the file system
 // without them. The daemon's binary is run again (SandboxCommand) in new user, mount, PID, IPC and
 // (unless Sandbox.HostNetwork) network namespaces; there it brings its own loopback up, covers
-// every path of Sandbox.Hide (a directory with an empty read-only tmpfs, a file with /dev/null),
-// mounts the session's workspace back where it was, mounts a /proc of its own namespace (no other
+// /tmp, /var/tmp and /dev/shm with empty file systems of the command's own, every path of
+// Sandbox.Hide (a directory with an empty read-only tmpfs, a file with /dev/null), mounts the
+// session's workspace back where it was, mounts a /proc of its own namespace (no other
 // process, so no daemon's environment, to read), gives up every capability the user namespace gave
 // it, and executes /bin/sh. A mount it made cannot be undone
 // without a capability, and one made in a namespace the shell creates itself is locked.
@@ -135,6 +136,17 @@ func sandbox(args []string) error {
 	if err != nil {
 		return fmt.Errorf("opening the workspace: %w", err)
 	}
+	// The places every process may write are the command's own, empty, so that no session's
+	// command reads or plants what another's left there. First: the workspace or a hidden path may
+	// be under one of them.
+	for _, dir := range privateDirs {
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			continue // not on this machine: nothing shared there either
+		}
+		if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_NOSUID|syscall.MS_NODEV, privateOptions); err != nil {
+			return fmt.Errorf("making %s the command's own: %w", dir, err)
+		}
+	}
 	// Each tmpfs is held open to be made read-only at the end, through its root: by then another
 	// may cover it, and the workspace may have been placed in it.
 	var tmpfs []*os.File
@@ -221,6 +233,12 @@ func loopbackUp() error {
 	}
 	return nil
 }
+
+// privateDirs are the directories every process of the machine may write, which a command gets
+// as empty file systems of its own (privateOptions), gone when it ends.
+var privateDirs = [...]string{"/tmp", "/var/tmp", "/dev/shm"}
+
+const privateOptions = "size=256m,mode=1777"
 
 // tmpfsOptions are those of the empty file systems that cover hidden directories.
 const tmpfsOptions = "size=64k,mode=0755"

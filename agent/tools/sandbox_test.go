@@ -32,7 +32,7 @@ func sandboxed(t *testing.T) (sh *Shell, env Env, data, config string) {
 	if err := (&Sandbox{Exe: exe}).Check(); err != nil {
 		t.Skipf("this machine refuses the sandbox (%v): nothing to test", err)
 	}
-	root := t.TempDir()
+	root := testRoot(t)
 	data, config = filepath.Join(root, "data"), filepath.Join(root, "hookd.yaml")
 	for path, text := range map[string]string{"hookd.db": "the database", "master.key": "THE-MASTER-KEY",
 		"workspaces/1/mine.txt": "mine", "workspaces/2/tasks.md": "secret of another user"} {
@@ -52,6 +52,29 @@ func sandboxed(t *testing.T) (sh *Shell, env Env, data, config string) {
 	return sh, env, data, config
 }
 
+// testRoot is a new directory for a daemon's files, outside the directories a sandboxed command
+// gets of its own (privateDirs) where this machine allows, as a daemon's data is: under one of
+// them, every cover would be under the command's own empty /tmp, and the covers untested.
+func testRoot(t *testing.T) string {
+	if home, err := os.UserHomeDir(); err == nil && !underPrivate(home) {
+		if root, err := os.MkdirTemp(home, ".hookd-sandbox-test-"); err == nil {
+			t.Cleanup(func() { os.RemoveAll(root) })
+			return root
+		}
+	}
+	return t.TempDir()
+}
+
+// underPrivate reports whether path is in one of privateDirs.
+func underPrivate(path string) bool {
+	for _, dir := range privateDirs {
+		if path == dir || strings.HasPrefix(path, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
 // A sandboxed command works in its own workspace as before and sees nothing else of the daemon:
 // not another session's workspace, the database, the master key, the config, nor the daemon's
 // process; and it cannot take the covers off.
@@ -69,7 +92,6 @@ func TestShellSandbox(t *testing.T) {
 		"umount " + data, "umount " + config, "mount -t proc proc " + data,
 		"unshare -U -m -r sh -c 'umount " + data + " && cat " + data + "/master.key'",
 		"cat /proc/" + itoa(os.Getpid()) + "/environ",
-		"touch " + data + "/planted",
 	} {
 		res := run(t, sh, env, `{"command":"`+strings.ReplaceAll(cmd, `"`, `\"`)+`"}`)
 		t.Logf("%s → %q", cmd, res.Text)
@@ -77,6 +99,11 @@ func TestShellSandbox(t *testing.T) {
 			strings.Contains(res.Text, "THE-ADMIN-TOKEN") || strings.Contains(res.Text, "the database") {
 			t.Errorf("%s: %+v", cmd, res)
 		}
+	}
+	// Under the command's own /tmp the data directory's path is an empty one of its own, where a
+	// file may be written, for nobody; elsewhere its cover is read-only.
+	if res := run(t, sh, env, `{"command":"touch `+data+`/planted"}`); !res.IsError && !underPrivate(data) {
+		t.Errorf("touch in the hidden data directory: %+v", res)
 	}
 	if _, err := os.Stat(filepath.Join(data, "planted")); err == nil {
 		t.Error("a file was planted in the data directory")
@@ -88,6 +115,52 @@ func TestShellSandbox(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// /tmp, /var/tmp and /dev/shm are each command's own: what the machine's processes (another
+// session's command among them) left there is not seen, and what a command writes there is gone
+// when it ends, never on the machine's.
+func TestShellSandboxPrivateTmp(t *testing.T) {
+	sh, env, data, _ := sandboxed(t)
+	var shared []string
+	for _, dir := range privateDirs {
+		f, err := os.CreateTemp(dir, "hookd-left-by-another-")
+		if err != nil {
+			continue // not here, or not writable: nothing to be shared through it
+		}
+		f.WriteString("secret of another user")
+		f.Close()
+		t.Cleanup(func() { os.Remove(f.Name()) })
+		shared = append(shared, f.Name())
+	}
+	if len(shared) == 0 {
+		t.Skip("none of " + strings.Join(privateDirs[:], ", ") + " is writable here")
+	}
+	for _, p := range shared {
+		if res := run(t, sh, env, `{"command":"cat `+p+`"}`); !res.IsError || strings.Contains(res.Text, "secret") {
+			t.Errorf("%s read from the sandbox: %+v", p, res)
+		}
+		if res := run(t, sh, env, `{"command":"ls -A `+filepath.Dir(p)+`"}`); strings.Contains(res.Text, filepath.Base(p)) {
+			t.Errorf("%s listed from the sandbox: %+v", p, res)
+		}
+	}
+	res := run(t, sh, env, `{"command":"f=$(mktemp) && echo kept > $f && cat $f && echo one > /tmp/from-1 && echo one > /var/tmp/from-1 && cat /tmp/from-1"}`)
+	if res.IsError || res.Text != "kept\none\nexit_code=0" {
+		t.Fatalf("writing its /tmp: %+v", res)
+	}
+	other := Env{SessionID: 2, Workspace: filepath.Join(data, "workspaces", "2")}
+	if res := run(t, sh, other, `{"command":"cat /tmp/from-1 /var/tmp/from-1"}`); !res.IsError || strings.Contains(res.Text, "one") {
+		t.Errorf("another session's command reads the first one's /tmp: %+v", res)
+	}
+	if res := run(t, sh, other, `{"command":"ls -A /tmp /var/tmp"}`); strings.Contains(res.Text, "from-1") {
+		t.Errorf("another session's command lists the first one's /tmp: %+v", res)
+	}
+	for _, p := range []string{"/tmp/from-1", "/var/tmp/from-1"} {
+		if _, err := os.Stat(p); err == nil {
+			os.Remove(p)
+			t.Errorf("%s written on the machine's own file system", p)
+		}
+	}
+}
 
 // What is hidden is found however Hide names it: a directory before the one that holds it, a
 // directory through a symbolic link. The workspace is back in its place, and every cover stays
@@ -102,8 +175,13 @@ func TestShellSandboxHideOrderAndLinks(t *testing.T) {
 	res := run(t, sh, env, `{"command":"cat mine.txt; echo; ls ..; cat `+data+`/master.key; touch ../planted `+data+`/planted"}`)
 	t.Logf("%q", res.Text)
 	if !strings.HasPrefix(res.Text, "mine\n1\n") || strings.Contains(res.Text, "THE-MASTER-KEY") ||
-		strings.Count(res.Text, "Read-only file system") != 2 {
+		!underPrivate(data) && strings.Count(res.Text, "Read-only file system") != 2 {
 		t.Errorf("%+v", res)
+	}
+	for _, p := range []string{filepath.Join(data, "workspaces", "planted"), filepath.Join(data, "planted")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s planted", p)
+		}
 	}
 }
 

@@ -79,9 +79,13 @@ func NewShell(cfg ShellConfig) *Shell {
 
 // Spec implements Tool.
 func (s *Shell) Spec() Spec {
+	desc := "Run a shell command (/bin/sh -c) in the workspace directory and return its combined stdout and stderr and its exit code; processes it leaves in the background are killed when it ends."
+	if s.sandbox != nil {
+		desc += " Its /tmp is its own, empty at its start and gone at its end: keep what a later command needs in the workspace."
+	}
 	return Spec{
 		Name:        NameShell,
-		Description: "Run a shell command (/bin/sh -c) in the workspace directory and return its combined stdout and stderr and its exit code; processes it leaves in the background are killed when it ends.",
+		Description: desc,
 		Parameters: json.RawMessage(`{
   "type": "object",
   "properties": {
