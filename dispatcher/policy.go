@@ -1,6 +1,8 @@
 package dispatcher
 
 import (
+	"cel.dev/cel-go/common/types"
+
 	"context"
 	"errors"
 	"fmt"
@@ -166,9 +168,9 @@ func (c *chainEvent) toolCallContext() (map[string]any, bool) {
 func (c *chainEvent) toolCallMember(pc *PreToolUseContext, k string) (any, bool) {
 	switch k {
 	case "toolName":
-		return pc.ToolName, true
+		return types.String(pc.ToolName), true
 	case "toolCallId":
-		return pc.ToolCallID, true
+		return types.String(pc.ToolCallID), true
 	case "arguments":
 		if a := c.Arguments(); a != nil {
 			return a, true // the args variable's own map: values in CEL are never changed in place
@@ -176,7 +178,7 @@ func (c *chainEvent) toolCallMember(pc *PreToolUseContext, k string) (any, bool)
 		if pc.Arguments.opensContainer() && hookdtype.Valid([]byte(pc.Arguments)) {
 			return policy.DecodeValidString(string(pc.Arguments)), true // an array
 		}
-		return string(pc.Arguments), true // text, as Value renders what is not a JSON container
+		return types.String(pc.Arguments), true // text, as Value renders what is not a JSON container
 	}
 	a := pc.CodingAgent
 	if a == nil {
@@ -184,16 +186,16 @@ func (c *chainEvent) toolCallMember(pc *PreToolUseContext, k string) (any, bool)
 	}
 	switch k {
 	case "agentKind":
-		return a.AgentKind, true
+		return types.String(a.AgentKind), true
 	case "externalSessionId":
-		return a.ExternalSessionID, true
+		return types.String(a.ExternalSessionID), true
 	case "cwd":
 		if a.Cwd != "" { // omitted when empty, as rendering does
-			return a.Cwd, true
+			return types.String(a.Cwd), true
 		}
 	case "permissionMode":
 		if a.PermissionMode != "" {
-			return a.PermissionMode, true
+			return types.String(a.PermissionMode), true
 		}
 	}
 	return nil, false

@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"cel.dev/cel-go/common/types"
+
 	"regexp"
 	"slices"
 	"sort"
@@ -31,15 +33,15 @@ var accountRe = regexp.MustCompile(`^[0-9]{16,19}$`)
 // tenChecks is tenRules written as a plain Go function over the same input.
 func tenChecks(in *policy.Input) string {
 	a := in.Args
-	amount, _ := a["amount"].(int64)
-	cur, _ := a["currency"].(string)
-	to, _ := a["to"].(string)
-	from, _ := a["from"].(string)
-	memo, hasMemo := a["memo"].(string)
+	amount, _ := a["amount"].(types.Int)
+	cur, _ := a["currency"].(types.String)
+	to, _ := a["to"].(types.String)
+	from, _ := a["from"].(types.String)
+	memo, hasMemo := a["memo"].(types.String)
 	sched, _ := a["scheduled"].(bool)
 	switch {
-	case amount > 10000, amount <= 0, !slices.Contains([]string{"CNY", "USD", "EUR"}, cur),
-		!accountRe.MatchString(to), to == from, hasMemo && len(memo) > 140:
+	case amount > 10000, amount <= 0, !slices.Contains([]types.String{"CNY", "USD", "EUR"}, cur),
+		!accountRe.MatchString(string(to)), to == from, hasMemo && len(memo) > 140:
 		return policy.Deny
 	case sched:
 		return policy.Ask

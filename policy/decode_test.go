@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"cel.dev/cel-go/common/types"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -105,17 +107,17 @@ func TestInputOfMatchesNewInput(t *testing.T) {
 		want := NewInput(event.(map[string]any))
 		var trace any
 		if env.TraceID != "" {
-			trace = env.TraceID
+			trace = types.String(env.TraceID)
 		}
 		id := func(v *int64) any {
 			if v == nil {
 				return nil
 			}
-			return *v
+			return types.Int(*v)
 		}
-		wantEvent := map[string]any{"schemaVersion": env.SchemaVersion, "eventId": env.EventID, "hookType": env.HookType,
-			"hookName": env.HookName, "occurredAt": env.OccurredAt, "dispatchedAt": env.DispatchedAt,
-			"deliveryAttempt": env.DeliveryAttempt, "traceId": trace, "sessionId": id(env.SessionID),
+		wantEvent := map[string]any{"schemaVersion": types.String(env.SchemaVersion), "eventId": types.String(env.EventID),
+			"hookType": types.String(env.HookType), "hookName": types.String(env.HookName), "occurredAt": types.Int(env.OccurredAt),
+			"dispatchedAt": types.Int(env.DispatchedAt), "deliveryAttempt": types.Int(env.DeliveryAttempt), "traceId": trace, "sessionId": id(env.SessionID),
 			"principalId": id(env.PrincipalID), "agentId": id(env.AgentID), "context": ctx}
 		got.env, got.src, got.task = nil, nil, false
 		want.src, want.task = nil, false

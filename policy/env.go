@@ -26,7 +26,7 @@ import (
 )
 
 // Input is what a policy sees of one event: the envelope a webhook would receive, and shortcuts
-// into its context. Values are the JSON decoding of DecodeJSON (whole numbers as int).
+// into its context. Values are the JSON decoding of DecodeJSON (CEL's own scalars).
 type Input struct {
 	// Event is the envelope; with InputOf it is built when a rule first reads it whole (a policy
 	// that only selects members of it is given a map of those, see eventReads).
@@ -84,15 +84,15 @@ func (d decoded) Arguments() map[string]any {
 	return a
 }
 
-func (d decoded) ToolName() string  { s, _ := d.field("toolName").(string); return s }
-func (d decoded) UserInput() string { s, _ := d.field("userInput").(string); return s }
+func (d decoded) ToolName() string  { s, _ := d.field("toolName").(types.String); return string(s) }
+func (d decoded) UserInput() string { s, _ := d.field("userInput").(types.String); return string(s) }
 
 func (d decoded) MaxSize() int { return sizeOf(d.c) }
 
 // sizeOf is the largest length of a string, list or map in v, a value as DecodeJSON returns it.
 func sizeOf(v any) int {
 	switch v := v.(type) {
-	case string:
+	case types.String:
 		return len(v)
 	case []any:
 		n := len(v)
@@ -118,14 +118,15 @@ func (d decoded) field(k string) any {
 // NewInput derives the shortcuts from an envelope as DecodeJSON returns it.
 func NewInput(event map[string]any) *Input {
 	id := func(k string) *int64 {
-		if v, ok := event[k].(int64); ok {
-			return &v
+		if v, ok := event[k].(types.Int); ok {
+			id := int64(v)
+			return &id
 		}
 		return nil
 	}
 	src := Decoded(event["context"])
 	in := &Input{Event: event, PrincipalID: id("principalId"), AgentID: id("agentId"), SessionID: id("sessionId"),
-		Tool: src.ToolName(), Input: src.UserInput(), src: src, task: event["hookType"] == "pre_scheduled_task"}
+		Tool: src.ToolName(), Input: src.UserInput(), src: src, task: event["hookType"] == types.String("pre_scheduled_task")}
 	in.args() // the shortcuts filled at once: NewInput's callers read them
 	in.taskVar()
 	return in
@@ -268,28 +269,28 @@ func (e *Envelope) member(k string) (any, bool) {
 		if v == nil {
 			return nil
 		}
-		return *v
+		return types.Int(*v)
 	}
 	switch k {
 	case "schemaVersion":
-		return e.SchemaVersion, true
+		return types.String(e.SchemaVersion), true
 	case "eventId":
-		return e.EventID, true
+		return types.String(e.EventID), true
 	case "hookType":
-		return e.HookType, true
+		return types.String(e.HookType), true
 	case "hookName":
-		return e.HookName, true
+		return types.String(e.HookName), true
 	case "occurredAt":
-		return e.OccurredAt, true
+		return types.Int(e.OccurredAt), true
 	case "dispatchedAt":
-		return e.DispatchedAt, true
+		return types.Int(e.DispatchedAt), true
 	case "deliveryAttempt":
-		return e.DeliveryAttempt, true
+		return types.Int(e.DeliveryAttempt), true
 	case "traceId":
 		if e.TraceID == "" {
 			return nil, true
 		}
-		return e.TraceID, true
+		return types.String(e.TraceID), true
 	case "sessionId":
 		return id(e.SessionID), true
 	case "principalId":
@@ -333,9 +334,12 @@ func optionalID(v *int64) ref.Val {
 	return types.Int(*v)
 }
 
-// DecodeJSON decodes JSON into the values policies see: objects as map[string]any, whole numbers
-// as int64 (so args.amount > 10000 compares integers and string(args.amount) has no ".0"), other
-// numbers as float64.
+// DecodeJSON decodes JSON into the values policies see: objects as map[string]any, arrays as []any,
+// strings as types.String, whole numbers as types.Int (so args.amount > 10000 compares integers
+// and string(args.amount) has no ".0"), other numbers as types.Double, true, false and null as
+// bool and nil. The scalars are CEL's own values, so that a rule reading one takes it as it is: as
+// Go strings and numbers each read converted it anew (ten rules reading args.command, ten
+// allocations).
 func DecodeJSON(b []byte) (any, error) {
 	if hookdtype.Valid(b) {
 		return DecodeValid(b), nil
@@ -395,7 +399,7 @@ func decodeValid(b []byte, s string, i int) (any, int) {
 		return a, i + 1
 	case '"':
 		end, decode := hookdtype.StringEnd(b, i)
-		return stringAt(b, s, i, end, decode), end
+		return types.String(stringAt(b, s, i, end, decode)), end
 	case 't':
 		return true, i + 4
 	case 'f':
@@ -416,15 +420,18 @@ func stringAt(b []byte, s string, i, end int, decode bool) string {
 	return s[i+1 : end-1]
 }
 
-// number is v with every json.Number in it as int64 when whole, else float64.
+// number is v, as encoding/json decodes it with UseNumber, with the values of DecodeJSON: every
+// json.Number as types.Int when whole, else types.Double, and every string as types.String.
 func number(v any) any {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
-			return i
+			return types.Int(i)
 		}
 		f, _ := v.Float64()
-		return f
+		return types.Double(f)
+	case string:
+		return types.String(v)
 	case map[string]any:
 		for k, e := range v {
 			v[k] = number(e)

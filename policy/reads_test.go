@@ -127,8 +127,8 @@ func TestSelectedEventIsSmall(t *testing.T) {
 		want  map[string]any
 	}{
 		{[]string{"event.context.permissionMode == 'bypass'", "has(event.traceId) && args.command == 'rm'"},
-			map[string]any{"traceId": "t", "context": map[string]any{"permissionMode": "plan"}}},
-		{[]string{"has(event.context.nope)", "event.hookType == 'x'"}, map[string]any{"hookType": "pre_tool_use", "context": map[string]any{}}},
+			map[string]any{"traceId": types.String("t"), "context": map[string]any{"permissionMode": types.String("plan")}}},
+		{[]string{"has(event.context.nope)", "event.hookType == 'x'"}, map[string]any{"hookType": types.String("pre_tool_use"), "context": map[string]any{}}},
 		{[]string{"event.context.cwd == '/'", "size(event.context) > 9"}, map[string]any{"context": ctx}},
 	} {
 		cfg := Config{}
