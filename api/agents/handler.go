@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,6 +77,10 @@ func newHandler(d Deps) *handler {
 type handler struct {
 	Deps
 	events, unmapped, dropped *prometheus.CounterVec
+	// warned are the undocumented events already logged (warnUnknown), "kind event", at most
+	// maxUnknownWarnings of them: their names are the callers'.
+	warned  sync.Map
+	warnedN atomic.Int64
 }
 
 func (h *handler) hook(c *gin.Context) {
@@ -165,6 +171,7 @@ func (h *handler) hook(c *gin.Context) {
 	if m.Point == "" {
 		h.events.WithLabelValues(kind, "none").Inc()
 		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
+		h.warnUnknown(c.Request.Context(), kind, in.Event)
 		h.answer(c, ad, m, Verdict{})
 		return
 	}
@@ -393,6 +400,31 @@ var knownEvents = map[string]bool{
 	"BeforeToolSelection": true, "PreCompress": true, "afterFileEdit": true, "afterAgentResponse": true,
 	"afterAgentThought": true, "beforeTabFileRead": true, "afterTabFileEdit": true, "preCompact": true,
 	"subagentStart": true, "subagentStop": true,
+}
+
+// maxUnknownWarnings bounds how many undocumented event names warnUnknown logs.
+const maxUnknownWarnings = 64
+
+// warnUnknown logs, once per harness and name, an event that hookd has no point for and that the
+// harness's documentation does not list (a typo in a hooks file, or an event of a harness newer
+// than hookd): answered with nothing to say, whatever it is for, so no hook governs it. A
+// documented event hookd leaves alone (Claude Code's Notification, say) is only counted.
+func (h *handler) warnUnknown(ctx context.Context, kind, event string) {
+	if knownEvents[event] || h.Log == nil {
+		return
+	}
+	if len(event) > 100 {
+		event = strings.ToValidUTF8(event[:100], "") + "…"
+	}
+	if _, seen := h.warned.Load(kind + " " + event); seen || h.warnedN.Load() >= maxUnknownWarnings {
+		return
+	}
+	if _, seen := h.warned.LoadOrStore(kind+" "+event, true); seen {
+		return
+	}
+	h.warnedN.Add(1)
+	h.Log.WarnContext(ctx, "a coding agent's hook event hookd has no point for: answered with nothing to say, so no hook governs it (logged once)",
+		"kind", kind, "event", event)
 }
 
 func knownEvent(e string) string {
