@@ -1,8 +1,6 @@
 package dispatcher
 
 import (
-	"cel.dev/cel-go/common/types"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,8 @@ import (
 	"reflect"
 	"time"
 	"unicode/utf8"
+
+	"cel.dev/cel-go/common/types"
 
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/policy"

@@ -41,7 +41,7 @@ func referenceDecode(b []byte) (any, error) {
 	if dec.More() {
 		return nil, errors.New("trailing data")
 	}
-	return number(v), nil
+	return celScalars(v), nil
 }
 
 var randomStrings = []string{`"a"`, `""`, `"q\"uote\\"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, "\"日本\"", "\"\xff\xfe\"", `"\n\t\/"`}

@@ -353,7 +353,7 @@ func DecodeJSON(b []byte) (any, error) {
 	if dec.More() {
 		return nil, errors.New("policy: trailing data after JSON value")
 	}
-	return number(v), nil
+	return celScalars(v), nil
 }
 
 // DecodeValid is DecodeJSON of b that is known to be valid JSON (json.Marshal's output, say); of
@@ -408,7 +408,7 @@ func decodeValid(b []byte, s string, i int) (any, int) {
 		return nil, i + 4
 	}
 	end := hookdtype.ValueEnd(b, i)
-	return number(json.Number(s[i:end])), end
+	return celScalars(json.Number(s[i:end])), end
 }
 
 // stringAt is the content of the JSON string b[i:end] (StringEnd's decode said whether it differs
@@ -420,9 +420,9 @@ func stringAt(b []byte, s string, i, end int, decode bool) string {
 	return s[i+1 : end-1]
 }
 
-// number is v, as encoding/json decodes it with UseNumber, with the values of DecodeJSON: every
+// celScalars is v, as encoding/json decodes it with UseNumber, with the values of DecodeJSON: every
 // json.Number as types.Int when whole, else types.Double, and every string as types.String.
-func number(v any) any {
+func celScalars(v any) any {
 	switch v := v.(type) {
 	case json.Number:
 		if i, err := v.Int64(); err == nil {
@@ -434,11 +434,11 @@ func number(v any) any {
 		return types.String(v)
 	case map[string]any:
 		for k, e := range v {
-			v[k] = number(e)
+			v[k] = celScalars(e)
 		}
 	case []any:
 		for i, e := range v {
-			v[i] = number(e)
+			v[i] = celScalars(e)
 		}
 	}
 	return v

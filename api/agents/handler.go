@@ -410,19 +410,15 @@ const maxUnknownWarnings = 64
 // than hookd): answered with nothing to say, whatever it is for, so no hook governs it. A
 // documented event hookd leaves alone (Claude Code's Notification, say) is only counted.
 func (h *handler) warnUnknown(ctx context.Context, kind, event string) {
-	if knownEvents[event] || h.Log == nil {
+	if knownEvents[event] || h.warnedN.Load() >= maxUnknownWarnings {
 		return
 	}
 	if len(event) > 100 {
 		event = strings.ToValidUTF8(event[:100], "") + "…"
 	}
-	if _, seen := h.warned.Load(kind + " " + event); seen || h.warnedN.Load() >= maxUnknownWarnings {
+	if _, seen := h.warned.LoadOrStore(kind+" "+event, true); seen || h.warnedN.Add(1) > maxUnknownWarnings {
 		return
 	}
-	if _, seen := h.warned.LoadOrStore(kind+" "+event, true); seen {
-		return
-	}
-	h.warnedN.Add(1)
 	h.Log.WarnContext(ctx, "a coding agent's hook event hookd has no point for: answered with nothing to say, so no hook governs it (logged once)",
 		"kind", kind, "event", event)
 }
