@@ -5,7 +5,9 @@ package dispatcher
 //	BenchmarkIntercept          one interceptive decision (one signed pre_tool_use hook)
 //	BenchmarkBarePOST           a plain net/http POST of the same envelope to the same kind of receiver
 //	BenchmarkInterceptVsBare    the two (and the sender alone) interleaved op by op, with the ratio
-//	BenchmarkObserveDelivery    sustained Observe → outbox → receiver → outcome recorded, per database
+//	BenchmarkObserveDelivery    sustained Observe → outbox → receiver → outcome recorded, per database,
+//	                            and bare-post: the same envelopes POSTed by as many goroutines, the
+//	                            HTTP alone (the ceiling of any delivery on this machine)
 //	BenchmarkBareOutbox         the storage layer alone: enqueue, claim, complete, no HTTP
 //
 // Figures, the command and the analysis are in docs/benchmarks.md. Nothing here asserts a speed:
@@ -24,6 +26,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,13 +164,18 @@ func BenchmarkIntercept(b *testing.B) {
 // url, reading the answer, and the body's size.
 func benchBarePoster(b *testing.B, client *http.Client, url string) (func() error, int) {
 	b.Helper()
-	ev := benchPreToolUse()
+	return benchBarePosterOf(b, client, url, benchPreToolUse(), "bench-intercept")
+}
+
+// benchBarePosterOf is benchBarePoster with ev's envelope, for hook hookName.
+func benchBarePosterOf(b *testing.B, client *http.Client, url string, ev Event, hookName string) (func() error, int) {
+	b.Helper()
 	ctxBody, err := marshalContext(ev.Context)
 	if err != nil {
 		b.Fatal(err)
 	}
 	body, err := json.Marshal(&Envelope{SchemaVersion: SchemaVersion, EventID: storage.NewTSIDString(),
-		HookType: PreToolUse, HookName: "bench-intercept", OccurredAt: time.Now().UnixMilli(),
+		HookType: ev.HookType, HookName: hookName, OccurredAt: time.Now().UnixMilli(),
 		DispatchedAt: time.Now().UnixMilli(), DeliveryAttempt: 1, TraceID: strPtr(ev.TraceID),
 		SessionID: ev.SessionID, PrincipalID: ev.PrincipalID, AgentID: ev.AgentID, Context: ctxBody})
 	if err != nil {
@@ -259,6 +267,11 @@ func BenchmarkInterceptVsBare(b *testing.B) {
 // receiver has received all b.N events and every row is recorded delivered. It reports end-to-end
 // events/s and the latency of Observe itself (the group commit) under that load.
 func BenchmarkObserveDelivery(b *testing.B) {
+	b.Run("bare-post", func(b *testing.B) {
+		for _, n := range benchObserverCounts {
+			b.Run(fmt.Sprintf("posters=%d", n), func(b *testing.B) { benchBarePosts(b, n) })
+		}
+	})
 	for _, dialect := range []string{"sqlite", "postgres"} {
 		b.Run(dialect, func(b *testing.B) {
 			if dialect == "postgres" {
@@ -316,7 +329,7 @@ func benchObserveDelivery(b *testing.B, db *storage.DB, observers int) {
 	var wg sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), benchCPU(b)
 	for range min(observers, b.N) {
 		wg.Go(func() {
 			for {
@@ -347,7 +360,7 @@ func benchObserveDelivery(b *testing.B, db *storage.DB, observers int) {
 	}
 	// The receiver has them all; the clock runs until the outcomes are recorded too.
 	benchDrained(b, db)
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), benchCPU(b)-cpu
 	b.StopTimer()
 	for _, st := range []string{storage.StatusFailed, storage.StatusDead} {
 		if ds, err := db.ListDeliveries(ctx, storage.DeliveryFilter{Status: st, Limit: 1}); err != nil || len(ds) > 0 {
@@ -358,7 +371,44 @@ func benchObserveDelivery(b *testing.B, db *storage.DB, observers int) {
 		b.Fatalf("receiver got %d requests for %d events", got, target)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/event")
 	benchReportLatency(b, "observe-", lat)
+}
+
+// benchBarePosts is the HTTP of benchObserveDelivery alone: posters goroutines POSTing the
+// post_tool_use envelope, b.N in all, to a receiver like its, over the dispatcher's transport.
+func benchBarePosts(b *testing.B, posters int) {
+	srv := benchAllowReceiver(b)
+	post, _ := benchBarePosterOf(b, &http.Client{Transport: benchTransport(b)}, srv.URL, benchPostToolUse(), "bench-observe")
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start, cpu := time.Now(), benchCPU(b)
+	for range min(posters, b.N) {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				if err := post(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed, cpu := time.Since(start), benchCPU(b)-cpu
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "posts/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/post")
+}
+
+// benchCPU is the CPU time this process has used so far, user and system, its threads in C
+// (SQLite) included.
+func benchCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkBareOutbox is the storage layer's ceiling for the same work without HTTP or the
@@ -383,7 +433,7 @@ func benchBareOutbox(b *testing.B, db *storage.DB) {
 	outs := make([]storage.Outcome, 0, benchOutboxBatch)
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := time.Now()
+	start, cpu := time.Now(), benchCPU(b)
 	for done := 0; done < b.N; {
 		n := min(benchOutboxBatch, b.N-done)
 		rows = rows[:0]
@@ -413,12 +463,13 @@ func benchBareOutbox(b *testing.B, db *storage.DB) {
 		}
 		done += n
 	}
-	elapsed := time.Since(start)
+	elapsed, cpu := time.Since(start), benchCPU(b)-cpu
 	b.StopTimer()
 	if depth, _, err := db.OutboxStats(ctx); err != nil || depth != 0 {
 		b.Fatalf("outbox depth %d after completing every batch: %v", depth, err)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(cpu.Nanoseconds())/1e3/float64(b.N), "cpu-µs/event")
 }
 
 // benchOp is one operation of an interleaved latency benchmark.

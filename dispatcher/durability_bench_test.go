@@ -6,7 +6,8 @@ package dispatcher
 //	serial   op after op: a bare POST, a bare one-row decision log commit, a batched Intercept, a
 //	         sync Intercept; each one's p50 and p99, batched/bare and sync-(bare+commit)
 //	c64      64 callers deciding at once, batched then sync, in alternating rounds: decisions/s
-//	         of each and sync/batched
+//	         of each and sync/batched, and what each took of the machine: the process's CPU time
+//	         per decision and the cores it kept busy on average (CPU time over wall time)
 //
 // Each dispatcher has a database file of its own, as a daemon would. Nothing asserts a speed.
 
@@ -72,10 +73,18 @@ func BenchmarkDecisionDurability(b *testing.B) {
 
 			b.Run("c64", func(b *testing.B) {
 				const callers = 64
+				var cpu [2]time.Duration // batched, sync
 				run := func(d *Dispatcher, n int) time.Duration {
 					var wg sync.WaitGroup
 					per := (n + callers - 1) / callers
-					start := time.Now()
+					start, cpu0 := time.Now(), benchCPU(b)
+					defer func() {
+						if d == synced {
+							cpu[1] += benchCPU(b) - cpu0
+						} else {
+							cpu[0] += benchCPU(b) - cpu0
+						}
+					}()
 					for range callers {
 						wg.Go(func() {
 							for range per {
@@ -91,6 +100,7 @@ func BenchmarkDecisionDurability(b *testing.B) {
 				}
 				run(batched, callers) // warm both
 				run(synced, callers)
+				cpu = [2]time.Duration{}
 				var tb, ts time.Duration
 				b.ResetTimer()
 				// Alternating rounds, so load from elsewhere falls on both alike.
@@ -104,6 +114,10 @@ func BenchmarkDecisionDurability(b *testing.B) {
 				b.ReportMetric(n/tb.Seconds(), "batched-decisions/s")
 				b.ReportMetric(n/ts.Seconds(), "sync-decisions/s")
 				b.ReportMetric(tb.Seconds()/ts.Seconds(), "sync/batched")
+				b.ReportMetric(float64(cpu[0].Microseconds())/n, "batched-cpu-µs/decision")
+				b.ReportMetric(float64(cpu[1].Microseconds())/n, "sync-cpu-µs/decision")
+				b.ReportMetric(cpu[0].Seconds()/tb.Seconds(), "batched-cores")
+				b.ReportMetric(cpu[1].Seconds()/ts.Seconds(), "sync-cores")
 			})
 		})
 	}
