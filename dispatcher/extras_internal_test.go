@@ -78,6 +78,12 @@ func TestFlawedDenyStands(t *testing.T) {
 		{`{"decision":"modify","modifiedValue":"x","hint":3}`, UserMessage, "", "hint"},
 		{`{"decision":"allow","decision":"modify"}`, PreToolUse, "", "decision"},
 		{`{"decision":"ask","decision":"allow"}`, PreToolUse, "", "decision"},
+		{`{"decision":"deny","reason":5}`, PreToolUse, Deny, "reason"},
+		{`{"reason":["r"],"decision":"ask"}`, UserMessage, Ask, "reason"},
+		{`{"decision":"allow","reason":{"a":1}}`, PreToolUse, "", "reason"},
+		{`{"decision":["deny"]}`, PreToolUse, "", "decision"},
+		{`{"decision":"modify","modifiedValue":5}`, PreToolUse, "", "modifiedValue"},
+		{`{"decision":"modify","modifiedValue":false}`, PreToolUse, "", "modifiedValue"},
 	} {
 		dec, flaw, err := parseAnswer([]byte(c.body), c.t)
 		var ve *hookdtype.ValidationError
@@ -90,6 +96,9 @@ func TestFlawedDenyStands(t *testing.T) {
 	}
 	if dec, _, _ := parseAnswer([]byte(`{"decision":"deny","reason":"no","hint":3}`), PreToolUse); dec.Reason != "no" {
 		t.Errorf("the reason of a flawed deny: %+v", dec)
+	}
+	if dec, _, _ := parseAnswer([]byte(`{"decision":"deny","Reason":5,"reason":"no"}`), PreToolUse); dec.Reason != "no" {
+		t.Errorf("the reason of a deny beside a reason of the wrong type: %+v", dec)
 	}
 }
 

@@ -499,13 +499,23 @@ func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 	}
 	var ans hookAnswer
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return Decision{}, nil, fmt.Errorf("unparsable response body: %w", err)
+		te, ok := errors.AsType[*json.UnmarshalTypeError](err)
+		if !ok || te.Field == "" {
+			return Decision{}, nil, fmt.Errorf("unparsable response body: %w", err)
+		}
+		// A JSON object with a member of the wrong type ("reason": 5): a deny or an ask in it is
+		// still the receiver's, and failureMode ALLOW must not turn it into an allow.
+		wrong := hookdtype.Invalid(te.Field, "is a JSON %s, not a string", te.Value)
+		if d := saysDenyOrAsk(body); d != "" {
+			return Decision{Decision: d, Reason: stringMember(body, "reason")}, fmt.Errorf("%w; the %s stands", wrong, d), nil
+		}
+		return Decision{}, nil, wrong
 	}
 	if f := sentTwice(body); f != "" {
 		// encoding/json would take the last one: which the receiver meant is not known, and
 		// {"decision":"deny","decision":"allow"} must not pass as an allow, under any failureMode.
 		twice := hookdtype.Invalid(f, "sent twice (names are matched without case); send each field once")
-		if saysDeny(body) {
+		if saysDenyOrAsk(body) == Deny {
 			return Decision{Decision: Deny, Reason: ans.Reason}, fmt.Errorf("%w; one of them says deny; the deny stands", twice), nil
 		}
 		return Decision{}, nil, twice
@@ -533,6 +543,11 @@ func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 					// The new input is a text; an object's JSON in the user's place is no answer.
 					return Decision{}, nil, hookdtype.Invalid("modifiedValue", "must be a string, the new input of %s, not %s",
 						t, jsonKindOf(ans.ModifiedValue))
+				}
+				if !Value(ans.ModifiedValue).opensContainer() {
+					// A bare 5 or true is no tool's arguments: which were meant is not known.
+					return Decision{}, nil, hookdtype.Invalid("modifiedValue",
+						"must be the new arguments, as a JSON string, an object or an array, not %s", jsonKindOf(ans.ModifiedValue))
 				}
 				s = string(ans.ModifiedValue) // arguments as an object instead of its JSON text: take the text
 			}
@@ -585,23 +600,49 @@ func sentTwice(body []byte) string {
 	}
 }
 
-// saysDeny tells whether some "decision" member of the answer body (a valid JSON object whose
-// members may repeat), matched without case, is a deny.
-func saysDeny(body []byte) bool {
-	i := hookdtype.SkipSpace(body, 0) + 1
-	for {
+// saysDenyOrAsk is Deny when some "decision" member of the answer body (a valid JSON object
+// whose members may repeat), matched without case, is a deny; else Ask when one is an ask; else "".
+func saysDenyOrAsk(body []byte) string {
+	said := ""
+	for _, v := range stringMembers(body, "decision") {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case Deny:
+			return Deny
+		case Ask:
+			said = Ask
+		}
+	}
+	return said
+}
+
+// stringMember is the first member name of the answer body (a valid JSON object), matched
+// without case, whose value is a string; "" when none is.
+func stringMember(body []byte, name string) string {
+	if vs := stringMembers(body, name); len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
+}
+
+// stringMembers are the string values of the members name of body, a valid JSON object whose
+// members may repeat, matched without case as encoding/json matches them, in order.
+func stringMembers(body []byte, name string) []string {
+	var out []string
+	i := hookdtype.SkipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil
+	}
+	for i++; ; {
 		if i = hookdtype.SkipSpace(body, i); body[i] == '}' {
-			return false
+			return out
 		}
 		end, decode := hookdtype.StringEnd(body, i)
 		key := hookdtype.StringContent(body[i:end], decode)
 		v := hookdtype.SkipSpace(body, hookdtype.SkipSpace(body, end)+1)
 		i = hookdtype.ValueEnd(body, v)
-		if strings.EqualFold(key, "decision") && body[v] == '"' {
+		if strings.EqualFold(key, name) && body[v] == '"' {
 			vend, vdecode := hookdtype.StringEnd(body, v)
-			if strings.ToLower(strings.TrimSpace(hookdtype.StringContent(body[v:vend], vdecode))) == Deny {
-				return true
-			}
+			out = append(out, hookdtype.StringContent(body[v:vend], vdecode))
 		}
 		if i = hookdtype.SkipSpace(body, i); body[i] == ',' {
 			i++

@@ -82,6 +82,17 @@ func TestInterceptToleranceRules(t *testing.T) {
 		// A deny whose extras hookd cannot use is still a deny.
 		{name: "deny with a malformed hint", answer: reply(200, `{"decision":"deny","reason":"r","hint":3}`), want: Deny, reason: "r", flaw: true},
 		{name: "allow with a malformed hint", answer: reply(200, `{"decision":"allow","hint":3}`), failure: true, answered: true},
+		// A member of the wrong type leaves the answer unusable, but a deny in it is still a deny:
+		// failureMode ALLOW must not turn it into an allow.
+		{name: "deny with a reason of the wrong type", answer: reply(200, `{"decision":"deny","reason":5}`), want: Deny, flaw: true},
+		{name: "deny after a reason of the wrong type", answer: reply(200, `{"reason":{"a":1},"Decision":" Deny "}`), want: Deny, flaw: true},
+		{name: "allow with a reason of the wrong type", answer: reply(200, `{"decision":"allow","reason":5}`), failure: true, answered: true},
+		{name: "decision of the wrong type", answer: reply(200, `{"decision":["deny"]}`), failure: true, answered: true},
+		// A bare number or boolean is no tool's arguments.
+		{name: "modify with a number", answer: reply(200, `{"decision":"modify","modifiedValue":5}`), failure: true, answered: true},
+		{name: "modify with a boolean", answer: reply(200, `{"decision":"modify","modifiedValue":true}`), failure: true, answered: true},
+		{name: "modify with an object", answer: reply(200, `{"decision":"modify","modifiedValue":{"amount":10000,"target":"ACC-002"}}`),
+			want: Modify, modified: &newArgs},
 		{name: "unread field sent twice", answer: reply(200, `{"decision":"deny","reason":"r","x":1,"x":2}`), want: Deny, reason: "r"},
 		// A well-formed deny past what hookd reads: a failure that says so, not a parse error.
 		{name: "answer over the read limit", answer: reply(200, `{"decision":"deny","reason":"r","pad":"`+
