@@ -314,6 +314,10 @@ func TestHookValidation(t *testing.T) {
 		{base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"x","tokenPath":"a"}}`), "dispatchConfig.auth.tokenFetchConfig.url"},
 		{`{"hookName":"x","hookType":"user_message","toolNameMatch":"a","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
 		{`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"/(bad/","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
+		// No tool is named "": a list with an empty name governs nothing it meant to.
+		{`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"|","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
+		{`{"hookName":"x","hookType":"post_tool_use","toolNameMatch":"a|| b","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
+		{`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"transferFunds|","dispatchConfig":{"url":"https://r.example"}}`, "toolNameMatch"},
 		{`{"hookName":"x","hookType":"pre_tool_use","agentId":"five","dispatchConfig":{"url":"https://r.example"}}`, "agentId"},
 		{`{"hookName":"x","hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example","timeoutMs":"fast"}}`, "dispatchConfig.timeoutMs"},
 		{`{"hookName":`, "body"},
@@ -334,6 +338,7 @@ func TestHookValidation(t *testing.T) {
 		base(`,"auth":{"type":"CUSTOM_HTTP_TOKEN","tokenFetchConfig":{"url":"https://t.example/token","method":"POST","headers":{},"body":"{}","tokenPath":"data.token","expiresInPath":"data.expiresIn","header":"Authorization","prefix":"Bearer"}}`),
 		base(`,"signatureScheme":"standard","signingSecret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"`),
 		`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"/^transfer.*/","dispatchConfig":{"url":"https://r.example"}}`,
+		`{"hookName":"x","hookType":"pre_tool_use","toolNameMatch":"a | b","dispatchConfig":{"url":"https://r.example"}}`,
 	}
 	for _, body := range valid {
 		if status, w := c.do("POST", "/api/hooks", body); status != 201 {

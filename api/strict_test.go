@@ -622,6 +622,7 @@ func TestAuthHeadersHookdSetsRefused(t *testing.T) {
 		{`{"type": "CUSTOM", "headers": {"webhook-signature": "v1,AA=="}}`, "dispatchConfig.auth.headers.webhook-signature", "webhook-signature"},
 		{`{"type": "CUSTOM", "headers": {"Content-Type": "text/plain"}}`, "dispatchConfig.auth.headers.Content-Type", "Content-Type"},
 		{`{"type": "CUSTOM", "headers": {"X-Request-Id": "forged"}}`, "dispatchConfig.auth.headers.X-Request-Id", "X-Request-Id"},
+		{`{"type": "CUSTOM", "headers": {"User-Agent": "custom-ua"}}`, "dispatchConfig.auth.headers.User-Agent", "User-Agent"},
 		{`{"type": "CUSTOM", "headers": {"Host": "other.example"}}`, "dispatchConfig.auth.headers.Host", "Host"},
 		{`{"type": "CUSTOM", "headers": {"Content-Length": "5"}}`, "dispatchConfig.auth.headers.Content-Length", "Content-Length"},
 		{`{"type": "CUSTOM", "headers": {"Accept-Encoding": "gzip", "X-Key": "k"}}`, "dispatchConfig.auth.headers.Accept-Encoding", "Accept-Encoding"},

@@ -197,8 +197,14 @@ func (h *Hook) Normalize() error {
 			return invalid("toolNameMatch", "is %d bytes long; at most %d are accepted (a list of a thousand tool names fits)",
 				len(h.ToolNameMatch), maxToolNameMatch)
 		}
-		if _, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err != nil {
+		m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
+		if err != nil {
 			return invalid("toolNameMatch", "%v", err)
+		}
+		if m.EmptyName() {
+			// No tool is named "": such a hook would govern nothing, or not the tools it meant.
+			return invalid("toolNameMatch", "%q lists an empty name, which no tool has; separate the names with single |s "+
+				"(for every tool, leave toolNameMatch out or write \"*\")", h.ToolNameMatch)
 		}
 	}
 	if h.Enabled == nil {
@@ -575,13 +581,13 @@ func checkHeaderName(field, name string) error {
 	return nil
 }
 
-// ownHeaders are the headers hookd sets on every call to a receiver (the body's type, the trace,
-// the signature of either scheme), and those HTTP frames the request with, in canonical form.
+// ownHeaders are the headers hookd sets on every call to a receiver (the body's type, hookd's
+// name and version, the trace, the signature of either scheme), and those HTTP frames the request with, in canonical form.
 // An auth header of one of these names would overwrite hookd's (every signature then fails) or
 // be dropped unsent. The encodings are HTTP's too: an Accept-Encoding of the hook's own stops the
 // transport from decoding a compressed answer, which hookd then cannot read (a deny read as a
 // failure, and so as the failureMode); a Content-Encoding would misdescribe the plain JSON body.
-var ownHeaders = []string{"Content-Type", "X-Request-Id", "Traceparent", "Tracestate",
+var ownHeaders = []string{"Content-Type", "User-Agent", "X-Request-Id", "Traceparent", "Tracestate",
 	"X-Webhook-Timestamp", "X-Webhook-Signature", "Webhook-Id", "Webhook-Timestamp", "Webhook-Signature",
 	"Host", "Content-Length", "Transfer-Encoding", "Connection", "Keep-Alive", "Te", "Trailer", "Upgrade",
 	"Proxy-Connection", "Accept-Encoding", "Content-Encoding", "Expect"}

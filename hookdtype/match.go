@@ -3,6 +3,7 @@ package hookdtype
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -53,6 +54,12 @@ func (m NameMatch) Match(name string) bool {
 		}
 	}
 	return false
+}
+
+// EmptyName reports whether m is a list that names an empty name ("a||b", "|"), which only an
+// empty name matches.
+func (m NameMatch) EmptyName() bool {
+	return slices.Contains(m.names, "")
 }
 
 // Name is a name m selects that can be given by itself: the first listed one, or "" when m selects
