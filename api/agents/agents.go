@@ -142,8 +142,10 @@ var names = func() map[string]string {
 			m[e] = e
 		}
 	}
-	for e := range knownEvents {
-		m[e] = e
+	for _, events := range knownEvents {
+		for e := range events {
+			m[e] = e
+		}
 	}
 	return m
 }()
@@ -452,7 +454,7 @@ func SessionID(kind string, principal *int64, external string) int64 {
 // point, or a documented one it answers with nothing to say.
 func Known(kind, event string) bool {
 	a := For(kind)
-	return a != nil && (a.Point(event) != "" || knownEvents[event])
+	return a != nil && (a.Point(event) != "" || knownEvents[kind][event])
 }
 
 // Interceptive says whether hookd decides the event of kind (a pre-tool or prompt point), which the

@@ -170,7 +170,7 @@ func (h *handler) hook(c *gin.Context) {
 	m, err := ad.Map(in)
 	if m.Point == "" {
 		h.events.WithLabelValues(kind, "none").Inc()
-		h.unmapped.WithLabelValues(kind, knownEvent(in.Event)).Inc()
+		h.unmapped.WithLabelValues(kind, knownEvent(kind, in.Event)).Inc()
 		h.warnUnknown(c.Request.Context(), kind, in.Event)
 		h.answer(c, ad, m, Verdict{})
 		return
@@ -392,14 +392,26 @@ func oneHeader(c *gin.Context, name string) (string, error) {
 	return vs[0], nil
 }
 
-// knownEvents are the harnesses' documented events that have no hookd point; any other name is
-// counted as "other", so a caller cannot grow the metric's label set.
-var knownEvents = map[string]bool{
-	"PermissionRequest": true, "PermissionDenied": true, "Notification": true, "SubagentStart": true,
-	"SubagentStop": true, "PreCompact": true, "PostCompact": true, "BeforeModel": true, "AfterModel": true,
-	"BeforeToolSelection": true, "PreCompress": true, "afterFileEdit": true, "afterAgentResponse": true,
-	"afterAgentThought": true, "beforeTabFileRead": true, "afterTabFileEdit": true, "preCompact": true,
-	"subagentStart": true, "subagentStop": true,
+// knownEvents are each harness's documented events that have no hookd point, as its hooks
+// reference lists them; any other name is counted as "other", so a caller cannot grow the metric's
+// label set, and logged (warnUnknown). A harness's events are its own: Cursor has no Notification.
+var knownEvents = map[string]map[string]bool{
+	ClaudeCode: set("Setup", "UserPromptExpansion", "PermissionRequest", "PermissionDenied", "PostToolBatch",
+		"SubagentStart", "SubagentStop", "TaskCreated", "TaskCompleted", "StopFailure", "TeammateIdle", "PreCompact",
+		"PostCompact", "Elicitation", "ElicitationResult", "Notification", "WorktreeCreate", "WorktreeRemove",
+		"ConfigChange", "InstructionsLoaded", "CwdChanged", "FileChanged"),
+	Codex:     set("PermissionRequest", "PreCompact", "PostCompact"),
+	GeminiCLI: set("BeforeModel", "AfterModel", "BeforeToolSelection", "PreCompress", "Notification"),
+	Cursor: set("afterFileEdit", "afterAgentResponse", "afterAgentThought", "beforeTabFileRead", "afterTabFileEdit",
+		"preCompact", "subagentStart", "subagentStop"),
+}
+
+func set(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
 }
 
 // maxUnknownWarnings bounds how many undocumented event names warnUnknown logs.
@@ -410,7 +422,7 @@ const maxUnknownWarnings = 64
 // than hookd): answered with nothing to say, whatever it is for, so no hook governs it. A
 // documented event hookd leaves alone (Claude Code's Notification, say) is only counted.
 func (h *handler) warnUnknown(ctx context.Context, kind, event string) {
-	if knownEvents[event] || h.warnedN.Load() >= maxUnknownWarnings {
+	if knownEvents[kind][event] || h.warnedN.Load() >= maxUnknownWarnings {
 		return
 	}
 	if len(event) > 100 {
@@ -423,8 +435,8 @@ func (h *handler) warnUnknown(ctx context.Context, kind, event string) {
 		"kind", kind, "event", event)
 }
 
-func knownEvent(e string) string {
-	if knownEvents[e] {
+func knownEvent(kind, e string) string {
+	if knownEvents[kind][e] {
 		return e
 	}
 	return "other"

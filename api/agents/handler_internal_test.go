@@ -55,10 +55,14 @@ func TestUnknownEventsLogged(t *testing.T) {
 	post(ClaudeCode, "PreTooluse")
 	post(ClaudeCode, "PreTooluse")
 	post(ClaudeCode, "Notification")
+	post(ClaudeCode, "UserPromptExpansion")
 	post(Codex, "PreTooluse")
+	// A harness's events are its own: Notification is Claude Code's and Gemini CLI's, not Cursor's.
+	post(Cursor, "Notification")
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], `"kind":"claude-code","event":"PreTooluse"`) ||
-		!strings.Contains(lines[1], `"kind":"codex","event":"PreTooluse"`) || !strings.Contains(lines[0], `"level":"WARN"`) {
+	if len(lines) != 3 || !strings.Contains(lines[0], `"kind":"claude-code","event":"PreTooluse"`) ||
+		!strings.Contains(lines[1], `"kind":"codex","event":"PreTooluse"`) || !strings.Contains(lines[0], `"level":"WARN"`) ||
+		!strings.Contains(lines[2], `"kind":"cursor","event":"Notification"`) {
 		t.Fatalf("logged:\n%s", logs.String())
 	}
 	// The names are the callers': only the first maxUnknownWarnings are logged.
