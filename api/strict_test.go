@@ -374,6 +374,9 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 			// Arguments sent as text: a key twice is as ambiguous as in the object form.
 			{"pre_tool_use", `{"toolName": "transferFunds", "arguments": "{\"amount\": 50000, \"amount\": 1}"}`, "context.arguments.amount: appears twice; send each field once"},
 			{"post_tool_use", `{"toolName": "t", "arguments": "[{\"a\": 1, \"a\": 2}]"}`, "context.arguments[0].a: appears twice; send each field once"},
+			// Text that begins as JSON and is not: a policy reads no object, a lenient reader one.
+			{"pre_tool_use", `{"toolName": "transferFunds", "arguments": "{\"amount\": 20000} x"}`, "context.arguments: begins as JSON " +
+				"but is not valid JSON; send the arguments as a JSON object or array, or as text that does not begin with { or ["},
 		} {
 			status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
 			if status != 400 || w.Message != tc.want {

@@ -303,6 +303,13 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 		args = c.Arguments
 	}
 	if args.opensContainer() {
+		// Text that begins as JSON but is not ("{\"amount\":20000} x") is read as no object by a
+		// policy (args is {}, a has() guard never true) and maybe as one by a lenient reader
+		// downstream: which was meant is not known.
+		if !hookdtype.Valid([]byte(args)) {
+			return nil, invalid("context.arguments", "begins as JSON but is not valid JSON; send the arguments as a JSON "+
+				"object or array, or as text that does not begin with { or [")
+		}
 		if err := hookdtype.Duplicate([]byte(args), "context.arguments"); err != nil {
 			return nil, err
 		}
