@@ -88,3 +88,73 @@ func TestPricedCallsThatFit(t *testing.T) {
 		}
 	}
 }
+
+// A flatten of a list the rule computes is priced from the list's sizes before it runs, the
+// tracker's own charge for the list it would make included: args.l.map(i, args.l) is 3,000
+// references to one list (about 40,000 to build), and its flatten 9 million elements. Without
+// the price counting that charge, the flatten ran (seconds, 1.6 GB) and only then went over the
+// limit, reporting 18 million.
+func TestFlattenOfAComputedListIsPricedFirst(t *testing.T) {
+	b, err := json.Marshal(map[string]any{"l": make([]int, 3000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Compile(policy.Config{CostLimit: policy.MaxCostLimit, Rules: []policy.Rule{
+		{Name: "r", When: "args.l.map(i, args.l).flatten().size() == 0", Decision: "deny"}}}, "pre_tool_use")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, eval := range []func(*policy.Input) (policy.Result, error){p.Eval, p.EvalCounted} {
+		res, err := eval(input(t, toolEvent("x", string(b))))
+		var ee *policy.EvalError
+		var ce *policy.CallCostError
+		if !errors.As(err, &ee) || !ee.CostExceeded || ee.Rule != "r" || !errors.As(err, &ce) || ce.Function != "flatten" {
+			t.Fatalf("%+v %v", res, err)
+		}
+		if res.Cost > policy.MaxCostLimit {
+			t.Errorf("cost %d, over the limit %d", res.Cost, policy.MaxCostLimit)
+		}
+	}
+}
+
+// Whatever the size of the list a call makes, the evaluation decides within the limit or is
+// stopped before it passes it: a refused call charges nothing, and a call that runs was priced
+// with everything the tracker charges for it and for its arguments' second evaluation. The one
+// margin is the step after the call (a size, then a comparison: 1 each), which the price does not
+// see and the tracker stops at.
+func TestListMakingCallsStayWithinTheLimit(t *testing.T) {
+	const limit, margin = 100_000, 1
+	for _, when := range []string{
+		"args.l.map(i, args.l).flatten().size() > 0",
+		"args.l.map(i, args.l).flatten(1).size() > 0",
+		"lists.range(args.l.size() * 500).size() > 0",
+	} {
+		p, err := policy.Compile(policy.Config{CostLimit: limit, Rules: []policy.Rule{{Name: "r", When: when, Decision: "deny"}}}, "pre_tool_use")
+		if err != nil {
+			t.Fatal(err)
+		}
+		decided, refused := 0, 0
+		for n := 50; n <= 250; n += 2 { // lists of 2,500 to 62,500 elements, priced from 12,500 to 312,500
+			b, err := json.Marshal(map[string]any{"l": make([]int, n)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := p.EvalCounted(input(t, toolEvent("x", string(b))))
+			var ee *policy.EvalError
+			switch {
+			case err == nil:
+				decided++
+			case errors.As(err, &ee) && ee.CostExceeded:
+				refused++
+			default:
+				t.Fatalf("%s, %d: %v", when, n, err)
+			}
+			if res.Cost > limit+margin {
+				t.Fatalf("%s, %d: cost %d, over the limit %d", when, n, res.Cost, limit)
+			}
+		}
+		if decided == 0 || refused == 0 {
+			t.Errorf("%s: %d decided, %d refused; the sizes should straddle the limit", when, decided, refused)
+		}
+	}
+}

@@ -663,7 +663,7 @@ func globRegexp(pat string) string {
 }
 
 // patternFuncs are the functions that match a string, their first argument, against a pattern,
-// their second, with RE2; each with the RE2 expression its pattern stands for.
+// their second, with RE2 (Go's regexp); each with the RE2 expression its pattern stands for.
 var patternFuncs = map[string]func(pattern string) string{
 	"glob":             globRegexp,
 	"matches":          func(p string) string { return p },
@@ -672,9 +672,13 @@ var patternFuncs = map[string]func(pattern string) string{
 	"regex.replace":    func(p string) string { return p },
 }
 
+// oneGroupFuncs are the patternFuncs that fail on a pattern with more than one capturing group.
+var oneGroupFuncs = []string{"regex.extract", "regex.extractAll"}
+
 // boundPatterns (a cel.CustomDecoratorV2) wraps each call of a patternFuncs function whose
-// pattern is not a literal, so that it costs what it may do. A literal pattern is left as CEL
-// plans it (matches precompiles it): the policy's author chose it, and the static estimate sees it.
+// pattern is not a literal, so that it costs what it may do. A literal pattern is checked here,
+// at registration, and its call left as CEL plans it: the policy's author chose it, and the static
+// estimate sees it.
 func boundPatterns(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
 	call, ok := i.(interpreter.InterpretableCall)
 	if !ok {
@@ -684,10 +688,28 @@ func boundPatterns(i interpreter.InterpretableV2) (interpreter.InterpretableV2, 
 	if !ok || len(call.Args()) < 2 {
 		return i, nil
 	}
-	if _, literal := call.Args()[1].(interpreter.InterpretableConst); literal {
+	if c, literal := call.Args()[1].(interpreter.InterpretableConst); literal {
+		if p, ok := c.Value().(types.String); ok {
+			return i, checkPattern(call.Function(), toRegexp(string(p)))
+		}
 		return i, nil
 	}
 	return &computedPattern{InterpretableCall: call, toRegexp: toRegexp}, nil
+}
+
+// checkPattern refuses expr, the RE2 expression of a literal pattern of function, when function
+// would fail on it at every call. CEL compiles only matches' literal patterns when it plans a
+// program; the regex functions compile theirs at each call, so a typo in one failed the rule on
+// every input, and a deny rule under failureMode ALLOW let everything through.
+func checkPattern(function, expr string) error {
+	re, err := regexp.Compile(expr) // as the functions compile it at run time
+	if err != nil {
+		return fmt.Errorf("%s: %w", function, err)
+	}
+	if slices.Contains(oneGroupFuncs, function) && re.NumSubexp() > 1 {
+		return fmt.Errorf("%s: the pattern %q has %d capturing groups; at most one", function, expr, re.NumSubexp())
+	}
+	return nil
 }
 
 // computedPattern is a string-matching call whose pattern is computed, from the input mostly.
@@ -705,14 +727,13 @@ type computedPattern struct {
 // evaluates them again (cel-go's own regex size limit does the same): the alternative is
 // reimplementing each function's dispatch here.
 func (c *computedPattern) Exec(frame *interpreter.ExecutionFrame) ref.Val {
-	args := c.Args()
-	s, ok1 := args[0].Exec(frame).(types.String)
-	p, ok2 := args[1].Exec(frame).(types.String)
+	// A computed pattern has no static bound, so its expression is always counted.
+	args, left := evalArgs(frame, c)
+	s, ok1 := args[0].(types.String)
+	p, ok2 := args[1].(types.String)
 	if !ok1 || !ok2 {
 		return c.InterpretableCall.Exec(frame) // an error, or not strings: as CEL reports it
 	}
-	// A computed pattern has no static bound, so its expression is always counted.
-	left := costLeft(frame)
 	refused := func(price uint64) ref.Val {
 		return types.WrapErr(&PatternCostError{Function: c.Function(), StringBytes: len(s), PatternBytes: len(p),
 			Cost: price, Left: left})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/policy"
 )
 
@@ -168,5 +169,61 @@ func TestGlobCostGrowsWithItsInputs(t *testing.T) {
 	if a, b := cost("args.path.glob(args.p)", map[string]string{"path": short, "p": "*a"}),
 		cost("args.path.glob(args.p)", map[string]string{"path": short, "p": strings.Repeat("*a", 50)}); b <= 10*a {
 		t.Errorf("computed pattern: cost %d for 2 bytes of pattern, %d for 100", a, b)
+	}
+}
+
+// A pattern written in the rule is compiled at registration, as the function compiles it when it
+// runs (RE2), for every function that takes one: one that does not compile, or that the function
+// refuses (regex.extract and regex.extractAll take at most one capturing group), would fail the
+// rule on every input, and a deny rule under failureMode ALLOW would let everything through. A
+// pattern that compiles, and one the rule computes, are accepted.
+func TestLiteralPatternsAreCheckedAtRegistration(t *testing.T) {
+	cases := []struct {
+		function, field, expr, msg string // msg "": compiles
+	}{
+		{"matches", "when", "args.s.matches('(')", "error parsing regexp: missing closing )"},
+		{"matches", "when", "matches(args.s, '[')", "error parsing regexp: missing closing ]"},
+		{"regex.extract", "when", "regex.extract(args.cmd, '(sk-[a-z]+').hasValue()", "error parsing regexp: missing closing )"},
+		{"regex.extract", "when", "regex.extract(args.s, '(a)(b)').hasValue()", "2 capturing groups"},
+		{"regex.extractAll", "when", "regex.extractAll(args.s, '[').size() > 0", "error parsing regexp: missing closing ]"},
+		{"regex.extractAll", "when", "regex.extractAll(args.s, '(a)(b)').size() > 0", "2 capturing groups"},
+		{"regex.replace", "modifiedValue", "regex.replace(input, '([0-9]{6}', '******')", "error parsing regexp: missing closing )"},
+		{"regex.replace", "modifiedValue", "regex.replace(input, 'a{2,1}', 'b', 1)", "error parsing regexp: invalid repeat count"},
+		{"regex.replace", "reason", "regex.replace(input, '*', '')", "error parsing regexp: missing argument to repetition operator"},
+
+		{"matches", "when", "args.s.matches('^(sk-[a-z]+)$')", ""},
+		{"regex.extract", "when", "regex.extract(args.cmd, '(sk-[a-z]+)').hasValue()", ""},
+		{"regex.extractAll", "when", "regex.extractAll(args.s, '[0-9]+').size() > 0", ""},
+		{"regex.replace", "modifiedValue", "regex.replace(input, '([0-9]{14})([0-9]{3}[0-9Xx])', r'**************\\2')", ""},
+		{"glob", "when", "args.path.glob('/etc/[ssh]/**')", ""},
+
+		{"matches", "when", "args.s.matches(args.p)", ""},
+		{"regex.extract", "when", "regex.extract(args.cmd, args.p).hasValue()", ""},
+		{"regex.extractAll", "when", "regex.extractAll(args.s, args.p + '(').size() > 0", ""},
+		{"regex.replace", "modifiedValue", "regex.replace(input, input, '******')", ""},
+		{"glob", "when", "args.path.glob(args.p)", ""},
+	}
+	for _, c := range cases {
+		r := policy.Rule{Name: "secret", When: "true", Decision: "deny"}
+		switch c.field {
+		case "when":
+			r.When = c.expr
+		case "reason":
+			r.Reason = c.expr
+		case "modifiedValue":
+			r.Decision, r.ModifiedValue = "modify", c.expr
+		}
+		_, err := policy.Compile(policy.Config{Rules: []policy.Rule{{Name: "ok", When: "false", Decision: "allow"}, r}}, "user_message")
+		if c.msg == "" {
+			if err != nil {
+				t.Errorf("%s: %v", c.expr, err)
+			}
+			continue
+		}
+		var ve *hookdtype.ValidationError
+		if !errors.As(err, &ve) || ve.Field != "policyConfig.rules[1]."+c.field ||
+			!strings.HasPrefix(ve.Msg, c.function+": ") || !strings.Contains(ve.Msg, c.msg) {
+			t.Errorf("%s: got %v, want a ValidationError of policyConfig.rules[1].%s saying %s: …%s…", c.expr, err, c.field, c.function, c.msg)
+		}
 	}
 }
