@@ -19,6 +19,7 @@ import (
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/interpreter"
 
 	"github.com/hookd/hookd/hookdtype"
@@ -488,6 +489,13 @@ func (p *Policy) modifiedText(v ref.Val) (string, error) {
 	}
 	if slices.Contains(stringModify, p.hookType) {
 		return "", fmt.Errorf("evaluated to %s; %s takes a string", v.Type().TypeName(), p.hookType)
+	}
+	// A dyn expression (event.sessionId) passes the type check with any value; a bare 12 or true
+	// is no tool's arguments.
+	switch v.(type) {
+	case traits.Mapper, traits.Lister:
+	default:
+		return "", fmt.Errorf("evaluated to %s; the new arguments are a string, a map or a list", v.Type().TypeName())
 	}
 	b, err := marshalJSON(v)
 	if err != nil {

@@ -245,4 +245,18 @@ func TestEvalErrors(t *testing.T) {
 	if !errors.As(err, &ee) || !ee.CostExceeded || ee.Rule != "slow" {
 		t.Fatalf("cost overrun: %v", err)
 	}
+	// A dyn modifiedValue passes the type check whatever it holds; a number or a boolean is no
+	// tool's arguments, a map or a list is.
+	for expr, ok := range map[string]bool{"event.sessionId": false, "args.n": false, "args.n > 0 ? args.n : true": false,
+		"event.context": true, "[args.n]": true, "'{}'": true} {
+		cfg = policy.Config{Rules: []policy.Rule{{Name: "rewrite", When: "true", Decision: "modify", ModifiedValue: expr}}}
+		if p, err = policy.Compile(cfg, "pre_tool_use"); err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		in := input(t, toolEvent("x", `{"n":1}`))
+		res, err := p.Eval(in)
+		if ok != (err == nil) || !ok && (!errors.As(err, &ee) || ee.Field != "modifiedValue") {
+			t.Errorf("modifiedValue %s: %+v %v", expr, res, err)
+		}
+	}
 }
