@@ -31,7 +31,8 @@ the harness expects: the daemon's answer on stdout and exit code 0. When the dae
 (unreachable, timed out, answering an error or a redirect, or answering something other than a
 JSON object), --on-error decides: deny (the default for the
 events hookd decides: tool calls and prompts) prints the harness's block, writes the reason on
-stderr and exits 2, which every supported harness takes as a block; allow (the default for the
+stderr and exits 2, which every supported harness takes as a block of a tool call or prompt (on
+other events, as what its exit 2 means there: docs/agents.md); allow (the default for the
 others) says nothing and exits 0, naming the failure on stderr.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return forward(cmd, f, args[0]) },
@@ -90,12 +91,15 @@ func forward(cmd *cobra.Command, f hookFlags, event string) error {
 		return err
 	}
 	var other *otherEventError
-	if errors.As(err, &other) && ad.Point(other.event) != "" {
+	if errors.As(err, &other) && agents.Known(f.kind, other.event) {
 		// An entry wired to the wrong event: what runs is the input's event, which is answered
-		// as such, and a tool call or prompt is blocked whatever the command line's event and
-		// --on-error say, since neither was written for it.
+		// as such. A tool call or prompt is blocked whatever the command line's event and
+		// --on-error say, since neither was written for it. Any other event goes on unless
+		// --on-error deny says otherwise: the command line's event's default was not written for
+		// it either, and exit 2 there blocks no call (Gemini CLI retries an AfterAgent turn with
+		// the reason as its prompt; Claude Code's Stop keeps the agent working).
 		event = other.event
-		deny = deny || agents.Interceptive(f.kind, event)
+		deny = agents.Interceptive(f.kind, event) || f.onError == "deny"
 	}
 	m := agents.Mapped{Event: event, Point: ad.Point(event)}
 	if !deny {

@@ -94,21 +94,15 @@ const maxHookFileJSON = 1 << 20
 // yamlJSON appends the JSON of the YAML node n to b, each scalar as it is written where JSON can
 // say it so: an unquoted date (2026-01-01) stays that text, where decoding it would make it a
 // time and the JSON an RFC 3339 timestamp that no rule comparing the text matches, and a number
-// keeps its digits (a float64 would round a long one). Other scalars (0x1F, .inf, yes) and a
-// mapping with a merge key (<<) are what YAML decodes them to.
+// keeps its digits (a float64 would round a long one). Other scalars (0x1F, true) are what YAML
+// decodes them to. A merge key (<<) is refused: its mapping would be decoded whole, past these
+// checks (<<: {agentId: 05001} was agent 2561), and a hooks file is clearer with its keys written
+// out. An alias is read through its anchor, checked there.
 func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
 	if len(b) > maxHookFileJSON {
 		// Aliases nested in aliases expand exponentially: 600 bytes of them took gigabytes.
 		return nil, fmt.Errorf("line %d: the document expands to more than %d bytes of JSON (aliases repeating aliases?), more than the daemon takes in a request",
 			n.Line, maxHookFileJSON)
-	}
-	decoded := func() ([]byte, error) {
-		var v any
-		if err := n.Decode(&v); err != nil {
-			return nil, err
-		}
-		j, err := json.Marshal(v)
-		return append(b, j...), err
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
@@ -131,11 +125,6 @@ func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
 		}
 		return append(b, ']'), nil
 	case yaml.MappingNode:
-		for i := 0; i < len(n.Content); i += 2 {
-			if n.Content[i].Tag == "!!merge" {
-				return decoded()
-			}
-		}
 		b = append(b, '{')
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			if i > 0 {
@@ -144,6 +133,9 @@ func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
 			k := n.Content[i]
 			if k.Kind != yaml.ScalarNode {
 				return nil, fmt.Errorf("line %d: a key is not a scalar", k.Line)
+			}
+			if k.Tag == "!!merge" {
+				return nil, fmt.Errorf("line %d: a merge key (<<) is not taken in hook and test files; write the keys it merges out in this mapping", k.Line)
 			}
 			b = hookdtype.AppendJSONString(b, k.Value)
 			b = append(b, ':')
@@ -169,7 +161,12 @@ func yamlJSON(b []byte, n *yaml.Node) ([]byte, error) {
 				n.Line, n.Value)
 		}
 	}
-	return decoded()
+	var v any
+	if err := n.Decode(&v); err != nil {
+		return nil, err
+	}
+	j, err := json.Marshal(v)
+	return append(b, j...), err
 }
 
 // loadHooks reads the hooks of files, checked as the daemon would check them (so a typo fails

@@ -199,21 +199,31 @@ func runCase(ctx context.Context, h dispatcher.Hook, c policyCase) string {
 		if got.ModifiedValue == nil {
 			return "want a modifiedValue, got none"
 		}
-		if !sameValue(c.ModifiedValue, *got.ModifiedValue) {
-			return fmt.Sprintf("want modifiedValue %s, got %s", c.ModifiedValue, *got.ModifiedValue)
+		if !sameValue(e.HookType, c.ModifiedValue, *got.ModifiedValue) {
+			shown := *got.ModifiedValue
+			if e.HookType != dispatcher.PreToolUse {
+				shown = string(hookdtype.AppendJSONString(nil, shown)) // text, quoted as the expected one is
+			}
+			return fmt.Sprintf("want modifiedValue %s, got %s", c.ModifiedValue, shown)
 		}
 	}
 	return ""
 }
 
-// sameValue compares an expected modifiedValue (a YAML object, or a string) with the one given: as
-// JSON values when both are JSON, else as text.
-func sameValue(want json.RawMessage, got string) bool {
+// sameValue compares an expected modifiedValue (a YAML object, or a string) with the one a hook of
+// type t gave. pre_tool_use's is the tool's arguments: compared as JSON values when both are JSON,
+// else as text. Any other type's is the new input, text compared exactly: a prompt typed as
+// {"amount": 1000.00} is not {"amount":1e3}, though the two are one JSON value.
+func sameValue(t dispatcher.HookType, want json.RawMessage, got string) bool {
 	var s string
-	if json.Unmarshal(want, &s) == nil {
-		if s == got {
-			return true
-		}
+	text := json.Unmarshal(want, &s) == nil
+	if text && s == got {
+		return true
+	}
+	if t != dispatcher.PreToolUse {
+		return false
+	}
+	if text {
 		want = json.RawMessage(s)
 	}
 	// Numbers as written (json.Number), not as float64: 9007199254740993 is not 9007199254740992.

@@ -359,13 +359,13 @@ func TestHooksApplyChecksWithTheDaemon(t *testing.T) {
 // unquoted date stays its text (YAML would make it a time, and the JSON a timestamp no rule on the
 // text matches), a long number keeps its digits.
 func TestYAMLScalarsAsWritten(t *testing.T) {
-	p := writeFile(t, t.TempDir(), "e.yaml", "date: 2026-01-01\nbig: 12345678901234567890\nratio: 0.10\nhex: 0x1F\nok: true\nnone: null\nname: \"x\"\nlist: [a, 1, 2026-01-02T03:04:05Z]\n---\n---\nbase: &b {k: v}\nmerged: {<<: *b, j: 1}\n")
+	p := writeFile(t, t.TempDir(), "e.yaml", "date: 2026-01-01\nbig: 12345678901234567890\nratio: 0.10\nhex: 0x1F\nok: true\nnone: null\nname: \"x\"\nlist: [a, 1, 2026-01-02T03:04:05Z]\n---\n---\nbase: &b {k: v}\ncopy: *b\n")
 	docs, err := yamlDocuments(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{`{"date":"2026-01-01","big":12345678901234567890,"ratio":0.10,"hex":31,"ok":true,"none":null,"name":"x","list":["a",1,"2026-01-02T03:04:05Z"]}`,
-		`{"base":{"k":"v"},"merged":{"j":1,"k":"v"}}`}
+		`{"base":{"k":"v"},"copy":{"k":"v"}}`}
 	if len(docs) != len(want) {
 		t.Fatalf("%d documents: %s", len(docs), docs)
 	}
@@ -381,6 +381,29 @@ func TestYAMLScalarsAsWritten(t *testing.T) {
 		if _, err := yamlDocuments(p); err == nil || !strings.Contains(err.Error(), "line 1: "+v+" is not a number as JSON writes it") {
 			t.Errorf("%s: %v", v, err)
 		}
+	}
+}
+
+// A merge key (<<) is refused, naming its line: its mapping was decoded whole, past the scalar
+// checks, and <<: {agentId: 05001} scoped the hook to agent 2561. An alias is checked at its anchor.
+func TestHookFileRefusesMergeKeys(t *testing.T) {
+	dir := t.TempDir()
+	for name, y := range map[string]string{
+		"inline.yaml": "hookName: merged-octal\n<<: {agentId: 05001}\nhookType: pre_tool_use\ndispatchType: policy\n" +
+			"policyConfig: {rules: [{name: r, when: 'true', decision: deny}]}\n",
+		"alias.yaml":      "hookName: merged\nhookType: pre_tool_use\nbase: &b {agentId: 5001}\nx:\n  <<: *b\n",
+		"cases_test.yaml": "policy: h.yaml\ncases:\n  - name: c\n    event: {context: {userInput: hi}}\n    <<: {decision: allow}\n",
+	} {
+		p := writeFile(t, dir, name, y)
+		line := strings.Count(y[:strings.Index(y, "<<")], "\n") + 1
+		// Hook files and test files are both read by yamlDocuments.
+		if _, err := yamlDocuments(p); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("line %d: a merge key (<<) is not taken", line)) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	p := writeFile(t, dir, "anchor.yaml", "hookName: a\nid: &x 05001\nagentId: *x\n")
+	if _, err := yamlDocuments(p); err == nil || !strings.Contains(err.Error(), "line 2: 05001 is not a number as JSON writes it") {
+		t.Errorf("an alias of an octal number: %v", err)
 	}
 }
 
@@ -433,9 +456,60 @@ func TestSameValueExactNumbers(t *testing.T) {
 		{`{"a": 1}`, `{"a":"1"}`, false},
 		{`"plain text"`, `plain text`, true},
 	} {
-		if got := sameValue(json.RawMessage(c.want), c.got); got != c.same {
+		if got := sameValue(dispatcher.PreToolUse, json.RawMessage(c.want), c.got); got != c.same {
 			t.Errorf("sameValue(%s, %s) = %v", c.want, c.got, got)
 		}
+	}
+}
+
+// A user_message's or pre_scheduled_task's modifiedValue is the new input, text: compared as
+// written, not as the JSON it may hold ({"amount": 1000.00} typed is not {"amount":1e3}).
+func TestSameValueTextInput(t *testing.T) {
+	for _, typ := range []dispatcher.HookType{dispatcher.UserMessage, dispatcher.PreScheduledTask} {
+		for _, c := range []struct {
+			want, got string
+			same      bool
+		}{
+			{`"{\"amount\": 1000.00}"`, `{"amount":1e3}`, false},
+			{`"{\"a\": 1}"`, `{"a":1}`, false},
+			{`{"a": 1}`, `{"a":1}`, false}, // a text's expected value is a string
+			{`"{\"amount\": 1000.00}"`, `{"amount": 1000.00}`, true},
+			{`"plain text"`, `plain text`, true},
+		} {
+			if got := sameValue(typ, json.RawMessage(c.want), c.got); got != c.same {
+				t.Errorf("%s: sameValue(%s, %s) = %v", typ, c.want, c.got, got)
+			}
+		}
+	}
+
+	// As the command runs it: a rewrite of the prompt's text fails the case that wants it kept.
+	dir := t.TempDir()
+	writeFile(t, dir, "um.yaml", `hookName: um-normalise
+hookType: user_message
+dispatchType: policy
+dispatchConfig: {failureMode: DENY}
+policyConfig:
+  rules:
+    - {name: amount, when: "input.startsWith('{')", decision: modify,
+       modifiedValue: "input.replace('1000.00', '1e3').replace(' ', '')"}
+`)
+	p := writeFile(t, dir, "um_test.yaml", `policy: um.yaml
+cases:
+  - name: text must stay exactly as typed
+    event: {context: {userInput: '{"amount": 1000.00}'}}
+    decision: modify
+    modifiedValue: '{"amount": 1000.00}'
+  - name: the rewrite as it is
+    event: {context: {userInput: '{"amount": 1000.00}'}}
+    decision: modify
+    modifiedValue: '{"amount":1e3}'
+`)
+	cmd := exec.Command(binary, "policy", "test", p)
+	b, _ := cmd.CombinedOutput()
+	out := string(b)
+	if cmd.ProcessState.ExitCode() != 1 || !strings.Contains(out, "1 passed, 1 failed") ||
+		!strings.Contains(out, `FAIL `+p+`: text must stay exactly as typed: want modifiedValue "{\"amount\": 1000.00}", got "{\"amount\":1e3}"`) {
+		t.Fatalf("exit %d\n%s", cmd.ProcessState.ExitCode(), out)
 	}
 }
 
