@@ -185,6 +185,8 @@ func TestPolicyHooksThroughTheAPI(t *testing.T) {
 				{`{"event":` + transferEvent(`{}`) + `}`, "policyConfig: give either policyConfig or hookId"},
 				{`{"policyConfig":{"rules":[{"name":"x","when":"nope","decision":"deny"}]},"event":` + transferEvent(`{}`) + `}`,
 					"policyConfig.rules[0].when: undeclared reference to 'nope' (1:1)"},
+				{`{"policyConfig":{"rules":[{"name":"x","when":"has(event.context.toolname)","decision":"deny"}]},"event":` + transferEvent(`{}`) + `}`,
+					`policyConfig.rules[0].when: event.context of pre_tool_use has no member "toolname" (did you mean "toolName"?)`},
 				{`{"policyConfig":{},"event":{"hookType":"post_tool_use","context":{}}}`, "event.hookType"},
 				{`{"policyConfig":{},"event":{"hookType":"pre_tool_use","context":{"toolNme":"x"}}}`, "event.context.toolNme"},
 				// A stored hook is tried only on events a dispatch would ask it about: a trial of a

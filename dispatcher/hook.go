@@ -230,8 +230,13 @@ func (h *Hook) Normalize() error {
 		if err := h.DispatchConfig.normalizePolicy(); err != nil {
 			return err
 		}
-		_, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
-		return err
+		p, err := policy.Compile(*h.PolicyConfig, string(h.HookType))
+		if err != nil {
+			return err
+		}
+		// Checked at registration, not when a stored hook is loaded: one stored before this check
+		// still runs as it did.
+		return p.CheckMembers(hookdtype.FieldNames(newContext(h.HookType)))
 	default:
 		return invalid("dispatchType", "%q is not one of webhook, policy", h.DispatchType)
 	}

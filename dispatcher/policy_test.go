@@ -197,6 +197,31 @@ func TestPolicyRegistration(t *testing.T) {
 		{"policyConfig on a webhook", Hook{HookType: PreToolUse, DispatchType: DispatchWebhook, PolicyConfig: cfg(),
 			DispatchConfig: DispatchConfig{URL: "https://x.example"}}, "policyConfig", "only applies"},
 		{"unknown dispatchType", Hook{HookType: PreToolUse, DispatchType: "lambda"}, "dispatchType", "not one of webhook, policy"},
+		// A member the event can never have would make has() never true and the rule never fire.
+		{"envelope typo", Hook{HookType: PreToolUse, PolicyConfig: cfg(r("a", "true", "allow"), r("b", "has(event.contxt.cwd)", "deny"))},
+			"policyConfig.rules[1].when", `event has no member "contxt" (did you mean "context"?)`},
+		{"context typo", Hook{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(event.context.permisionMode) && event.context.permisionMode == 'plan'", "deny"))},
+			"policyConfig.rules[0].when", `event.context of pre_tool_use has no member "permisionMode" (did you mean "permissionMode"?); it has toolName, toolCallId, arguments, agentKind,`},
+		{"optional select typo", Hook{HookType: UserMessage, PolicyConfig: cfg(r("a", "event.?context.?userinput.orValue('').contains('x')", "deny"))},
+			"policyConfig.rules[0].when", `event.context of user_message has no member "userinput" (did you mean "userInput"?)`},
+		{"another type's member", Hook{HookType: UserMessage, PolicyConfig: cfg(policy.Rule{Name: "a", When: "true", Decision: "deny", Reason: "event.context.toolName"})},
+			"policyConfig.rules[0].reason", `event.context of user_message has no member "toolName"`},
+		{"task off its point", Hook{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(task.taskName)", "deny"))},
+			"policyConfig.rules[0].when", "task is {} for pre_tool_use"},
+		{"task typo", Hook{HookType: PreScheduledTask, PolicyConfig: cfg(policy.Rule{Name: "a", When: "true", Decision: "modify", ModifiedValue: "task.tskName"})},
+			"policyConfig.rules[0].modifiedValue", `task has no member "tskName" (did you mean "taskName"?); it has taskId, taskName`},
+	}
+	// What the event has, whichever way it is read, and a comprehension variable that hides a
+	// variable's name, are taken.
+	for _, ok := range []Hook{
+		{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(event.context.permissionMode) && event.?traceId.hasValue() && event.context.arguments.x == 1 && event.agentId == 5001", "deny"))},
+		{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(event.context.cwd) && args.items.exists(task, task.nope == 1) && cel.bind(event, args, event.whatever == 1)", "deny"))},
+		{HookType: PreScheduledTask, PolicyConfig: cfg(r("a", "task.taskId > 3 && event.context.taskName == task.taskName", "deny"))},
+	} {
+		ok.HookName, ok.DispatchType = "x", DispatchPolicy
+		if err := ok.Normalize(); err != nil {
+			t.Errorf("%s: %v", ok.PolicyConfig.Rules[0].When, err)
+		}
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -642,6 +642,16 @@ func (f *structFields) unknown(k string) string {
 	return "unknown field"
 }
 
+// FieldNames are the JSON names of the fields of v, a struct or a pointer to one, embedded
+// structs' included, in declaration order: the members DecodeStrict takes.
+func FieldNames(v any) []string {
+	t := reflect.TypeOf(v)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return slices.Clone(fieldsOf(t).names)
+}
+
 func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*structFields)

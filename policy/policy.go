@@ -71,6 +71,15 @@ type Policy struct {
 	// rules one by one, which names the rule and field. Zero when it does not compile.
 	first program
 	reads eventReads // what the expressions read of the event variable
+	// selects are the members each expression selects from event and task, for CheckMembers.
+	selects []selection
+}
+
+// selection is one chain of members an expression selects from a variable: event.context.cwd is
+// {field, "event", [context cwd]}.
+type selection struct {
+	field, variable string
+	path            []string
 }
 
 type compiled struct {
@@ -334,7 +343,42 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 		return program{}, invalid(field, "%v", err)
 	}
 	p.reads.read(ast.NativeRep().Expr())
+	uses(ast.NativeRep().Expr(), func(name string, path []string) {
+		if (name == "event" || name == "task") && len(path) > 0 {
+			p.selects = append(p.selects, selection{field, name, path})
+		}
+	})
 	return prg, nil
+}
+
+// CheckMembers refuses a policy that selects a member the event can never have, context naming
+// the members of its hook type's context: a typo there would make has() never true and a read
+// always an error, so a rule that fails open under an ALLOW failureMode. It checks event.X (the
+// envelope's members), event.context.X and task.X (the context of pre_scheduled_task; {} for the
+// other types). Errors name the rule's field, as Compile's do.
+func (p *Policy) CheckMembers(context []string) error {
+	envelope := append(slices.Clip(envelopeMembers[:]), "context")
+	unknown := func(s selection, what, member string, known []string) error {
+		msg := fmt.Sprintf("%s has no member %q", what, member)
+		if m := hookdtype.Suggest(member, known); m != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", m)
+		}
+		return invalid(s.field, "%s; it has %s", msg, strings.Join(known, ", "))
+	}
+	for _, s := range p.selects {
+		switch {
+		case s.variable == "event" && !slices.Contains(envelope, s.path[0]):
+			return unknown(s, "event", s.path[0], envelope)
+		case s.variable == "event" && s.path[0] == "context" && len(s.path) > 1 && !slices.Contains(context, s.path[1]):
+			return unknown(s, "event.context of "+p.hookType, s.path[1], context)
+		case s.variable == "task" && p.hookType != "pre_scheduled_task":
+			return invalid(s.field, "task is {} for %s: it holds the task of pre_scheduled_task (task.%s is never there)",
+				p.hookType, s.path[0])
+		case s.variable == "task" && !slices.Contains(context, s.path[0]):
+			return unknown(s, "task", s.path[0], context)
+		}
+	}
+	return nil
 }
 
 // Eval decides about in: the first rule whose when is true, else the default. An *EvalError means

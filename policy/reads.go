@@ -4,6 +4,8 @@ import (
 	"slices"
 
 	"cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
 )
 
 // eventReads is what a policy's expressions read of the event variable. Most select a member or
@@ -22,61 +24,107 @@ type eventReads struct {
 
 // read adds what expression e, a checked one, reads of the event variable.
 func (r *eventReads) read(e ast.Expr) {
+	uses(e, func(name string, path []string) {
+		switch {
+		case name != "event" && name != "":
+		case len(path) == 0:
+			r.whole = true
+		default:
+			r.selected(path)
+		}
+	})
+}
+
+// uses calls f with every use of a variable in e, a checked expression: the variable's name and
+// the members selected from it, outward (event.context.cwd and has(event.context.cwd):
+// "event", [context cwd]; event.?traceId: "event", [traceId]), or no members for any other use
+// (event alone, compared, iterated, indexed, passed to a function). A comprehension's own
+// variable hides the one of its name within it: that one is reported used whole, and what is
+// selected from the name within the comprehension is not reported. An expression of a kind uses
+// does not know is reported as a use of any variable: name "".
+func uses(e ast.Expr, f func(name string, path []string)) {
+	walkUses(e, nil, f)
+}
+
+func walkUses(e ast.Expr, hidden []string, f func(string, []string)) {
+	if name, path, ok := varPath(e); ok {
+		if !slices.Contains(hidden, name) {
+			f(name, path)
+		}
+		return
+	}
 	switch e.Kind() {
 	case ast.LiteralKind:
-	case ast.IdentKind:
-		r.whole = r.whole || e.AsIdent() == "event"
 	case ast.SelectKind:
-		path, root := selectPath(e)
-		if root.Kind() == ast.IdentKind && root.AsIdent() == "event" {
-			r.selected(path)
-			return
-		}
-		r.read(root)
+		walkUses(e.AsSelect().Operand(), hidden, f)
 	case ast.CallKind:
 		c := e.AsCall()
 		if c.IsMemberFunction() {
-			r.read(c.Target())
+			walkUses(c.Target(), hidden, f)
 		}
 		for _, a := range c.Args() {
-			r.read(a)
+			walkUses(a, hidden, f)
 		}
 	case ast.ListKind:
 		for _, el := range e.AsList().Elements() {
-			r.read(el)
+			walkUses(el, hidden, f)
 		}
 	case ast.MapKind:
 		for _, en := range e.AsMap().Entries() {
-			r.read(en.AsMapEntry().Key())
-			r.read(en.AsMapEntry().Value())
+			walkUses(en.AsMapEntry().Key(), hidden, f)
+			walkUses(en.AsMapEntry().Value(), hidden, f)
 		}
 	case ast.StructKind:
-		for _, f := range e.AsStruct().Fields() {
-			r.read(f.AsStructField().Value())
+		for _, fl := range e.AsStruct().Fields() {
+			walkUses(fl.AsStructField().Value(), hidden, f)
 		}
 	case ast.ComprehensionKind:
 		c := e.AsComprehension()
-		if c.IterVar() == "event" || c.IterVar2() == "event" || c.AccuVar() == "event" {
-			// A variable of the comprehension hides event within it: not worth telling apart.
-			r.whole = true
+		// The range and the accumulator's start are outside the comprehension's variables.
+		walkUses(c.IterRange(), hidden, f)
+		walkUses(c.AccuInit(), hidden, f)
+		inner := hidden
+		for _, v := range [...]string{c.IterVar(), c.IterVar2(), c.AccuVar()} {
+			if v != "" && !slices.Contains(inner, v) {
+				f(v, nil) // not worth telling apart
+				inner = append(slices.Clip(inner), v)
+			}
 		}
-		for _, x := range [...]ast.Expr{c.IterRange(), c.AccuInit(), c.LoopCondition(), c.LoopStep(), c.Result()} {
-			r.read(x)
+		for _, x := range [...]ast.Expr{c.LoopCondition(), c.LoopStep(), c.Result()} {
+			walkUses(x, inner, f)
 		}
 	default:
-		r.whole = true
+		f("", nil)
 	}
 }
 
-// selectPath is the chain of selections e ends: the fields selected, outward from root, the
-// expression they are selected from.
-func selectPath(e ast.Expr) (path []string, root ast.Expr) {
-	for e.Kind() == ast.SelectKind {
-		path = append(path, e.AsSelect().FieldName())
-		e = e.AsSelect().Operand()
+// varPath is the variable e is or selects from and the members selected, outward, through any
+// mix of selections and optional selections (event.?context.cwd: "event", [context cwd]); ok is
+// false when e is not such a chain.
+func varPath(e ast.Expr) (name string, path []string, ok bool) {
+	for {
+		switch e.Kind() {
+		case ast.IdentKind:
+			slices.Reverse(path)
+			return e.AsIdent(), path, true
+		case ast.SelectKind:
+			path = append(path, e.AsSelect().FieldName())
+			e = e.AsSelect().Operand()
+		case ast.CallKind:
+			c := e.AsCall()
+			if c.FunctionName() != operators.OptSelect || len(c.Args()) != 2 || c.Args()[1].Kind() != ast.LiteralKind {
+				return "", nil, false
+			}
+			field, isString := c.Args()[1].AsLiteral().(types.String)
+			if !isString {
+				return "", nil, false
+			}
+			path = append(path, string(field))
+			e = c.Args()[0]
+		default:
+			return "", nil, false
+		}
 	}
-	slices.Reverse(path)
-	return path, e
 }
 
 // selected adds the selection event.path[0].path[1]….
