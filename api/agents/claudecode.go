@@ -2,6 +2,7 @@ package agents
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
@@ -104,7 +105,7 @@ func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
 				// rewritten, and that is what runs.
 				out.UpdatedInput = modifiedObject(v)
 			}
-		case v.Decision == dispatcher.Modify:
+		case v.Decision == dispatcher.Modify: // as Enforce makes it: an ask about the rewritten call
 			out.PermissionDecision, out.UpdatedInput = dispatcher.Ask, modifiedObject(v)
 			out.PermissionDecisionReason = "hookd modified the tool arguments"
 			if v.Reason != "" {
@@ -120,13 +121,20 @@ func (c claudeCode) Answer(m Mapped, v Verdict) []byte {
 	return nil
 }
 
-// Enforce: Claude Code asks and takes new tool arguments (as an ask about the rewritten call);
-// arguments that are not an object, and anything but an allow on a prompt, block.
+// Enforce: Claude Code asks and takes new tool arguments, as an ask about the rewritten call (an
+// allow would approve it for the person, past their own rules), so a modify is an ask, and is
+// recorded as one; arguments that are not an object, and anything but an allow on a prompt, block.
 func (claudeCode) Enforce(m Mapped, v Verdict) Verdict {
 	switch m.Point {
 	case dispatcher.PreToolUse:
 		if (v.Decision == dispatcher.Modify || v.Decision == Ask) && v.Modified != nil && modifiedObject(v) == nil {
 			return v.block(rewriteAsBlock("Claude Code", "tool arguments", v))
+		}
+		if v.Decision == dispatcher.Modify && v.Modified != nil {
+			v.Decision = Ask
+			if strings.TrimSpace(v.Reason) == "" {
+				v.Reason = "hookd modified the tool arguments"
+			}
 		}
 	case dispatcher.UserMessage:
 		return promptEnforced(v, "Claude Code")
