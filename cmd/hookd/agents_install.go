@@ -224,6 +224,12 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 		if err == nil && len(bytes.TrimSpace(old[dec.InputOffset():])) > 0 {
 			err = errors.New("text after the JSON object")
 		}
+		if syn := (*json.SyntaxError)(nil); errors.As(err, &syn) && hasComment(old, syn.Offset) {
+			// Gemini CLI reads its settings.json with comments; a rewrite could not keep them.
+			return fmt.Errorf("%s has comments (// or /* */), which hookd cannot keep when it rewrites the file, "+
+				"so it is left alone: remove them, or copy hookd's entries into it by hand from what "+
+				"`hookd agents install %s --project EMPTY_DIR` prints", path, kind)
+		}
 		if err != nil || doc == nil {
 			return fmt.Errorf("%s is not a JSON object, so it is left alone: %v", path, err)
 		}
@@ -262,6 +268,13 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 
 // mergeHooks removes hookd's entries of kind from doc's "hooks" and, unless uninstalling, adds
 // one for each event hookd has a point for. Everything else in doc stays.
+// hasComment says the JSON syntax error at offset (one past the byte refused) is the start of a
+// // or /* comment.
+func hasComment(b []byte, offset int64) bool {
+	i := int(offset) - 1
+	return i >= 0 && i+1 < len(b) && b[i] == '/' && (b[i+1] == '/' || b[i+1] == '*')
+}
+
 func mergeHooks(doc map[string]any, hs harnessSettings, f installFlags, kind string) error {
 	hooks, ok := doc["hooks"].(map[string]any)
 	if doc["hooks"] != nil && !ok {

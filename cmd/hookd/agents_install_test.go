@@ -174,6 +174,18 @@ func TestAgentsInstall(t *testing.T) {
 	if _, errs, code := runCLI(t, "agents", "install", "codex", "--project", dir, "--write"); code != 1 || !strings.Contains(errs, "not a JSON object") {
 		t.Errorf("not JSON: %d %s", code, errs)
 	}
+	// Gemini CLI's settings.json may hold comments, which a rewrite would lose: refused, saying so.
+	commented := filepath.Join(dir, ".gemini", "settings.json")
+	os.MkdirAll(filepath.Dir(commented), 0o755)
+	for _, text := range []string{"{\n  // the theme\n  \"theme\": \"dark\"\n}", "{/* x */}"} {
+		os.WriteFile(commented, []byte(text), 0o644)
+		if _, errs, code := runCLI(t, "agents", "install", "gemini-cli", "--project", dir, "--write"); code != 1 || !strings.Contains(errs, "has comments") {
+			t.Errorf("comments: %d %s", code, errs)
+		}
+		if b, _ := os.ReadFile(commented); string(b) != text {
+			t.Errorf("commented file changed: %s", b)
+		}
+	}
 	for _, args := range [][]string{{"agents", "install", "claude"}, {"agents", "install", "codex", "--user", "--project", dir}} {
 		if _, _, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d", args, code)
