@@ -134,6 +134,35 @@ func TestDecisionRecordIsWhatWasEnforced(t *testing.T) {
 			}
 		})
 
+		// A caller that words a blank reason for the person it tells (a coding agent drops a
+		// block without one): the row that gave the verdict records the words it was told.
+		t.Run("reworded by the caller", func(t *testing.T) {
+			for _, answer := range []string{Deny, Ask} {
+				rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) {
+					return 200, `{"decision":"` + answer + `","reason":"  "}`
+				})
+				agent := int64(100)
+				if answer == Ask {
+					agent++
+				}
+				h.add(Hook{HookName: "blank " + answer, HookType: PreToolUse, AgentID: &agent, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+				ev := event(agent)
+				ev.Enforce = func(d Decision) Decision {
+					if strings.TrimSpace(d.Reason) == "" {
+						d.Reason = "hookd: " + d.Decision
+					}
+					return d
+				}
+				dec, err := h.d.Intercept(ctx, ev)
+				if err != nil || dec.Decision != answer || dec.Reason != "hookd: "+answer {
+					t.Fatalf("%s: %+v %v", answer, dec, err)
+				}
+				if r := h.decisions(dec.DecisionID, 1)[0]; r.Outcome != answer || r.Reason != dec.Reason {
+					t.Fatalf("%s: row %s %q, the caller was told %q", answer, r.Outcome, r.Reason, dec.Reason)
+				}
+			}
+		})
+
 		t.Run("user input is hashed", func(t *testing.T) {
 			rec := newRecorder(t, nil)
 			agent := int64(4)

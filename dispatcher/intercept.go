@@ -97,6 +97,22 @@ func (e *CallerGoneError) Error() string {
 
 func (e *CallerGoneError) Unwrap() error { return e.Err }
 
+// StoppedError ends a chain that hookd's own shutdown cut short while a hook was deciding: the
+// request's context ended with ErrShutdown as its cause (serve ends the requests still open that
+// way). The caller is still there and waits for an answer, which its API gives for a chain that
+// ended in an error: a block at the coding agents' adapters, never the nothing to say that a
+// harness takes for no objection.
+type StoppedError struct {
+	HookID   int64
+	HookName string
+}
+
+func (e *StoppedError) Error() string {
+	return fmt.Sprintf("hookd stopped while hook %q decided", e.HookName)
+}
+
+func (e *StoppedError) Unwrap() error { return ErrStopped }
+
 // hookAnswer is the receiver's response body.
 type hookAnswer struct {
 	Decision      string          `json:"decision"`
@@ -222,6 +238,13 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 	}
 	subj := subjectOf(c.ev.Context)
 	write := decisionReq(len(hooks))
+	// What the caller enforces of a verdict, with the rows that answered it recorded as that.
+	enforce := func(v Decision) Decision {
+		if c.ev.Enforce == nil {
+			return v
+		}
+		return enforced(write.decisions, v, c.ev.Enforce(v))
+	}
 	verdict, err = func() (Decision, error) {
 		// The first ask's reason. Kept as a value: a pointer into res would move every res to the heap.
 		var asked bool
@@ -243,7 +266,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 			}
 			switch res.dec.Decision {
 			case Deny:
-				return Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID, Extras: verdict.Extras}, nil
+				return enforce(Decision{Decision: Deny, Reason: res.dec.Reason, DecisionID: verdict.DecisionID, Extras: verdict.Extras}), nil
 			case Ask:
 				if !asked {
 					asked, askReason = true, res.dec.Reason
@@ -259,10 +282,7 @@ func (d *Dispatcher) Intercept(ctx context.Context, ev Event) (Decision, error) 
 		if asked {
 			verdict.Decision, verdict.Reason = Ask, askReason
 		}
-		if c.ev.Enforce != nil {
-			verdict = enforced(write.decisions, verdict, c.ev.Enforce(verdict))
-		}
-		return verdict, nil
+		return enforce(verdict), nil
 	}()
 	if rerr := d.recordDecisions(ctx, write); rerr != nil {
 		return Decision{}, rerr
@@ -287,14 +307,20 @@ func RefuseAsk(why string) func(Decision) Decision {
 
 // enforced is what the caller enforces in place of verdict (Event.Enforce): the rows that
 // answered verdict's decision, which did not take effect, are recorded as what did, with its
-// reason.
+// reason. Where only the reason changed (a blank one the caller words for the person it tells),
+// the rows that gave verdict its reason record the one the caller was told.
 func enforced(recs []storage.Decision, verdict, e Decision) Decision {
-	if e.Decision == verdict.Decision {
+	if e.Decision == verdict.Decision && e.Reason == verdict.Reason {
 		return e
 	}
 	for i := range recs {
-		if recs[i].Outcome == verdict.Decision {
-			recs[i].Outcome, recs[i].Reason = e.Decision, e.Reason
+		r := &recs[i]
+		switch {
+		case r.Outcome != verdict.Decision:
+		case e.Decision != verdict.Decision:
+			r.Outcome, r.Reason = e.Decision, e.Reason
+		case r.Reason == verdict.Reason:
+			r.Reason = e.Reason
 		}
 	}
 	return e
@@ -304,7 +330,7 @@ func enforced(recs []storage.Decision, verdict, e Decision) Decision {
 type hookResult struct {
 	answer
 	eventID string
-	invalid error // non-nil: a modify that cannot be applied, or the caller gone; the chain ends in this error
+	invalid error // non-nil: a modify that cannot be applied, the caller gone or hookd stopping; the chain ends in this error
 	next    any   // the context the next hook sees after a modify
 	took    time.Duration
 }
@@ -323,7 +349,11 @@ func (d *Dispatcher) evaluate(ctx context.Context, h *boundHook, c *chainEvent, 
 	res.took = time.Since(start)
 	if res.failure != nil && ctx.Err() != nil {
 		// Not the hook's failure (its own timeout is a context of its own, in call).
-		res.invalid = &CallerGoneError{HookID: h.ID, HookName: h.HookName, Err: ctx.Err()}
+		if errors.Is(context.Cause(ctx), ErrStopped) {
+			res.invalid = &StoppedError{HookID: h.ID, HookName: h.HookName}
+		} else {
+			res.invalid = &CallerGoneError{HookID: h.ID, HookName: h.HookName, Err: ctx.Err()}
+		}
 		res.failure = nil
 		return res
 	}

@@ -22,6 +22,11 @@ const keptResponseBody = 2 << 10
 // ErrStopped is returned by Observe once the dispatcher is shutting down.
 var ErrStopped = errors.New("dispatcher: stopped")
 
+// ErrShutdown is the cause a daemon's shutdown ends its open requests' contexts with: a chain it
+// cuts short ends in a StoppedError (its caller is still there), and to everything else it is
+// the context.Canceled it always was (a breaker ignores a call it cut short).
+var ErrShutdown = fmt.Errorf("%w: %w", ErrStopped, context.Canceled)
+
 // Observe queues an observational event for every matching hook and returns their eventIds once
 // the rows are committed. Concurrent calls share one commit.
 func (d *Dispatcher) Observe(ctx context.Context, ev Event) ([]string, error) {

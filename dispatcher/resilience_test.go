@@ -174,6 +174,22 @@ func TestBreaker(t *testing.T) {
 			if n := failures(); n != 2 {
 				t.Fatalf("%d consecutive failures after a cancelled call; want still 2: our giving up says nothing about the receiver", n)
 			}
+			// Ended by hookd's own shutdown (serve's cause), the caller is still there: the chain
+			// ends in a StoppedError, which its API answers (a block at the coding agents' adapters).
+			sctx, stop := context.WithCancelCause(ctx)
+			stop(ErrShutdown)
+			dec, err = h.d.Intercept(sctx, ev)
+			var stopped *StoppedError
+			if !errors.As(err, &stopped) || errors.As(err, &gone) || !errors.Is(err, ErrStopped) || stopped.HookName != "silent 2" {
+				t.Fatalf("call cut short by the shutdown: %+v %v", dec, err)
+			}
+			if row := h.decisions(dec.DecisionID, 1)[0]; row.Outcome != storage.OutcomeError || row.FromFailureMode ||
+				!strings.Contains(row.Error, "hookd stopped while hook") {
+				t.Fatalf("the row of the call cut short: %+v", row)
+			}
+			if n := failures(); n != 2 {
+				t.Fatalf("%d consecutive failures after a call cut short by the shutdown; want still 2", n)
+			}
 			h.d.Intercept(ctx, ev)
 			if st, _ := breakerOf(h.d, bh.url()); st.State != breaker.StateOpen {
 				t.Fatalf("breaker %+v after 3 timeouts around a cancellation, want open", st)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
@@ -89,8 +90,8 @@ func Fail(c *gin.Context, status int, format string, args ...any) {
 	c.AbortWithStatusJSON(status, Response{HTTPStatusCode: status, Message: fmt.Sprintf(format, args...)})
 }
 
-// FailErr maps an error from below to its status: validation 400, missing 404, else 500 (whose
-// detail goes to the log, not to the client).
+// FailErr maps an error from below to its status: validation 400, missing 404, the dispatcher
+// stopping 503, else 500 (whose detail goes to the log, not to the client).
 func FailErr(c *gin.Context, err error) {
 	var ve *hookdtype.ValidationError
 	switch {
@@ -98,6 +99,10 @@ func FailErr(c *gin.Context, err error) {
 		Fail(c, http.StatusBadRequest, "%s", ve.Error())
 	case errors.Is(err, storage.ErrNotFound):
 		Fail(c, http.StatusNotFound, "not found")
+	case errors.Is(err, dispatcher.ErrStopped):
+		// The daemon is shutting down: a retry reaches the replica or the restart that takes over.
+		_ = c.Error(err)
+		Fail(c, http.StatusServiceUnavailable, "hookd is shutting down and did not finish this request; try again")
 	default:
 		_ = c.Error(err)
 		Fail(c, http.StatusInternalServerError, "internal error")

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -9,6 +11,10 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
+	"github.com/hookd/hookd/storage"
 )
 
 // TestOKJSONMatchesOK: OKJSON of json.Marshal(v) writes what OK of v writes, headers included.
@@ -85,6 +91,29 @@ func TestDataAsGin(t *testing.T) {
 					t.Fatalf("got %d %v %q, want %d %v %q", got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
 				}
 			}
+		}
+	}
+}
+
+// TestFailErrStatus: an error from below is answered by its kind, never by its text; the
+// dispatcher stopping (a decision cut short by the shutdown, an Observe refused) is a 503 to retry.
+func TestFailErrStatus(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode)
+	for _, c := range []struct {
+		err  error
+		want int
+	}{
+		{hookdtype.Invalid("context.toolName", "is required"), http.StatusBadRequest},
+		{fmt.Errorf("hook 7: %w", storage.ErrNotFound), http.StatusNotFound},
+		{dispatcher.ErrStopped, http.StatusServiceUnavailable},
+		{&dispatcher.StoppedError{HookName: "gate"}, http.StatusServiceUnavailable},
+		{errors.New("disk full"), http.StatusInternalServerError},
+	} {
+		w := httptest.NewRecorder()
+		ctx, _ := gin.CreateTestContext(w)
+		FailErr(ctx, c.err)
+		if w.Code != c.want || strings.Contains(w.Body.String(), "disk full") {
+			t.Errorf("%v: %d %s, want %d", c.err, w.Code, w.Body, c.want)
 		}
 	}
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +213,133 @@ func TestFakeClaudeCode(t *testing.T) {
 	d.kill()
 	if got := claude.preToolUse(t, "Read", map[string]any{"file_path": "/x"}); got.verdict != "deny" || !strings.Contains(got.reason, "hook failed") {
 		t.Errorf("daemon down: %+v", got)
+	}
+}
+
+// A Claude Code tool call that hookd's shutdown cuts short while its hook decides is answered a
+// block, the reason saying so: an empty 2xx would be "no decision" to Claude Code, and the call
+// would run under its own permission rules. The hook's failureMode is ALLOW, so the block is not
+// the hook's. The record has the chain's row (an error: hookd stopped) and hookd's block.
+func TestClaudeCodeBlockedAtShutdown(t *testing.T) {
+	d := startAgentDaemon(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		arrived <- struct{}{}
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		io.WriteString(w, `{"decision":"allow"}`)
+	}))
+	t.Cleanup(func() { close(release); recv.Close() })
+	hook := fmt.Sprintf(`{"hookName":"slow approval","hookType":"pre_tool_use","toolNameMatch":"Bash",
+	  "dispatchConfig":{"url":%q,"timeoutMs":60000,"failureMode":"ALLOW","signingSecret":%q}}`, recv.URL, hookSecret)
+	if s := d.call("POST", "/api/hooks", hook, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+
+	type reply struct {
+		status int
+		body   []byte
+		id     string
+		err    error
+	}
+	replied := make(chan reply, 1)
+	go func() {
+		body := `{"session_id":"s-stop","transcript_path":"/tmp/t.jsonl","cwd":"/home/dev/pay","permission_mode":"default",
+		  "hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"make deploy"},"tool_use_id":"toolu_stop"}`
+		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+agentKey)
+		resp, err := d.http.Do(req)
+		if err != nil {
+			replied <- reply{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		replied <- reply{status: resp.StatusCode, body: raw, id: resp.Header.Get(agents.DecisionIDHeader)}
+	}()
+	select {
+	case <-arrived:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the hook was never asked")
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	var r reply
+	select {
+	case r = <-replied:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer after SIGTERM")
+	}
+	var answer struct {
+		HookSpecificOutput struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+	}
+	if r.err != nil || r.status != http.StatusOK || json.Unmarshal(r.body, &answer) != nil ||
+		answer.HookSpecificOutput.PermissionDecision != "deny" || !strings.Contains(answer.HookSpecificOutput.PermissionDecisionReason, "blocked") {
+		t.Fatalf("answer while stopping: %d %s %v; want a deny", r.status, r.body, r.err)
+	}
+	<-d.done
+
+	again := startDaemon(t, filepath.Join(d.cmd.Dir, "hookd.yaml"))
+	var page struct {
+		Items []struct{ DecisionID, HookName, Outcome, Reason, Error string }
+	}
+	if s := again.call("GET", "/api/decisions?toolName=Bash", "", &page); s != http.StatusOK {
+		t.Fatalf("decisions: %d", s)
+	}
+	var chain, block bool
+	for _, row := range page.Items {
+		switch {
+		case row.HookName == "slow approval" && row.Outcome == "error" && strings.Contains(row.Error, "hookd stopped while hook"):
+			chain = true
+		case row.HookName == dispatcher.RefusedBy && row.Outcome == "deny" && row.DecisionID == r.id &&
+			row.Reason == answer.HookSpecificOutput.PermissionDecisionReason:
+			block = true
+		}
+	}
+	if !chain || !block {
+		t.Fatalf("rows %+v; want the chain's error and hookd's block %s", page.Items, r.id)
+	}
+}
+
+// A block whose hook gave no reason (or only spaces) is told with hookd's words, since Codex throws
+// out a blank one and runs the call; the record holds the words the harness was told.
+func TestBlankReasonRecordedAsTold(t *testing.T) {
+	d := startAgentDaemon(t)
+	recv := newAgentReceiver(t)
+	recv.answer(func(env dispatcher.Envelope) (int, string) {
+		var c struct{ ToolName string }
+		json.Unmarshal(env.Context, &c)
+		return 200, `{"decision":"` + strings.ToLower(c.ToolName) + `","reason":"  "}`
+	})
+	hook := fmt.Sprintf(`{"hookName":"terse","hookType":"pre_tool_use","toolNameMatch":"Deny|Ask",
+	  "dispatchConfig":{"url":%q,"failureMode":"DENY","signingSecret":%q}}`, recv.srv.URL, hookSecret)
+	if s := d.call("POST", "/api/hooks", hook, nil); s != http.StatusCreated {
+		t.Fatalf("register: %d", s)
+	}
+	for _, tool := range []string{"Deny", "Ask"} {
+		body := []byte(`{"session_id":"s-terse","transcript_path":"/tmp/t.jsonl","cwd":"/w","permission_mode":"default",
+		  "hook_event_name":"PreToolUse","tool_name":"` + tool + `","tool_input":{},"tool_use_id":"toolu_` + tool + `"}`)
+		status, raw, id := agentPost(t, d, agents.ClaudeCode, body, agentKey)
+		var answer struct {
+			HookSpecificOutput struct{ PermissionDecision, PermissionDecisionReason string } `json:"hookSpecificOutput"`
+		}
+		json.Unmarshal(raw, &answer)
+		told := answer.HookSpecificOutput.PermissionDecisionReason
+		if status != http.StatusOK || answer.HookSpecificOutput.PermissionDecision != strings.ToLower(tool) ||
+			!strings.HasPrefix(told, "hookd: ") {
+			t.Fatalf("%s: %d %s", tool, status, raw)
+		}
+		var page struct {
+			Items []struct{ HookName, Outcome, Reason string }
+		}
+		if s := d.call("GET", "/api/decisions?decisionId="+id, "", &page); s != http.StatusOK || len(page.Items) != 1 {
+			t.Fatalf("%s: decisions %d %+v", tool, s, page.Items)
+		}
+		if r := page.Items[0]; r.HookName != "terse" || r.Outcome != strings.ToLower(tool) || r.Reason != told {
+			t.Errorf("%s: row %+v, the harness was told %q", tool, r, told)
+		}
 	}
 }

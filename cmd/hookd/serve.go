@@ -194,7 +194,10 @@ func serve(ctx context.Context, cfg config.Config, configPath string, log *slog.
 		log.Warn("no apiKeys configured: every chat request is refused until auth.apiKeys is set")
 	}
 	// Request contexts derive from baseCtx, so ending it ends the streams still open at shutdown.
-	baseCtx, endStreams := context.WithCancel(context.Background())
+	// Its cause tells a decision cut short by it from one whose caller went away: that caller is
+	// still there, and a coding agent is answered a block, not nothing.
+	baseCtx, endRequests := context.WithCancelCause(context.Background())
+	endStreams := func() { endRequests(dispatcher.ErrShutdown) }
 	defer endStreams()
 	srv := api.NewServer(api.Deps{DB: db, Hooks: hooks, Dispatcher: disp, Scheduler: sched, AdminTokens: cfg.Auth.AdminTokens,
 		LoopbackOnly: loopback, Log: log, Runtime: runtime, Keys: wire.NewKeys(apiKeys(cfg.Auth.APIKeys)),
