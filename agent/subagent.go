@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // The agent_spawn tool starts a child run — its own session, its own script match or model
@@ -40,7 +41,11 @@ func (r *run) canSpawn() bool { return !r.spec.NoTools && r.spec.Depth < maxSpaw
 // spawn runs a subagent for call p and returns its answer as the tool's output.
 func (r *run) spawn(p *pendingCall) (state, output, errMsg string) {
 	var a spawnArgs
-	if err := json.Unmarshal([]byte(p.Args), &a); err != nil || strings.TrimSpace(a.Name) == "" || strings.TrimSpace(a.Task) == "" {
+	// As strictly as the tools take theirs: the task hooks judged is the one the subagent runs.
+	if err := hookdtype.DecodeStrict([]byte(p.Args), &a, "arguments"); err != nil {
+		return ToolError, "", "agent_spawn: invalid arguments: " + err.Error()
+	}
+	if strings.TrimSpace(a.Name) == "" || strings.TrimSpace(a.Task) == "" {
 		return ToolError, "", "agent_spawn needs a name and a task"
 	}
 	if a.Label == "" {

@@ -79,8 +79,12 @@ func TestWriteFile(t *testing.T) {
 		{`{"path":"/workspace","content":"x"}`, "the workspace itself"},
 		{`{"path":"a.md"}`, "content is required"},
 		{`{"content":"x"}`, "path is required"},
-		{`{"file_path":"a.md","content":"x"}`, `unknown field "file_path"`},
+		{`{"file_path":"a.md","content":"x"}`, `arguments.file_path: unknown field`},
 		{`{"path":"a.md","content":"x","append":"yes"}`, "invalid arguments for workspace_write_file"},
+		// What the hooks and rules read is what runs: a path that the checks never saw (a key in
+		// another case, a key sent twice) is refused, not written.
+		{`{"path":"notes.md","content":"x","Path":"secret.md"}`, `arguments.Path: unknown field (did you mean "path"?)`},
+		{`{"path":"notes.md","content":"x","path":"secret.md"}`, `arguments.path: appears twice`},
 	} {
 		res := run(t, w, env, c.args)
 		if !res.IsError || !strings.Contains(res.Text, c.msg) {
@@ -89,6 +93,9 @@ func TestWriteFile(t *testing.T) {
 	}
 	if _, err := os.Stat("/etc/hookd-test"); err == nil {
 		t.Fatal("wrote through the /etc symlink")
+	}
+	if _, err := os.Stat(filepath.Join(ws, "secret.md")); err == nil {
+		t.Fatal("wrote the path no check saw")
 	}
 
 	if _, err := w.Run(context.Background(), Env{}, json.RawMessage(`{"path":"a","content":""}`)); err == nil {

@@ -69,7 +69,7 @@ func TestWebSearch(t *testing.T) {
 	for args, msg := range map[string]string{
 		`{"query":"  "}`:           "query is required",
 		`{"query":"x","limit":21}`: "limit 21 must be between 1 and 20",
-		`{"q":"x"}`:                `unknown field "q"`,
+		`{"q":"x"}`:                `arguments.q: unknown field`,
 		`{"query":"down"}`:         "the search backend answered 502 Bad Gateway",
 		`{"query":"html"}`:         "not a JSON object with results",
 	} {

@@ -48,7 +48,7 @@ func TestSendAttachment(t *testing.T) {
 		`{"path":"out"}`:            "out is a directory",
 		`{"path":"../etc/passwd"}`:  "escapes the workspace",
 		`{"path":""}`:               "path is required",
-		`{"file":"out/report.pdf"}`: `unknown field "file"`,
+		`{"file":"out/report.pdf"}`: `arguments.file: unknown field`,
 	} {
 		res := run(t, s, env, args)
 		if !res.IsError || len(res.Sent) != 0 || !strings.Contains(res.Text, want) {

@@ -46,7 +46,7 @@ func TestShellExitCode(t *testing.T) {
 		{`{}`, "command is required"},
 		{`{"command":"  "}`, "command is required"},
 		{`{"command":"ls","timeoutSeconds":-1}`, "timeoutSeconds must be positive"},
-		{`{"cmd":"ls"}`, `unknown field "cmd"`},
+		{`{"cmd":"ls"}`, `arguments.cmd: unknown field`},
 	} {
 		res := run(t, NewShell(ShellConfig{}), shellEnv(t), c.args)
 		if !res.IsError || !strings.Contains(res.Text, c.msg) {

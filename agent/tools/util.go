@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/hookd/hookd/hookdtype"
 )
 
 // errorResult is a failure the model should see.
@@ -16,20 +15,19 @@ func errorResult(format string, args ...any) Result {
 	return Result{Text: fmt.Sprintf(format, args...), IsError: true}
 }
 
-// decodeArgs decodes a call's JSON arguments into v. Unknown fields are refused so that a
-// misspelt argument ("file_path" for "path") is reported instead of silently ignored. The error
-// is worded for the model.
+// decodeArgs decodes a call's JSON arguments into v, as strictly as every body hookd takes
+// (hookdtype.DecodeStrict). Unknown fields are refused so that a misspelt argument ("file_path"
+// for "path") is reported instead of silently ignored; so is a key that differs from an
+// argument's name only in case, and a key sent twice: encoding/json would take "Path" for "path"
+// and the last of two, while the hooks, policies and permission rules that judged the call read
+// "path" and the first — the tool would run with what they never saw. The error is worded for
+// the model.
 func decodeArgs(tool string, args json.RawMessage, v any) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(args))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("invalid arguments for %s: %s", tool, strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return fmt.Errorf("invalid arguments for %s: a single JSON object is expected", tool)
+	if err := hookdtype.DecodeStrict(args, v, "arguments"); err != nil {
+		return fmt.Errorf("invalid arguments for %s: %v", tool, err)
 	}
 	return nil
 }
