@@ -36,6 +36,14 @@ var callPrices = map[string]func(args []ref.Val, left uint64) uint64{
 	"hasAny":          productPrice,
 	"hasOnly":         productPrice,
 	"hasExactly":      productPrice,
+	// hookd's own: each makes a value as large as its receiver (and, for with, its argument).
+	"mask": func(a []ref.Val, _ uint64) uint64 { return textSize(a[0], MaxCostLimit*10)/10 + 1 },
+	"with": func(a []ref.Val, _ uint64) uint64 {
+		if len(a) < 2 {
+			return lenOf(a[0]) + 1
+		}
+		return cost.SafeAdd(lenOf(a[0]), lenOf(a[1])) + 1
+	},
 }
 
 // perElement is, for each call of callPrices that makes a list, its price for each element of

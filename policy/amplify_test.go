@@ -158,3 +158,51 @@ func TestListMakingCallsStayWithinTheLimit(t *testing.T) {
 		}
 	}
 }
+
+// What the daemon decides (Eval, uncounted where CEL's static estimate fits the limit) is what a
+// trial decides (EvalCounted: policy test, the evaluate endpoint), near the limit too: a priced
+// call's price is not in CEL's estimate, so an expression with one is counted. Before, a format
+// priced at 978 with 976 of costLimit 1000 left was refused counted and ran uncounted: the daemon
+// denied what the trial said its failureMode allowed. hookd's own mask and with make values as
+// large as their receivers, and are priced like the others: 400 masks of a 900 KB string were
+// 6,814 units and 670 MB.
+func TestUncountedDecidesAsCounted(t *testing.T) {
+	zeros := make([]int, 2000)
+	for _, c := range []struct {
+		when  string
+		limit uint64
+		args  map[string]any
+		over  bool // past the limit: both refuse it
+	}{
+		{"'%s'.format([args.items]).size() > 1000", 1000, map[string]any{"items": zeros}, true},
+		{"'%s'.format([args.items]).size() > 1000", 0, map[string]any{"items": zeros}, false},
+		{"args.items.flatten().size() > 10", 1000, map[string]any{"items": [][]int{zeros}}, true},
+		{"lists.range(400).map(x, args.s.mask(0)).size() > 0", 0, map[string]any{"s": strings.Repeat("x", 900_000)}, true},
+		{"lists.range(300).map(x, args.m.with(args.m)).size() > 0", 0, map[string]any{"m": map[string]int{"a": 1}}, false},
+		{"lists.range(2000).map(x, args.m.with(args.m)).size() > 0", 10000, map[string]any{"m": bigMap(100)}, true},
+		{"tool in ['x', 'y'] && args.items.size() > 10", 0, map[string]any{"items": zeros}, false},
+	} {
+		b, err := json.Marshal(c.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := policy.Compile(policy.Config{CostLimit: c.limit, Rules: []policy.Rule{{Name: "r", When: c.when, Decision: "deny"}}}, "pre_tool_use")
+		if err != nil {
+			t.Fatalf("%s: %v", c.when, err)
+		}
+		got, gotErr := p.Eval(input(t, toolEvent("x", string(b))))
+		want, wantErr := p.EvalCounted(input(t, toolEvent("x", string(b))))
+		var ee *policy.EvalError
+		if got.Decision != want.Decision || (gotErr == nil) != (wantErr == nil) || c.over != (errors.As(gotErr, &ee) && ee.CostExceeded) {
+			t.Errorf("%s (limit %d): the daemon's %+v %v, a trial's %+v %v", c.when, c.limit, got, gotErr, want, wantErr)
+		}
+	}
+}
+
+func bigMap(n int) map[string]int {
+	m := make(map[string]int, n)
+	for i := range n {
+		m[strings.Repeat("k", i+1)] = i
+	}
+	return m
+}

@@ -293,9 +293,26 @@ func (sizeBound) EstimateSize(checker.AstNode) *checker.SizeEstimate {
 	return &checker.SizeEstimate{Min: 0, Max: SizeBound}
 }
 
-// EstimateCallCost has no bound for matching against a computed pattern (see boundPatterns): an
-// expression with one is always counted.
+// EstimateCallCost has no bound for matching against a computed pattern (see boundPatterns), nor
+// for a call of callPrices: the price such a call is charged before it runs is not in CEL's
+// estimate, so an expression with one is always counted, else a decision the daemon makes
+// uncounted could differ from the counted one of a trial (policy test, the evaluate endpoint)
+// and go past costLimit. An `in` of a list written in the policy, or of a map, is the exception:
+// its price is known (CEL's charge for the call, and ours again, at most one per element).
 func (sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, args []checker.AstNode) *checker.CallEstimate {
+	unbounded := &checker.CallEstimate{CostEstimate: checker.CostEstimate{Max: math.MaxUint64}}
+	if _, priced := callPrices[function]; priced {
+		if function != "@in" || len(args) < 2 {
+			return unbounded
+		}
+		if args[1].Type().Kind() == types.MapKind {
+			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 2}}
+		}
+		if size := args[1].ComputedSize(); size != nil && size.Max < SizeBound {
+			return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Min: 1, Max: 2 * (size.Max + 1)}}
+		}
+		return unbounded
+	}
 	pattern := 1 // the second argument, the first of a member call's
 	if target != nil {
 		pattern = 0
@@ -303,7 +320,7 @@ func (sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, a
 	if _, ok := patternFuncs[function]; !ok || pattern >= len(args) || args[pattern].Expr().Kind() == ast.LiteralKind {
 		return nil
 	}
-	return &checker.CallEstimate{CostEstimate: checker.CostEstimate{Max: math.MaxUint64}}
+	return unbounded
 }
 
 var invalid = hookdtype.Invalid
