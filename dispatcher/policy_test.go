@@ -210,6 +210,19 @@ func TestPolicyRegistration(t *testing.T) {
 			"policyConfig.rules[0].when", "task is {} for pre_tool_use"},
 		{"task typo", Hook{HookType: PreScheduledTask, PolicyConfig: cfg(policy.Rule{Name: "a", When: "true", Decision: "modify", ModifiedValue: "task.tskName"})},
 			"policyConfig.rules[0].modifiedValue", `task has no member "tskName" (did you mean "taskName"?); it has taskId, taskName`},
+		// A variable that holds something for another hook type alone: the rule never fires.
+		{"input at a tool call", Hook{HookType: PreToolUse, PolicyConfig: cfg(r("a", "input.contains('password')", "deny"))},
+			"policyConfig.rules[0].when", `input is "" for pre_tool_use: it holds the user's input, at user_message`},
+		{"args at a prompt", Hook{HookType: UserMessage, PolicyConfig: cfg(r("a", "has(args.cmd) && args.cmd == 'x'", "deny"))},
+			"policyConfig.rules[0].when", "args is {} for user_message: it holds the arguments of a tool call, at pre_tool_use"},
+		{"tool at a firing", Hook{HookType: PreScheduledTask, PolicyConfig: cfg(policy.Rule{Name: "a", When: "true", Decision: "deny", Reason: "'tool ' + tool"})},
+			"policyConfig.rules[0].reason", `tool is "" for pre_scheduled_task`},
+		// The ids are an int or null: added to a string, the reason always fails (a deny that
+		// fails open under ALLOW); compared with a string, the rule is never true.
+		{"id in a string", Hook{HookType: PreToolUse, PolicyConfig: cfg(policy.Rule{Name: "a", When: "true", Decision: "deny", Reason: "'principal ' + principalId + ' may not pay'"})},
+			"policyConfig.rules[0].reason", "found no matching overload for '_+_' applied to '(string, wrapper(int))' (1:14) (principalId, agentId and sessionId are an int, or null)"},
+		{"id compared with a string", Hook{HookType: UserMessage, PolicyConfig: cfg(r("a", "agentId == '5001'", "deny"))},
+			"policyConfig.rules[0].when", "found no matching overload for '_==_' applied to '(wrapper(int), string)'"},
 	}
 	// What the event has, whichever way it is read, and a comprehension variable that hides a
 	// variable's name, are taken.
@@ -217,6 +230,8 @@ func TestPolicyRegistration(t *testing.T) {
 		{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(event.context.permissionMode) && event.?traceId.hasValue() && event.context.arguments.x == 1 && event.agentId == 5001", "deny"))},
 		{HookType: PreToolUse, PolicyConfig: cfg(r("a", "has(event.context.cwd) && args.items.exists(task, task.nope == 1) && cel.bind(event, args, event.whatever == 1)", "deny"))},
 		{HookType: PreScheduledTask, PolicyConfig: cfg(r("a", "task.taskId > 3 && event.context.taskName == task.taskName", "deny"))},
+		{HookType: UserMessage, PolicyConfig: cfg(r("a", "input.contains('x') && principalId != null && principalId in [7, 8] && sessionId > 0 && string(agentId) == '5'", "deny"))},
+		{HookType: PreToolUse, PolicyConfig: cfg(r("a", "tool == 'pay' && args.amount > 10 && principalId == 7 && agentId == null", "deny"))},
 	} {
 		ok.HookName, ok.DispatchType = "x", DispatchPolicy
 		if err := ok.Normalize(); err != nil {

@@ -500,52 +500,69 @@ func native(v ref.Val) (any, error) {
 }
 
 var (
-	envOnce sync.Once
-	envVal  *cel.Env
-	envErr  error
+	envOnce        sync.Once
+	envVal, envIDs *cel.Env
+	envErr         error
 )
 
 // environment is the one CEL environment of every policy: its variables, the standard
 // extensions, and hookd's own functions (see docs/policies.md).
 func environment() (*cel.Env, error) {
 	envOnce.Do(func() {
-		dynMap := cel.MapType(cel.StringType, cel.DynType)
-		envVal, envErr = cel.NewEnv(
-			cel.Variable("event", dynMap),
-			cel.Variable("tool", cel.StringType),
-			cel.Variable("args", dynMap),
-			cel.Variable("input", cel.StringType),
-			cel.Variable("task", dynMap),
-			cel.Variable("principalId", cel.DynType),
-			cel.Variable("agentId", cel.DynType),
-			cel.Variable("sessionId", cel.DynType),
-			cel.CrossTypeNumericComparisons(true),
-			cel.OptionalTypes(),
-			ext.Strings(), ext.Lists(), ext.Math(), ext.Regex(), ext.Sets(), ext.Encoders(), ext.Bindings(),
-			ext.Network(),
-			cel.Function("with",
-				cel.MemberOverload("map_with_map", []*cel.Type{dynMap, dynMap}, dynMap,
-					cel.BinaryBinding(mapWith))),
-			cel.Function("mask",
-				cel.MemberOverload("string_mask_int", []*cel.Type{cel.StringType, cel.IntType}, cel.StringType,
-					cel.BinaryBinding(mask))),
-			cel.Function("pathWithin",
-				cel.Overload("path_within_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
-					cel.BinaryBinding(pathWithin))),
-			cel.Function("glob",
-				cel.MemberOverload("string_glob_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
-					cel.BinaryBinding(glob))),
-			cel.CostModel(
-				// As CEL prices s.matches(p): a pattern written in the policy is matched in about
-				// linear time. A computed one is charged its work on top (see computedPattern),
-				// as are the calls of callPrices.
-				cost.MemberOverload("string_glob_string", cost.EvalCost(cost.Mul(
-					cost.Scale(cost.Sum(cost.Target(), cost.Const(1)), cost.StringTraversalCostFactor),
-					cost.Scale(cost.Arg(0), cost.RegexStringLengthCostFactor)))),
-				cost.Overload(callWorkOverload, cost.EvalCost(cost.IntArg(0, 0)))),
-		)
+		if envVal, envErr = newEnvironment(cel.DynType); envErr == nil {
+			envIDs, envErr = newEnvironment(cel.NullableType(cel.IntType))
+		}
 	})
 	return envVal, envErr
+}
+
+// idsEnvironment is environment with principalId, agentId and sessionId declared as what they
+// are, an int or null, rather than dyn: a registration check (CheckReads) type-checks the rules
+// in it, so that a rule adding one to a string or comparing it with one is refused, where in dyn
+// it always fails or is never true. Stored rules are compiled in environment, as they were.
+func idsEnvironment() (*cel.Env, error) {
+	if _, err := environment(); err != nil {
+		return nil, err
+	}
+	return envIDs, nil
+}
+
+func newEnvironment(ids *cel.Type) (*cel.Env, error) {
+	dynMap := cel.MapType(cel.StringType, cel.DynType)
+	return cel.NewEnv(
+		cel.Variable("event", dynMap),
+		cel.Variable("tool", cel.StringType),
+		cel.Variable("args", dynMap),
+		cel.Variable("input", cel.StringType),
+		cel.Variable("task", dynMap),
+		cel.Variable("principalId", ids),
+		cel.Variable("agentId", ids),
+		cel.Variable("sessionId", ids),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+		ext.Strings(), ext.Lists(), ext.Math(), ext.Regex(), ext.Sets(), ext.Encoders(), ext.Bindings(),
+		ext.Network(),
+		cel.Function("with",
+			cel.MemberOverload("map_with_map", []*cel.Type{dynMap, dynMap}, dynMap,
+				cel.BinaryBinding(mapWith))),
+		cel.Function("mask",
+			cel.MemberOverload("string_mask_int", []*cel.Type{cel.StringType, cel.IntType}, cel.StringType,
+				cel.BinaryBinding(mask))),
+		cel.Function("pathWithin",
+			cel.Overload("path_within_string_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(pathWithin))),
+		cel.Function("glob",
+			cel.MemberOverload("string_glob_string", []*cel.Type{cel.StringType, cel.StringType}, cel.BoolType,
+				cel.BinaryBinding(glob))),
+		cel.CostModel(
+			// As CEL prices s.matches(p): a pattern written in the policy is matched in about
+			// linear time. A computed one is charged its work on top (see computedPattern),
+			// as are the calls of callPrices.
+			cost.MemberOverload("string_glob_string", cost.EvalCost(cost.Mul(
+				cost.Scale(cost.Sum(cost.Target(), cost.Const(1)), cost.StringTraversalCostFactor),
+				cost.Scale(cost.Arg(0), cost.RegexStringLengthCostFactor)))),
+			cost.Overload(callWorkOverload, cost.EvalCost(cost.IntArg(0, 0)))),
+	)
 }
 
 // mapWith is m.with(other): m with the keys of other replaced or added.
@@ -612,12 +629,17 @@ var (
 // glob is s.glob(pattern): * matches within one path segment, ** across segments (**/ any
 // number of directories, none included), ? one character; everything else literally. s is
 // matched with . and .. resolved, as pathWithin does: '/tmp/../etc/passwd' is /etc/passwd to a
-// deny on '/etc/**', and '/srv/app/../../etc/passwd' is not under '/srv/**'.
+// deny on '/etc/**', and '/srv/app/../../etc/passwd' is not under '/srv/**'. The pattern is
+// resolved the same way, so that one written './secrets/*' or '/etc/ssh/' matches what it names
+// rather than nothing.
 func glob(a, b ref.Val) ref.Val {
 	s, ok1 := a.(types.String)
 	pat, ok2 := b.(types.String)
 	if !ok1 || !ok2 {
 		return types.NewErr("glob: needs two strings")
+	}
+	if pat != "" {
+		pat = types.String(path.Clean(string(pat)))
 	}
 	globMu.Lock()
 	re, ok := globCache[string(pat)]

@@ -109,6 +109,13 @@ func TestPatternsThatFit(t *testing.T) {
 		{"regex.replace(args.s, 'a+', 'b') == 'b'", map[string]string{"s": big}, true},
 		{"args.path.glob(args.p)", map[string]string{"path": "/etc/passwd", "p": "/etc/*"}, true},
 		{"args.path.glob(args.p)", map[string]string{"path": "/etc/ssh/key", "p": "/etc/*"}, false},
+		// The pattern is resolved as the path is: written with ./, .. or a trailing slash, it
+		// matches what it names.
+		{"args.path.glob('./secrets/*')", map[string]string{"path": "./secrets/key.pem"}, true},
+		{"args.path.glob('./secrets/*')", map[string]string{"path": "secrets/key.pem"}, true},
+		{"args.path.glob('/etc/ssh/')", map[string]string{"path": "/etc/ssh/"}, true},
+		{"args.path.glob('/srv/app/../keys/**')", map[string]string{"path": "/srv/keys/a/b.pem"}, true},
+		{"args.path.glob(args.p)", map[string]string{"path": "/etc/ssh/key", "p": "/etc/ssh/"}, false},
 		{"args.s.matches(args.p)", map[string]string{"s": "cat /etc/hosts", "p": "(^|\\s)/etc(/|\\s|$)"}, true},
 		{"matches(args.s, args.p)", map[string]string{"s": "cat /tmp/x", "p": "(^|\\s)/etc(/|\\s|$)"}, false},
 	}

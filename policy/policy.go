@@ -71,8 +71,11 @@ type Policy struct {
 	// rules one by one, which names the rule and field. Zero when it does not compile.
 	first program
 	reads eventReads // what the expressions read of the event variable
-	// selects are the members each expression selects from event and task, for CheckMembers.
+	// For CheckReads: the members each expression selects from event and task, the variables
+	// each uses, and the expressions as written.
 	selects []selection
+	vars    []selection // path unset
+	sources []selection // variable: the expression
 }
 
 // selection is one chain of members an expression selects from a variable: event.context.cwd is
@@ -335,13 +338,7 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 	}
 	ast, iss := env.Compile(expr)
 	if iss != nil && iss.Err() != nil {
-		errs := iss.Errors()
-		msgs := make([]string, 0, len(errs))
-		for _, e := range errs {
-			msg := strings.TrimSuffix(e.Message, " (in container '')")
-			msgs = append(msgs, fmt.Sprintf("%s (%d:%d)", msg, e.Location.Line(), e.Location.Column()+1))
-		}
-		return program{}, invalid(field, "%s", strings.Join(msgs, "; "))
+		return program{}, invalid(field, "%s", issues(iss))
 	}
 	out := ast.OutputType()
 	fits := out.IsExactType(cel.DynType)
@@ -364,16 +361,40 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 		if (name == "event" || name == "task") && len(path) > 0 {
 			p.selects = append(p.selects, selection{field, name, path})
 		}
+		p.vars = append(p.vars, selection{field: field, variable: name})
 	})
+	p.sources = append(p.sources, selection{field: field, variable: expr})
 	return prg, nil
 }
 
-// CheckMembers refuses a policy that selects a member the event can never have, context naming
-// the members of its hook type's context: a typo there would make has() never true and a read
-// always an error, so a rule that fails open under an ALLOW failureMode. It checks event.X (the
+// issues is CEL's errors of a compilation, each with its line and column.
+func issues(iss *cel.Issues) string {
+	errs := iss.Errors()
+	msgs := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msg := strings.TrimSuffix(e.Message, " (in container '')")
+		msgs = append(msgs, fmt.Sprintf("%s (%d:%d)", msg, e.Location.Line(), e.Location.Column()+1))
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// constantVars are the variables that hold something for one hook type alone, with what they
+// hold; for the others they are {} or "", and a rule reading them never fires.
+var constantVars = map[string]struct{ hookType, holds, empty string }{
+	"args":  {"pre_tool_use", "the arguments of a tool call", "{}"},
+	"tool":  {"pre_tool_use", "the name of a tool call", `""`},
+	"input": {"user_message", "the user's input", `""`},
+}
+
+// CheckReads refuses a policy that reads what its hook type's event never has, context naming
+// the members of that type's context: a typo there would make has() never true and a read always
+// an error, so a rule that fails open under an ALLOW failureMode. It checks event.X (the
 // envelope's members), event.context.X and task.X (the context of pre_scheduled_task; {} for the
-// other types). Errors name the rule's field, as Compile's do.
-func (p *Policy) CheckMembers(context []string) error {
+// other types); args, tool and input outside the one hook type each holds something for; and
+// principalId, agentId and sessionId used as anything but an int or null (added to a string,
+// compared with one). Errors name the rule's field, as Compile's do. It is for registration: a
+// policy stored before a check was added still runs as it did.
+func (p *Policy) CheckReads(context []string) error {
 	envelope := append(slices.Clip(envelopeMembers[:]), "context")
 	unknown := func(s selection, what, member string, known []string) error {
 		msg := fmt.Sprintf("%s has no member %q", what, member)
@@ -393,6 +414,20 @@ func (p *Policy) CheckMembers(context []string) error {
 				p.hookType, s.path[0])
 		case s.variable == "task" && !slices.Contains(context, s.path[0]):
 			return unknown(s, "task", s.path[0], context)
+		}
+	}
+	for _, v := range p.vars {
+		if c, ok := constantVars[v.variable]; ok && c.hookType != p.hookType {
+			return invalid(v.field, "%s is %s for %s: it holds %s, at %s", v.variable, c.empty, p.hookType, c.holds, c.hookType)
+		}
+	}
+	env, err := idsEnvironment()
+	if err != nil {
+		return err
+	}
+	for _, src := range p.sources {
+		if _, iss := env.Compile(src.variable); iss != nil && iss.Err() != nil {
+			return invalid(src.field, "%s (principalId, agentId and sessionId are an int, or null)", issues(iss))
 		}
 	}
 	return nil
