@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/hookd/hookd/policy"
@@ -26,6 +27,12 @@ func TestDocumentedExamples(t *testing.T) {
 			policy.Rule{Name: "cjk", When: "'张三丰'.mask(1) == '**丰'", Decision: "deny"}, "deny", ""},
 		{"pre_tool_use", toolEvent("x", `{"path":"/a/b/key.pem"}`),
 			policy.Rule{Name: "pem", When: "args.path.glob('**/*.pem')", Decision: "deny"}, "deny", ""},
+		{"pre_tool_use", toolEvent("pay", `{"memo":"short"}`),
+			policy.Rule{Name: "memo", When: "has(args.memo)", Decision: "modify",
+				ModifiedValue: "args.with({'memo': args.memo.substring(0, math.least(140, args.memo.size()))})"}, "modify", `{"memo":"short"}`},
+		{"pre_tool_use", toolEvent("pay", `{"memo":"`+strings.Repeat("m", 150)+`"}`),
+			policy.Rule{Name: "memo", When: "has(args.memo)", Decision: "modify",
+				ModifiedValue: "args.with({'memo': args.memo.substring(0, math.least(140, args.memo.size()))})"}, "modify", `{"memo":"` + strings.Repeat("m", 140) + `"}`},
 	}
 	for _, c := range cases {
 		p, err := policy.Compile(policy.Config{Rules: []policy.Rule{c.rule}}, c.hookType)

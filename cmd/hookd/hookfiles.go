@@ -34,13 +34,17 @@ func isTestFile(path string) bool {
 }
 
 // filesOf lists path (a file) or the hook or test files in path (a directory, not recursive),
-// sorted.
+// sorted. A test file named as hooks are applied from is refused: applied alone its hooks would
+// be created, and applied with its directory, which skips it, deleted.
 func filesOf(path string, tests bool) ([]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
 	}
 	if !st.IsDir() {
+		if !tests && isTestFile(path) {
+			return nil, fmt.Errorf("%s is named as a policy test file (*_test.yaml, *_test.yml, *_test.json), which hooks apply skips in a directory: rename it to keep hooks in it", path)
+		}
 		return []string{path}, nil
 	}
 	entries, err := os.ReadDir(path)

@@ -184,6 +184,12 @@ policyConfig: {rules: [{name: pw, when: "input.contains('password')", decision: 
 	if hooks = list(); len(hooks) != 1 {
 		t.Fatalf("the dry run changed the hooks: %v", hooks)
 	}
+	// A test file named alone is refused: its directory's apply skips it, and would delete what
+	// it had created.
+	if out, code := cli(secret, "hooks", "apply", "-f", filepath.Join(files, "transfer_test.yaml"), "--dry-run"); code == 0 ||
+		!strings.Contains(out, "is named as a policy test file") {
+		t.Fatalf("a test file applied: %d\n%s", code, out)
+	}
 	if out, code = cli(secret, "hooks", "apply", "-f", files); code != 0 || !strings.Contains(out, "applied") {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
