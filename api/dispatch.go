@@ -300,6 +300,12 @@ func (a dispatchAPI) decisions(c *gin.Context) {
 	}{{"sessionId", &f.SessionID}, {"principalId", &f.PrincipalID}} {
 		if c.Query(p.name) != "" {
 			v, good := queryInt(c, p.name)
+			if good && v == 0 {
+				// No decision is for id 0 (a dispatch refuses one): an empty page would read as
+				// "none for this session".
+				wire.Fail(c, http.StatusBadRequest, "%s: must be a positive id", p.name)
+				return
+			}
 			if !good {
 				return
 			}

@@ -285,6 +285,8 @@ func TestQueryReadWholeOrRefused(t *testing.T) {
 		{"/api/tasks?cursor=", "cursor: is empty; leave the parameter out, or give it a value"},
 		// Hook ids start at 1: a 0 would read as no filter (a purge of every hook's rows).
 		{"/api/decisions?hookId=0", "hookId: must be a hook id, from 1"},
+		{"/api/decisions?sessionId=0", "sessionId: must be a positive id"},
+		{"/api/decisions?principalId=0", "principalId: must be a positive id"},
 		{"/api/deliveries?hookId=00", "hookId: must be a hook id, from 1"},
 	} {
 		if status, w := c.do("GET", tc.path, ""); status != 400 || w.Message != tc.want {
