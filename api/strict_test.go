@@ -370,6 +370,13 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 			{"post_tool_use", `{"toolCallId": "c"}`, "context.toolName: is required for post_tool_use: it names the tool the event is about"},
 			{"user_message", `{"chatMode": "single_chat"}`, "context.userInput: is required for user_message: it is the input the decision is about"},
 			{"user_message", `{"userInput": ["a"]}`, "context.userInput: must be a string, not array"},
+			{"user_message", `{"userInput": "  "}`, "context.userInput: is required for user_message: it is the input the decision is about"},
+			// The source document's lists, in lower case: another spelling would match no rule.
+			{"user_message", `{"userInput": "hi", "chatMode": "GROUP_CHAT"}`, `context.chatMode: "GROUP_CHAT" is not one of single_chat, group_chat (did you mean "group_chat"?)`},
+			{"user_message", `{"userInput": "hi", "chatMode": "claude-code"}`, `context.chatMode: "claude-code" is not one of single_chat, group_chat`},
+			{"user_message", `{"userInput": "hi", "triggerSource": {"sourceType": "HUMAN"}}`, `context.triggerSource.sourceType: "HUMAN" is not one of human_message, scheduled_task, api_call, internal`},
+			{"user_message", `{"userInput": "hi", "triggerSource": {"sourceType": "human_message", "channelProvider": "slack"}}`, `context.triggerSource.channelProvider: "slack" is not one of dingtalk, wecom, wechat, feishu, qq`},
+			{"agent_completion", `{"succeeded": true, "triggerSourceType": "Scheduled_Task"}`, `context.triggerSourceType: "Scheduled_Task" is not one of human_message, scheduled_task, api_call, internal (did you mean "scheduled_task"?)`},
 			{"pre_scheduled_task", `{}`, "context.taskId: taskId or taskName is required for pre_scheduled_task: it names the task the event is about"},
 			{"pre_scheduled_task", `{"taskId": "9001"}`, "context.taskId: must be an integer, not string"},
 			{"post_scheduled_task", `{"succeeded": true}`, "context.taskId: taskId or taskName is required for post_scheduled_task: it names the task the event is about"},
@@ -387,6 +394,15 @@ func TestDispatchNeedsItsSubject(t *testing.T) {
 		}
 		if n := recv.calls.Load(); n != 0 {
 			t.Fatalf("the receiver was called %d times for dispatches without a subject", n)
+		}
+		// As the lists have them, or a coding agent's prompt as its adapter sends it.
+		for _, ctx := range []string{
+			`{"userInput": "hi", "chatMode": "group_chat", "triggerSource": {"sourceType": "human_message", "channelType": "im", "channelProvider": "feishu"}}`,
+			`{"userInput": "hi", "chatMode": "claude-code", "triggerSource": {"sourceType": "human_message"}, "agentKind": "claude-code", "externalSessionId": "s1"}`,
+		} {
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "user_message", "context": `+ctx+`}`); status != 200 {
+				t.Errorf("%s: %d %s", ctx, status, w.Message)
+			}
 		}
 		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "transferFunds", "toolCallId": "c1", "arguments": {"amount": 5}}}`)
 		var dec struct {

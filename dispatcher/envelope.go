@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -340,15 +342,59 @@ func checkSubject(t HookType, c any) error {
 	case *PostToolUseContext:
 		return requireName("context.toolName", c.ToolName, t, "the tool the event is about")
 	case *UserMessageContext:
-		if c.UserInput == "" {
+		if strings.TrimSpace(c.UserInput) == "" {
 			return invalid("context.userInput", "is required for %s: it is the input the decision is about", t)
 		}
+		modes := chatModes
+		if c.CodingAgent != nil && c.AgentKind != "" {
+			modes = append(slices.Clip(modes), c.AgentKind) // a coding agent's prompt (the adapters' chatMode)
+		}
+		if err := oneOf("context.chatMode", c.ChatMode, modes); err != nil {
+			return err
+		}
+		if err := oneOf("context.triggerSource.sourceType", c.TriggerSource.SourceType, sourceTypes); err != nil {
+			return err
+		}
+		return oneOf("context.triggerSource.channelProvider", valueOf(c.TriggerSource.ChannelProvider), channelProviders)
+	case *AgentCompletionContext:
+		if err := oneOf("context.triggerSourceType", c.TriggerSourceType, sourceTypes); err != nil {
+			return err
+		}
+		return oneOf("context.channelProvider", valueOf(c.ChannelProvider), channelProviders)
 	case *PreScheduledTaskContext:
 		return requireTask(c.TaskID, c.TaskName, t)
 	case *PostScheduledTaskContext:
 		return requireTask(c.TaskID, c.TaskName, t)
 	}
 	return nil
+}
+
+// The values the source document lists, in lower case, for the context fields that take one of a
+// few: a policy's chatMode == 'group_chat' never matches "GROUP_CHAT", so a caller's other spelling
+// is refused rather than passed on.
+var (
+	chatModes        = []string{"single_chat", "group_chat"}
+	sourceTypes      = []string{SourceHuman, SourceScheduled, SourceAPI, SourceInternal}
+	channelProviders = []string{"dingtalk", "wecom", "wechat", "feishu", "qq"}
+)
+
+// oneOf refuses v, when set, unless it is one of values.
+func oneOf(field, v string, values []string) error {
+	if v == "" || slices.Contains(values, v) {
+		return nil
+	}
+	msg := fmt.Sprintf("%q is not one of %s", v, strings.Join(values, ", "))
+	if s := hookdtype.Suggest(strings.ToLower(v), values); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return invalid(field, "%s", msg)
+}
+
+func valueOf(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 func requireName(field, v string, t HookType, what string) error {
