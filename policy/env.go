@@ -626,6 +626,9 @@ var (
 	globCache = map[string]*regexp.Regexp{}
 )
 
+// maxCachedGlob is the longest glob pattern kept compiled.
+const maxCachedGlob = 256
+
 // glob is s.glob(pattern): * matches within one path segment, ** across segments (**/ any
 // number of directories, none included), ? one character; everything else literally. s is
 // matched with . and .. resolved, as pathWithin does: '/tmp/../etc/passwd' is /etc/passwd to a
@@ -645,7 +648,9 @@ func glob(a, b ref.Val) ref.Val {
 	re, ok := globCache[string(pat)]
 	if !ok {
 		re = regexp.MustCompile(globRegexp(string(pat)))
-		if len(globCache) < 1024 { // patterns are nearly always literals in the policy
+		// Patterns are nearly always literals of the policy, short: one taken from an input may
+		// be long, its program large, and kept it would hold its memory for good.
+		if len(globCache) < 1024 && len(pat) <= maxCachedGlob {
 			globCache[string(pat)] = re
 		}
 	}
