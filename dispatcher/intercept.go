@@ -524,6 +524,9 @@ func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 		bytes.Equal(trimmed, answerAllowSpaced) || bytes.Equal(trimmed, answerAllowSpaced2) {
 		return Decision{Decision: Allow}, nil, nil
 	}
+	// RFC 8259 lets a reader ignore a byte order mark, which some receivers' frameworks write:
+	// {"decision":"deny"} after one is a deny, not an unparsable answer for the failureMode.
+	body = bytes.TrimPrefix(body, []byte("\xEF\xBB\xBF"))
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Decision{Decision: Allow}, nil, nil
 	}
@@ -531,7 +534,16 @@ func parseAnswer(body []byte, t HookType) (dec Decision, flaw, err error) {
 	if err := json.Unmarshal(body, &ans); err != nil {
 		te, ok := errors.AsType[*json.UnmarshalTypeError](err)
 		if !ok || te.Field == "" {
-			return Decision{}, nil, fmt.Errorf("unparsable response body: %w", err)
+			unparsable := fmt.Errorf("unparsable response body: %w", err)
+			// A whole JSON object that says deny or ask, followed by what is not JSON (a
+			// framework's trailing newline and log line): the receiver's decision stands.
+			var first json.RawMessage
+			if json.NewDecoder(bytes.NewReader(body)).Decode(&first) == nil {
+				if d := saysDenyOrAsk(first); d != "" {
+					return Decision{Decision: d, Reason: stringMember(first, "reason")}, fmt.Errorf("%w; the %s stands", unparsable, d), nil
+				}
+			}
+			return Decision{}, nil, unparsable
 		}
 		// A JSON object with a member of the wrong type ("reason": 5): a deny or an ask in it is
 		// still the receiver's, and failureMode ALLOW must not turn it into an allow.
