@@ -25,7 +25,6 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/tracing"
 )
@@ -259,14 +258,6 @@ func (rt *Runtime) StartRun(ctx context.Context, req StartRequest) (RunInfo, err
 		PrincipalID: req.PrincipalID, AgentID: req.AgentID, ParentID: req.ParentSessionID})
 	if err != nil {
 		return RunInfo{}, err
-	}
-	if a := sess.AgentID; !created && a != nil {
-		// A session is its agent's: a turn that names none goes on with it, and its hooks; one
-		// that names another is refused rather than run as that agent in this conversation.
-		if req.AgentID != nil && *req.AgentID != *a {
-			return RunInfo{}, hookdtype.Invalid("agentId", "%d is not the agent of this session, which is %d's; start a new session for it", *req.AgentID, *a)
-		}
-		req.AgentID = a
 	}
 	spec := runSpec{StartRequest: req, SessionID: sess.ID, NewSession: created, ReplyID: newUUID(), StartedAt: time.Now().UTC()}
 	rec := storage.Run{RequestID: storage.NewTSIDString(), ReplyID: spec.ReplyID, SessionID: sess.ID, UserID: req.UserID,

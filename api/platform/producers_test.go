@@ -188,27 +188,6 @@ func TestAKeysAgentDecidesItsRuns(t *testing.T) {
 	}
 }
 
-// A session is its agent's: a turn that names no agent goes on as the session's, its hooks
-// asked, and one that names another agent is refused, not run as that agent in the conversation.
-func TestASessionKeepsItsAgent(t *testing.T) {
-	e := newTEnvWith(t, agenttest.Options{Script: `{"scripts":[{"match":"write","steps":[
-		{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"x"}}]},{"text":"ok"}]}]}`})
-	e.env.Hook(t, `{"hookName":"agent-5003","hookType":"pre_tool_use","agentId":5003,"toolNameMatch":"workspace_write_file",
-		"dispatchType":"policy","policyConfig":{"rules":[{"name":"no-writes","when":"true","decision":"deny","reason":"'agent 5003 may not write'"}]}}`)
-	for i, body := range []map[string]any{
-		{"userInput": "write", "sessionId": "with-5003", "agentId": 5003},
-		{"userInput": "write", "sessionId": "with-5003"},
-	} {
-		if got := types(withoutHeartbeats(e.startRun(alice, body).rest(nil))); !strings.Contains(got, "TOOL_FAILED") {
-			t.Fatalf("turn %d: frames %s, want the write denied by agent 5003's hook", i+1, got)
-		}
-	}
-	if w := e.call(alice, http.MethodPost, "/api/agent/run/stream", map[string]any{"userInput": "write", "sessionId": "with-5003", "agentId": 5004}); w.HTTPStatusCode != http.StatusBadRequest ||
-		w.Message != "agentId: 5004 is not the agent of this session, which is 5003's; start a new session for it" {
-		t.Fatalf("another agent in the session: %d %q", w.HTTPStatusCode, w.Message)
-	}
-}
-
 // Input sent while a run runs and refused by a user_message hook is never consumed, so the
 // stream's only word of it is the hint saying why: a synthetic text, not dropped as the hint of
 // a consumed input is (its SUPPLEMENTARY_INPUT_CONSUMED frame says that one).
