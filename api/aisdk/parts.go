@@ -82,15 +82,20 @@ type Mapper struct {
 	text      []string
 	reasoning []string
 	calls     map[string]string // open tool calls → their tool's name
-	refused   map[string]bool   // calls a person refused: output-denied
-	ranByUser map[string]bool   // client-side calls: their output is the client's own
+	// held are the tool-input-available parts of client-side calls, sent only when the run hands
+	// the call to the client (a pause waiting for its output): the AI SDK runs a client-side tool
+	// (onToolCall) on that part, and the hooks decide after the model has made the call.
+	held      map[string]Part
+	refused   map[string]bool // calls a person refused: output-denied
+	ranByUser map[string]bool // client-side calls: their output is the client's own
 	result    *agent.ResultInfo
 }
 
 // NewMapper maps for the chat sessionKey; clientTools are the tools the client runs itself
 // (their parts are static, tool-<name>; hookd's own are dynamic).
 func NewMapper(sessionKey string, clientTools []string) *Mapper {
-	m := &Mapper{sessionKey: sessionKey, client: map[string]bool{}, calls: map[string]string{}, refused: map[string]bool{}, ranByUser: map[string]bool{}}
+	m := &Mapper{sessionKey: sessionKey, client: map[string]bool{}, calls: map[string]string{}, held: map[string]Part{},
+		refused: map[string]bool{}, ranByUser: map[string]bool{}}
 	for _, n := range clientTools {
 		m.client[n] = true
 	}
@@ -173,8 +178,13 @@ func (m *Mapper) Map(ev agent.Event) []Part {
 	case agent.KindToolCallEnded:
 		if _, open := m.calls[ev.Tool.CallID]; open {
 			delete(m.calls, ev.Tool.CallID)
-			p(Part{Type: "tool-input-available", ToolCallID: ev.Tool.CallID, ToolName: ev.Tool.Name, Input: jsonOf(ev.Tool.Arguments),
-				Dynamic: !m.client[ev.Tool.Name]})
+			part := Part{Type: "tool-input-available", ToolCallID: ev.Tool.CallID, ToolName: ev.Tool.Name, Input: jsonOf(ev.Tool.Arguments),
+				Dynamic: !m.client[ev.Tool.Name]}
+			if m.client[ev.Tool.Name] {
+				m.held[ev.Tool.CallID] = part // a hook may still deny it: the client must not run it yet
+			} else {
+				p(part)
+			}
 		}
 	case agent.KindAsk:
 		for _, a := range ev.Ask.Calls {
@@ -229,6 +239,15 @@ func (m *Mapper) Map(ev agent.Event) []Part {
 		for _, c := range ev.Suspend.PendingCalls {
 			if c.External || c.State == "asking" {
 				reason = FinishToolCalls
+			}
+			if c.External && c.State != "asking" {
+				// The hooks let the call on, and the run waits for the client to run it.
+				part, ok := m.held[c.CallID]
+				if !ok { // made before this response (an approval's resume): told again, with its arguments as approved
+					part = Part{Type: "tool-input-available", ToolCallID: c.CallID, ToolName: c.Name, Input: jsonOf(c.Arguments)}
+				}
+				delete(m.held, c.CallID)
+				p(part)
 			}
 		}
 		p(Part{Type: "finish", FinishReason: reason, MessageMetadata: &Metadata{RequestID: ev.RunID, GenerateReason: ev.Suspend.Reason}})

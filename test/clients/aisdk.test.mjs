@@ -163,6 +163,23 @@ test("a client-side tool", async () => {
   assert.match(text(last(chat)), /Blue it is\./);
 });
 
+test("a client-side tool a hook denies never runs on the client", async () => {
+  const tools = [{ name: "pick_forbidden", description: "the user picks a color", inputSchema: { type: "object", properties: {} } }];
+  const ran = [];
+  const { chat } = newChat("c-client-denied", {
+    body: { tools },
+    sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithToolCalls,
+    onToolCall: ({ toolCall }) => { ran.push(toolCall.toolName); },
+  });
+  await chat.sendMessage({ text: "pick a forbidden color" });
+  assert.deepEqual(ran, [], "onToolCall ran a call the hook denied");
+  const [call] = toolParts(last(chat));
+  assert.equal(call.type, "tool-pick_forbidden");
+  assert.equal(call.state, "output-error");
+  assert.match(call.errorText, /not that one/);
+  assert.match(text(last(chat)), /It was refused\./);
+});
+
 test("an error", async () => {
   const { chat, chunks } = newChat("c-error");
   await chat.sendMessage({ text: "fatal please" });

@@ -33,6 +33,7 @@ const script = `{"scripts":[
  {"match":"/write slowly/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"slow.txt","content":"hi"}}]},{"text":"Noted, slowly.","delayMs":1500}]},
  {"match":"/write a note/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"note.txt","content":"hi"}}]},{"text":"Noted."}]},
  {"match":"/pick a color/","steps":[{"toolCalls":[{"name":"pick_color","arguments":{}}]},{"text":"Blue it is."}]},
+ {"match":"/pick a forbidden color/","steps":[{"toolCalls":[{"name":"pick_forbidden","arguments":{}}]},{"text":"It was refused."}]},
  {"match":"/fatal/","steps":[{"error":"fatal","text":"never"}]},
  {"match":"/slow work/","steps":[{"toolCalls":[{"name":"workspace_list_files"}],"delayMs":1500},{"text":"Done after the restart."}]},
  {"match":"*","steps":[{"text":"default"}]}
@@ -86,6 +87,9 @@ sse:
 	t.Cleanup(d.stop)
 	d.admin(t, http.MethodPost, "/api/hooks", `{"hookName":"no-secrets","hookType":"pre_tool_use","toolNameMatch":"workspace_read_file",
 		"dispatchConfig":{"url":"`+policy+`","signingSecret":"whsec-clients"}}`)
+	d.admin(t, http.MethodPost, "/api/hooks", `{"hookName":"no-forbidden","hookType":"pre_tool_use","toolNameMatch":"pick_forbidden",
+		"dispatchType":"policy","dispatchConfig":{"failureMode":"DENY"},
+		"policyConfig":{"rules":[{"name":"never","when":"true","decision":"deny","reason":"'not that one'"}]}}`)
 
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
