@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/hookd/hookd/storage"
 )
@@ -62,27 +63,14 @@ func (rt *Runtime) requestIDOf(ctx context.Context, runID int64) (string, error)
 // its own goroutine). Each ask is answered once; a decision bound to other arguments, for an ask
 // of another user, or for an ask already answered is refused.
 func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers []Answer) error {
-	rec, err := rt.ownRun(ctx, userID, requestID)
+	rec, asks, err := rt.checkAnswers(ctx, userID, requestID, answers)
 	if err != nil {
 		return err
 	}
-	pending, err := rt.db.RunAsks(ctx, rec.ID, "")
-	if err != nil {
-		return err
-	}
-	for _, a := range answers {
-		var ask *storage.Ask
-		for i := range pending {
-			if (a.AskID != "" && pending[i].AskID == a.AskID) || (a.AskID == "" && a.CallID != "" && pending[i].CallID == a.CallID) {
-				ask = &pending[i]
-			}
-		}
-		if ask == nil || ask.Kind != storage.AskConfirm {
-			return fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)
-		}
-		if len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash {
-			return ErrArgumentsChanged
-		}
+	// An answer kept is the run's to go on with, even if a later one's write fails.
+	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
+	for j, a := range answers {
+		ask := asks[j]
 		status := storage.AskDenied
 		if a.Approved {
 			status = storage.AskApproved
@@ -100,8 +88,47 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 			}
 		}
 	}
-	rt.tryResume(context.WithoutCancel(ctx), rec.ID)
 	return nil
+}
+
+// CheckAnswers refuses what Answer would refuse, and keeps nothing: a caller that does more
+// with the same request (queues input beside its answers) checks first, so that a refused
+// request leaves nothing behind.
+func (rt *Runtime) CheckAnswers(ctx context.Context, userID, requestID string, answers []Answer) error {
+	_, _, err := rt.checkAnswers(ctx, userID, requestID, answers)
+	return err
+}
+
+// checkAnswers resolves each answer to its ask, or refuses them all. Every answer is checked
+// before any is kept: one kept before a later one is refused would leave the run with its
+// answers half given and nobody to resume it.
+func (rt *Runtime) checkAnswers(ctx context.Context, userID, requestID string, answers []Answer) (storage.Run, []*storage.Ask, error) {
+	rec, err := rt.ownRun(ctx, userID, requestID)
+	if err != nil {
+		return rec, nil, err
+	}
+	pending, err := rt.db.RunAsks(ctx, rec.ID, "")
+	if err != nil {
+		return rec, nil, err
+	}
+	asks := make([]*storage.Ask, len(answers))
+	for j, a := range answers {
+		for i := range pending {
+			if (a.AskID != "" && pending[i].AskID == a.AskID) || (a.AskID == "" && a.CallID != "" && pending[i].CallID == a.CallID) {
+				asks[j] = &pending[i]
+			}
+		}
+		ask := asks[j]
+		switch {
+		case ask == nil || ask.Kind != storage.AskConfirm:
+			return rec, nil, fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)
+		case slices.Contains(asks[:j], ask):
+			return rec, nil, fmt.Errorf("%w: ask %s is answered twice in one request", ErrAlreadyAnswered, ask.AskID)
+		case len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash:
+			return rec, nil, ErrArgumentsChanged
+		}
+	}
+	return rec, asks, nil
 }
 
 // SubmitToolResults delivers the results of client-side tools the run waits for.
@@ -114,16 +141,24 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 	if err != nil {
 		return err
 	}
-	for _, res := range results {
-		var ask *storage.Ask
+	// Checked whole before any is kept, as Answer does.
+	found := make([]*storage.Ask, len(results))
+	for j, res := range results {
 		for i := range asks {
 			if asks[i].CallID == res.CallID && asks[i].Kind == storage.AskExternal {
-				ask = &asks[i]
+				found[j] = &asks[i]
 			}
 		}
-		if ask == nil {
+		if found[j] == nil {
 			return fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)
 		}
+		if slices.Contains(found[:j], found[j]) {
+			return fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)
+		}
+	}
+	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
+	for j, res := range results {
+		ask := found[j]
 		if res.State == "" {
 			res.State = ToolSuccess
 		}
@@ -133,7 +168,6 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 			return err
 		}
 	}
-	rt.tryResume(context.WithoutCancel(ctx), rec.ID)
 	return nil
 }
 

@@ -38,6 +38,9 @@ const hitlScript = `{"scripts":[
  {"match":"slow","steps":[
    {"text":"first","delayMs":3000},
    {"text":"never"}]},
+ {"match":"last word","steps":[
+   {"text":"here is the plan","delayMs":400},
+   {"text":"night mode added"}]},
  {"match":"steps","steps":[
    {"toolCalls":[{"name":"workspace_list_files"}],"delayMs":300},
    {"toolCalls":[{"name":"workspace_list_files"}]},
@@ -115,6 +118,23 @@ func TestAskApproveWithEditAndRule(t *testing.T) {
 		}
 		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{{AskID: "ask_nope", Approved: true}}); !errors.Is(err, ErrNotWaiting) {
 			t.Fatalf("unknown ask: %v", err)
+		}
+		// Refused whole, nothing of it kept: one ask answered twice in a request, a known answer
+		// beside an unknown one. Kept in part, the run waited for good.
+		for _, batch := range [][]Answer{
+			{{AskID: call.AskID, Approved: false}, {AskID: call.AskID, Approved: true}},
+			{{AskID: call.AskID, Approved: false}, {AskID: "ask_nope", Approved: true}},
+		} {
+			if err := e.rt.Answer(context.Background(), "alice", info.RequestID, batch); err == nil {
+				t.Fatalf("%+v: taken", batch)
+			}
+			rec, err := db.GetRun(context.Background(), info.RequestID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if asks, _ := db.RunAsks(context.Background(), rec.ID, storage.AskPending); len(asks) != 1 {
+				t.Fatalf("%+v: the ask was answered by a refused request (%d pending)", batch, len(asks))
+			}
 		}
 
 		// Approve with edited input (same arguments as shown, key order aside) and a rule.
@@ -277,6 +297,30 @@ func TestSupplementaryInput(t *testing.T) {
 	}
 	if _, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, "late"); !errors.Is(err, ErrNotLive) {
 		t.Fatalf("append to an ended run: %v", err)
+	}
+}
+
+// Input appended while the model gives what would be its last answer is not dropped with the
+// run's end: the hooks are asked about it, and the model answers it in a step of its own.
+func TestInputDuringTheLastAnswer(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	info := e.start("u", "s", "last word")
+	e.until(info.RequestID, 0, KindModelStarted)
+	id, err := e.rt.AppendInput(context.Background(), "u", info.RequestID, "also add a night mode")
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.until(info.RequestID, 0, KindRunEnded)
+	in := find(evs, KindInputConsumed)
+	if in == nil || in.Input.InputID != id {
+		t.Fatalf("the input was not taken: %s", kinds(evs))
+	}
+	if r := find(evs, KindResult).Result; r.Text != "night mode added" || r.MessageID != in.Input.AssistantMessageID {
+		t.Fatalf("the answer %+v; want the model's answer to the input, in its message", r)
+	}
+	h, _ := e.rt.History(context.Background(), info.SessionID, time.Time{})
+	if len(h) != 4 || h[1].Text != "here is the plan" || h[2].Text != "also add a night mode" || h[3].Text != "night mode added" {
+		t.Fatalf("history %+v", h)
 	}
 }
 

@@ -10,22 +10,23 @@ import (
 )
 
 // consumeInputs turns supplementary input appended since the last step into user messages; the
-// answer from here on goes to a new assistant message.
-func (r *run) consumeInputs() {
+// answer from here on goes to a new assistant message. It returns how many the hooks let in.
+func (r *run) consumeInputs() (admittedN int) {
 	if r.state.Step == 0 {
-		return // the first model call sees the input anyway
+		return 0 // the first model call sees the input anyway
 	}
 	ctx := context.WithoutCancel(r.ctx)
 	inputs, err := r.rt.db.TakeRunInputs(ctx, r.rec.ID)
 	if err != nil {
 		r.rt.log.ErrorContext(r.ctx, "reading supplementary input failed", "requestId", r.rec.RequestID, "err", err)
-		return
+		return 0
 	}
 	for _, in := range inputs {
 		content, admitted := r.admitInput(in)
 		if !admitted {
 			continue
 		}
+		admittedN++
 		in.Content = content
 		// The answer so far stays with the current assistant message.
 		so := assistantBody{Text: r.answer(), Thinking: r.state.Thinking}
@@ -37,7 +38,7 @@ func (r *run) consumeInputs() {
 		asst := &storage.Message{SessionID: r.spec.SessionID, RunID: &r.rec.ID, Role: model.RoleAssistant, Body: []byte(`{}`)}
 		if err := r.rt.db.AddMessages(ctx, []*storage.Message{user, asst}); err != nil {
 			r.rt.log.ErrorContext(r.ctx, "recording supplementary input failed", "requestId", r.rec.RequestID, "err", err)
-			return
+			return admittedN - 1
 		}
 		r.state.AssistantMessageID = asst.ID
 		r.state.Answer, r.state.Text = "", "" // the answer from here on is the new message's
@@ -50,6 +51,7 @@ func (r *run) consumeInputs() {
 		h.Block.InputID = in.InputID
 		r.emit(h)
 	}
+	return admittedN
 }
 
 // admitInput asks the user_message hooks about a supplementary input, as about the run's first

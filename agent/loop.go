@@ -313,6 +313,11 @@ func (r *run) loop() {
 		r.state.Transcript = append(r.state.Transcript,
 			model.Message{Role: model.RoleAssistant, Text: resp.Text, Thinking: resp.Thinking, ToolCalls: resp.ToolCalls})
 		if len(resp.ToolCalls) == 0 {
+			// Input appended while the model answered is the user's next word, not to be dropped
+			// with the run's end: the model answers it in a step of its own.
+			if r.consumeInputs() > 0 {
+				continue
+			}
 			r.finish(ReasonModelStop)
 			return
 		}

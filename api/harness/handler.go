@@ -301,7 +301,27 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			}
 		}
 	}
+	answers := make([]agent.Answer, len(req.ConfirmResults))
+	for i, cr := range req.ConfirmResults {
+		a := agent.Answer{CallID: cr.ToolCallID, Approved: *cr.Confirmed, Reason: cr.reason}
+		if len(cr.Input) > 0 && !isNull(cr.Input) {
+			a.Input = cr.Input
+		}
+		for _, r := range cr.Rules {
+			a.Rules = append(a.Rules, agent.RuleSpec{ToolName: r.ToolName, RuleContent: r.RuleContent, Behavior: r.Behavior, Source: r.Source})
+		}
+		answers[i] = a
+		calls[cr.ToolCallID] = true
+	}
 	if !blank(req.Input) {
+		// Answers that would be refused are refused before the input is queued: a refused
+		// request must leave nothing behind.
+		if len(answers) > 0 {
+			if err := h.rt.CheckAnswers(ctx, user, id, answers); err != nil {
+				h.refused(c, "confirmResults", req.SessionID, err)
+				return
+			}
+		}
 		// Said while resuming: queued before the run goes on, it reaches the model as a user
 		// message at the run's next step.
 		if _, err := h.rt.AppendInput(ctx, user, id, req.Input); err != nil {
@@ -309,19 +329,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			return
 		}
 	}
-	if len(req.ConfirmResults) > 0 {
-		answers := make([]agent.Answer, len(req.ConfirmResults))
-		for i, cr := range req.ConfirmResults {
-			a := agent.Answer{CallID: cr.ToolCallID, Approved: *cr.Confirmed, Reason: cr.reason}
-			if len(cr.Input) > 0 && !isNull(cr.Input) {
-				a.Input = cr.Input
-			}
-			for _, r := range cr.Rules {
-				a.Rules = append(a.Rules, agent.RuleSpec{ToolName: r.ToolName, RuleContent: r.RuleContent, Behavior: r.Behavior, Source: r.Source})
-			}
-			answers[i] = a
-			calls[cr.ToolCallID] = true
-		}
+	if len(answers) > 0 {
 		if err := h.rt.Answer(ctx, user, id, answers); err != nil {
 			h.refused(c, "confirmResults", req.SessionID, err)
 			return

@@ -264,10 +264,19 @@ func TestConflicts(t *testing.T) {
 	call := toolCallID(t, p.Events, harness.TypeRequireUserConfirm)
 	conflict(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": "call_nope", "confirmed": true}}), "confirmResults")
 	conflict(body("s-ask", "", "toolResults", []any{map[string]any{"id": call, "output": []any{}}}), "toolResults")
+	// Refused whole, leaving nothing behind: one call answered twice, with input beside it (the
+	// input was queued, the first answer kept, and the run waited for good).
+	conflict(body("s-ask", "also this", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": false},
+		map[string]any{"toolCallId": call, "confirmed": true}}), "confirmResults")
 	// The right answer goes through, once.
 	ok := e.chat(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": true}}), acceptJSON)
 	if ok.Status != 200 || types(ok.Events)[0] != harness.TypeAgentStart || types(ok.Events)[1] != harness.TypeUserConfirmResult {
 		t.Fatalf("resume: %d %v", ok.Status, types(ok.Events))
+	}
+	for _, ev := range ok.Events {
+		if strings.Contains(string(ev), "also this") {
+			t.Fatalf("the refused request's input reached the run: %s", ev)
+		}
 	}
 	next := toolCallID(t, ok.Events, harness.TypeRequireUserConfirm)
 	conflict(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": true}}), "confirmResults")
