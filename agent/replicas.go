@@ -230,10 +230,17 @@ func (rt *Runtime) recoverRun(ctx context.Context, r storage.Run) error {
 	if err != nil {
 		return err
 	}
-	if pause == nil {
+	crashed := pause == nil
+	if crashed {
 		pause = &SuspendInfo{Reason: SuspendShutdown, Message: "the daemon stopped while the run was executing"}
 	}
-	for _, e := range pr.pauseEvents(pause) {
+	pes := pr.pauseEvents(pause)
+	if crashed {
+		// Where the run was when the daemon died is not known (the checkpoint may be a step
+		// behind): the source document's -1.
+		pause.Step = -1
+	}
+	for _, e := range pes {
 		evs = append(evs, pr.stamp(e))
 	}
 	r.Status = storage.RunSuspended

@@ -517,6 +517,11 @@ func TestReplicas(t *testing.T) {
 	if _, typ := messageData(t, last(fs)); typ != "SHUTDOWN_INTERRUPT" {
 		t.Fatalf("the dead replica's run: %s %s", last(fs).EventType, last(fs).Data)
 	}
+	// Where the run was when its replica died is not known: step -1, as the source document says.
+	var pause struct{ SuspendReason struct{ Step *int } }
+	if json.Unmarshal(last(fs).Data, &pause); pause.SuspendReason.Step == nil || *pause.SuspendReason.Step != -1 {
+		t.Fatalf("the dead replica's run paused at a step: %s", last(fs).Data)
+	}
 	t.Logf("B's running run was suspended %v after B died", time.Since(killed).Round(time.Millisecond))
 	a.post(t, "/api/agent/run/"+orphanRun+"/resume", `{}`)
 	waitFrames(t, a, orphanRun, len(fs)+3)
