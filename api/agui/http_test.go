@@ -100,6 +100,30 @@ func TestBadInputNamesTheField(t *testing.T) {
 	}
 }
 
+// A run with two interrupts goes on once both are answered: a resume that answers one is refused,
+// naming the other, and keeps nothing (its response would stream nothing until another request
+// answered the rest).
+func TestResumeAnswersEveryInterrupt(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	msgs := []any{user("m1", "write both files")}
+	p1 := e.stream(input("t-two", "run-1", msgs))
+	its := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)
+	if len(its) != 2 {
+		t.Fatalf("interrupts %v", its)
+	}
+	answer := func(it any, approved bool) map[string]any {
+		return map[string]any{"interruptId": it.(map[string]any)["id"], "status": "resolved", "payload": map[string]any{"approved": approved}}
+	}
+	r := e.stream(input("t-two", "run-2", msgs, "resume", []any{answer(its[0], true)}))
+	if second := its[1].(map[string]any)["id"].(string); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "unanswered: "+second) {
+		t.Fatalf("one of two answered: %d %s", r.Status, r.Body)
+	}
+	r = e.stream(input("t-two", "run-3", msgs, "resume", []any{answer(its[0], true), answer(its[1], false)}))
+	if r.Status != http.StatusOK || last(r.Events)["type"] != "RUN_FINISHED" {
+		t.Fatalf("both answered: %d %v", r.Status, types(r.Events))
+	}
+}
+
 // A client whose stream broke off at a crash never saw the pause's interrupt: the thread's next
 // run picks the paused run up without a resume entry.
 func TestRunAfterARestartWithoutTheInterrupt(t *testing.T) {

@@ -41,6 +41,9 @@ const Script = `{"scripts":[
  {"match":"/secret/","steps":[
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"secret.txt","content":"x"}}]},
    {"text":"Not written."}]},
+ {"match":"/both files/","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"A"}},{"name":"workspace_write_file","arguments":{"path":"b.txt","content":"B"}}]},
+   {"text":"both handled"}]},
  {"match":"/confirm/","steps":[
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"original"}}]},
    {"text":"done"}]},
