@@ -105,6 +105,7 @@ func TestTaskValidation(t *testing.T) {
 		{"cron", `"0 0 30 2 *"`},
 		{"cron", `"@every -5s"`}, // the parser would make it 1 s: a typo firing every second
 		{"cron", `"@every 0s"`},
+		{"cron", `"@every 1500ms"`},
 		{"input", `<absent>`},
 		{"input", `""`},
 		{"input", `["a"]`},

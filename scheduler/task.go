@@ -74,8 +74,14 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	}
 	if _, every, ok := strings.Cut(t.Cron, "@every "); ok {
 		// The parser turns any interval under 1 s into 1 s: -5s, a typo, would fire every second.
-		if d, err := time.ParseDuration(strings.TrimSpace(every)); err == nil && d <= 0 {
+		d, err := time.ParseDuration(strings.TrimSpace(every))
+		switch {
+		case err == nil && d <= 0:
 			return nil, invalid("cron", "@every needs a positive interval, not %s", strings.TrimSpace(every))
+		case err == nil && d > time.Second && d%time.Second != 0:
+			// The parser drops the fraction: @every 1500ms would fire every second.
+			return nil, invalid("cron", "@every %s: intervals are whole seconds (the fraction would be dropped); write %s or %s",
+				strings.TrimSpace(every), d.Truncate(time.Second), d.Truncate(time.Second)+time.Second)
 		}
 	}
 	if sched.Next(now).IsZero() {
