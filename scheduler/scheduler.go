@@ -323,7 +323,7 @@ func (s *Scheduler) fireSafely(e entry, now time.Time) {
 // fire claims the tick e.next of a task and, when it is this scheduler's to run, runs it.
 func (s *Scheduler) fire(e entry, now time.Time) {
 	f := storage.TaskFire{TaskID: e.id, Kind: storage.FireSchedule, ScheduledAt: e.next, Expect: e.next,
-		Next: nextAfter(e.sched, e.next, now), Cron: e.cron, Owner: s.cfg.Owner, At: now}
+		Next: nextAfter(e.sched, e.next, now, s.cfg.MisfireGrace), Cron: e.cron, Owner: s.cfg.Owner, At: now}
 	if late := now.Sub(e.next); late > s.cfg.MisfireGrace {
 		if e.catchUp {
 			f.Kind = storage.FireCatchUp
@@ -367,13 +367,23 @@ func traceID(ctx context.Context) string {
 	return cmp.Or(tracing.TraceID(ctx), storage.NewTSIDString())
 }
 
-// nextAfter is the tick after t, skipping those already past (a late tick fires once).
-func nextAfter(sched cron.Schedule, t, now time.Time) time.Time {
+// nextAfter is the tick after t, skipping those already past by more than grace (a late tick
+// fires once): one less late than that still fires as usual, as MisfireGrace says, rather than
+// being skipped with the missed ones before it (a daily 09:00 task whose daemon came back at
+// 09:00:03 after a weekend down ran on Monday too).
+func nextAfter(sched cron.Schedule, t, now time.Time, grace time.Duration) time.Time {
 	n := sched.Next(t)
 	if !n.IsZero() && !n.After(now) {
-		n = sched.Next(now)
+		n = sched.Next(later(t, now.Add(-grace)))
 	}
 	return n
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // advance moves the entry on after its tick was claimed, unless a reload already replaced it.
