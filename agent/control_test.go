@@ -573,6 +573,40 @@ func TestShutdownSuspendsAndRestartResumes(t *testing.T) {
 	})
 }
 
+// An answer kept just before a crash, the run's resume lost with the process: a new runtime on
+// the same database goes on with the run, which waits for nobody; a pause for a person still
+// waits.
+func TestAnsweredBeforeACrashGoesOn(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, hitlScript, Config{DefaultBehavior: BehaviorAsk})
+		answered := e.start("u", "s1", "write")
+		waiting := e.start("u", "s2", "write")
+		var asks [2]*Event
+		for i, id := range []string{answered.RequestID, waiting.RequestID} {
+			asks[i] = find(e.until(id, 0, KindSuspended), KindAsk)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		e.rt.Shutdown(ctx)
+		cancel()
+		// What Answer keeps before it resumes the run.
+		body := mustJSON(Answer{AskID: asks[0].Ask.Calls[0].AskID, Approved: true})
+		if err := db.AnswerAsk(context.Background(), asks[0].Ask.Calls[0].AskID, storage.AskApproved, body); err != nil {
+			t.Fatal(err)
+		}
+
+		rt2 := New(db, e.disp, e.rt.model, e.rt.tools, e.rt.ws, quiet(), Config{DefaultBehavior: BehaviorAsk})
+		if err := rt2.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		defer rt2.Shutdown(context.Background())
+		e2 := &env{t: t, db: db, rt: rt2}
+		if all := e2.until(answered.RequestID, 0, KindRunEnded); all[len(all)-1].End.Outcome != OutcomeCompleted {
+			t.Fatalf("the answered run: %s", kinds(all))
+		}
+		isStatus(t, rt2, "u", waiting.RequestID, storage.RunSuspended)
+	})
+}
+
 // A client may act on a pause the moment it sees it: a resume sent from another goroutine as
 // soon as the suspended event arrives always finds the run suspended. 1,000 pauses of one run,
 // each resumed at once (100 under the race detector).

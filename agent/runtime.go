@@ -140,6 +140,16 @@ func (rt *Runtime) Start(ctx context.Context) error {
 		}
 		rt.log.Warn("run left running by a crash is suspended", "requestId", r.RequestID)
 	}
+	// A run whose last answer or result was kept just before a crash waits for nobody: the
+	// resume that followed the answer went with the process. tryResume goes on with one that
+	// waits for nothing more, and leaves every other pause as it is.
+	suspended, err := rt.db.RunsByStatus(ctx, storage.RunSuspended)
+	if err != nil {
+		return err
+	}
+	for _, r := range suspended {
+		rt.tryResume(context.WithoutCancel(ctx), r.ID)
+	}
 	sctx, cancel := context.WithCancel(context.Background())
 	rt.stopSweep = cancel
 	go every(sctx, rt.cfg.SweepEvery, rt.sweep)
