@@ -52,15 +52,24 @@ func boundSession(t storage.Task) *int64 {
 	return nil
 }
 
-// sessionKey is the client session key of the firing's run: fixed for a reused session, else
-// the firing's own (its task_runs id: a trace id is the caller's when a run-now call carried a
-// traceparent, and two firings in one trace would share a session).
-func (f *firing) sessionKey() string {
+// sessionKey is the client session key of the firing's run: for a reused session, the key of
+// the session the task is bound to; else, and for the run that binds one, the firing's own (its
+// task_runs id: a trace id is the caller's when a run-now call carried a traceparent, and two
+// firings in one trace would share a session). A fixed key for the binding run would find the
+// session of the task's former principal after the task changed hands (principals without an
+// API key share one user), which the change had unbound.
+func (s *Scheduler) sessionKey(ctx context.Context, f *firing) (string, error) {
 	key := "scheduled-task-" + strconv.FormatInt(f.task.ID, 10)
-	if f.task.ReuseSession {
-		return key
+	if f.task.ReuseSession && f.task.SessionID != nil {
+		sess, err := s.db.GetSession(ctx, *f.task.SessionID)
+		switch {
+		case err == nil:
+			return sess.Key, nil
+		case !errors.Is(err, storage.ErrNotFound):
+			return "", err
+		}
 	}
-	return key + "-run-" + strconv.FormatInt(f.run.ID, 10)
+	return key + "-run-" + strconv.FormatInt(f.run.ID, 10), nil
 }
 
 // execute takes a claimed firing to its end. A panic anywhere in it (a hook, the runtime) ends
@@ -123,8 +132,13 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	case dec.Decision == dispatcher.Modify && dec.ModifiedValue != nil:
 		f.run.Input = *dec.ModifiedValue
 	}
+	key, err := s.sessionKey(ctx, f)
+	if err != nil {
+		f.end(storage.TaskRunFailed, agent.CodeInternal, "reading the task's session: "+err.Error())
+		return "", false
+	}
 	info, err := s.rt.StartRun(ctx, agent.StartRequest{UserID: s.cfg.UserFor(t.PrincipalID), PrincipalID: t.PrincipalID,
-		AgentID: t.AgentID, SessionKey: f.sessionKey(), Input: f.run.Input, TriggerSource: dispatcher.SourceScheduled,
+		AgentID: t.AgentID, SessionKey: key, Input: f.run.Input, TriggerSource: dispatcher.SourceScheduled,
 		TraceID: f.run.TraceID})
 	switch {
 	case err == nil:

@@ -916,3 +916,41 @@ func TestTaskRunsAsItsPrincipalsAgent(t *testing.T) {
 		}
 	})
 }
+
+// A reused session is its principal's: given to another principal (both without an API key, so
+// one runtime user), the task's next firing makes a new session, and the ones after go on in it.
+func TestReusedSessionChangesHands(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		s := e.scheduler(testConfig())
+		task := create(t, s, scheduler.Task{TaskName: "handed over", Cron: "0 0 1 1 *", Input: "hello", ReuseSession: true,
+			PrincipalID: ptr(int64(7001))})
+		sessionOf := func() int64 {
+			t.Helper()
+			run, err := s.RunNow(context.Background(), task.ID)
+			if err != nil || run.SessionID == nil {
+				t.Fatalf("run now: %+v %v", run, err)
+			}
+			eventually(t, 10*time.Second, "the firing's end", func() bool {
+				return count(history(t, s, task.ID), storage.TaskRunSucceeded) == len(history(t, s, task.ID))
+			})
+			return *run.SessionID
+		}
+		first := sessionOf()
+		if again := sessionOf(); again != first {
+			t.Fatalf("the reused session changed: %d, then %d", first, again)
+		}
+		task.PrincipalID = ptr(int64(7002))
+		var err error
+		if task, err = s.Replace(context.Background(), task.ID, task); err != nil {
+			t.Fatal(err)
+		}
+		handed := sessionOf()
+		if handed == first {
+			t.Fatalf("the task of principal 7002 ran in principal 7001's session %d", first)
+		}
+		if again := sessionOf(); again != handed {
+			t.Fatalf("the new principal's session changed: %d, then %d", handed, again)
+		}
+	})
+}
