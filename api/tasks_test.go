@@ -106,6 +106,7 @@ func TestTaskValidation(t *testing.T) {
 		{"cron", `"@every -5s"`}, // the parser would make it 1 s: a typo firing every second
 		{"cron", `"@every 0s"`},
 		{"cron", `"@every 1500ms"`},
+		{"cron", `"CRON_TZ= 0 9 * * *"`}, // the parser would read UTC
 		{"input", `<absent>`},
 		{"input", `""`},
 		{"input", `["a"]`},

@@ -68,6 +68,13 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	if t.Cron == "" {
 		return nil, invalid("cron", "is required (e.g. \"0 9 * * *\", \"*/10 * * * * *\", \"@every 1h\", \"CRON_TZ=Asia/Shanghai 0 9 * * 1-5\")")
 	}
+	for _, prefix := range []string{"CRON_TZ=", "TZ="} {
+		if zone, ok := strings.CutPrefix(t.Cron, prefix); ok && (zone == "" || zone[0] == ' ' || zone[0] == '\t') {
+			// The parser reads an empty zone as UTC: a CRON_TZ=$ZONE with ZONE unset would fire
+			// at UTC times, not the daemon's.
+			return nil, invalid("cron", "%s names no time zone; give one (%sAsia/Shanghai) or leave the prefix out for the daemon's", prefix, prefix)
+		}
+	}
 	sched, err := parser.Parse(t.Cron)
 	if err != nil {
 		return nil, invalid("cron", "%v", err)
