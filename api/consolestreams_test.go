@@ -190,3 +190,25 @@ func TestConsoleCookieSecureOverHTTPS(t *testing.T) {
 		}
 	}
 }
+
+// A page of another site cannot sign a browser in: its form can post text/plain shaped as JSON,
+// which sign-in refuses without a session cookie too (else the browser would act in the page's
+// reviewer session).
+func TestConsoleSignInTakesJSONOnly(t *testing.T) {
+	srv := consoleStreamServer(t, 0)
+	for _, ct := range []string{"text/plain", "application/x-www-form-urlencoded", ""} {
+		req, _ := http.NewRequest("POST", srv.URL+"/console/session", strings.NewReader(`{"credential":"`+authAdmin+`","x":"="}`))
+		if ct != "" {
+			req.Header.Set("Content-Type", ct)
+		}
+		req.Header.Set("Origin", "https://elsewhere.example")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnsupportedMediaType || len(resp.Cookies()) != 0 {
+			t.Errorf("%q: %d, cookies %v; want 415 and no session", ct, resp.StatusCode, resp.Cookies())
+		}
+	}
+}

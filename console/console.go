@@ -7,6 +7,7 @@ import (
 	"embed"
 	"errors"
 	"io/fs"
+	"mime"
 	"net/http"
 	"path"
 	"strings"
@@ -81,6 +82,14 @@ type signInBody struct {
 const maxSignInBytes = 4 << 10
 
 func (s *Sessions) signIn(c *gin.Context) {
+	// Checked here whatever the request carries: a page of another site could otherwise post a
+	// form (text/plain, shaped as JSON) that signs the browser into the page's own session, whose
+	// answers would then be made, unknowingly, as the page's reviewer. A JSON type needs the
+	// preflight the daemon never grants.
+	if mt, _, err := mime.ParseMediaType(c.Request.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		wire.Fail(c, http.StatusUnsupportedMediaType, "Content-Type: application/json is required to sign in")
+		return
+	}
 	var body signInBody
 	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxSignInBytes)
 	if !wire.BindStrict(c, &body) {
