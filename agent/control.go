@@ -133,28 +133,9 @@ func (rt *Runtime) checkAnswers(ctx context.Context, userID, requestID string, a
 
 // SubmitToolResults delivers the results of client-side tools the run waits for.
 func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
-	rec, err := rt.ownRun(ctx, userID, requestID)
+	rec, found, err := rt.checkToolResults(ctx, userID, requestID, results)
 	if err != nil {
 		return err
-	}
-	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
-	if err != nil {
-		return err
-	}
-	// Checked whole before any is kept, as Answer does.
-	found := make([]*storage.Ask, len(results))
-	for j, res := range results {
-		for i := range asks {
-			if asks[i].CallID == res.CallID && asks[i].Kind == storage.AskExternal {
-				found[j] = &asks[i]
-			}
-		}
-		if found[j] == nil {
-			return fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)
-		}
-		if slices.Contains(found[:j], found[j]) {
-			return fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)
-		}
 	}
 	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
 	for j, res := range results {
@@ -169,6 +150,41 @@ func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID stri
 		}
 	}
 	return nil
+}
+
+// CheckToolResults refuses what SubmitToolResults would refuse, and keeps nothing (see
+// CheckAnswers).
+func (rt *Runtime) CheckToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
+	_, _, err := rt.checkToolResults(ctx, userID, requestID, results)
+	return err
+}
+
+// checkToolResults resolves each result to the client-side call it is for, or refuses them all,
+// as checkAnswers does.
+func (rt *Runtime) checkToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) (storage.Run, []*storage.Ask, error) {
+	rec, err := rt.ownRun(ctx, userID, requestID)
+	if err != nil {
+		return rec, nil, err
+	}
+	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
+	if err != nil {
+		return rec, nil, err
+	}
+	found := make([]*storage.Ask, len(results))
+	for j, res := range results {
+		for i := range asks {
+			if asks[i].CallID == res.CallID && asks[i].Kind == storage.AskExternal {
+				found[j] = &asks[i]
+			}
+		}
+		switch {
+		case found[j] == nil:
+			return rec, nil, fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)
+		case slices.Contains(found[:j], found[j]):
+			return rec, nil, fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)
+		}
+	}
+	return rec, found, nil
 }
 
 // Pause returns the event a suspended run paused with (its last event), so a client resuming it

@@ -313,12 +313,29 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 		answers[i] = a
 		calls[cr.ToolCallID] = true
 	}
+	results := make([]agent.ToolOutput, len(req.ToolResults))
+	for i, tr := range req.ToolResults {
+		blocks, err := json.Marshal(tr.Output)
+		if err != nil {
+			h.internal(c, "encoding a tool result failed", err)
+			return
+		}
+		results[i] = agent.ToolOutput{CallID: tr.ID, Name: tr.Name, Output: PlainText(tr.Output), State: tr.State,
+			Data: DataOf(tr.Output), Blocks: blocks}
+		calls[tr.ID] = true
+	}
 	if !blank(req.Input) {
-		// Answers that would be refused are refused before the input is queued: a refused
-		// request must leave nothing behind.
+		// Answers and results that would be refused are refused before the input is queued: a
+		// refused request must leave nothing behind.
 		if len(answers) > 0 {
 			if err := h.rt.CheckAnswers(ctx, user, id, answers); err != nil {
 				h.refused(c, "confirmResults", req.SessionID, err)
+				return
+			}
+		}
+		if len(results) > 0 {
+			if err := h.rt.CheckToolResults(ctx, user, id, results); err != nil {
+				h.refused(c, "toolResults", req.SessionID, err)
 				return
 			}
 		}
@@ -335,18 +352,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			return
 		}
 	}
-	if len(req.ToolResults) > 0 {
-		results := make([]agent.ToolOutput, len(req.ToolResults))
-		for i, tr := range req.ToolResults {
-			blocks, err := json.Marshal(tr.Output)
-			if err != nil {
-				h.internal(c, "encoding a tool result failed", err)
-				return
-			}
-			results[i] = agent.ToolOutput{CallID: tr.ID, Name: tr.Name, Output: PlainText(tr.Output), State: tr.State,
-				Data: DataOf(tr.Output), Blocks: blocks}
-			calls[tr.ID] = true
-		}
+	if len(results) > 0 {
 		if err := h.rt.SubmitToolResults(ctx, user, id, results); err != nil {
 			h.refused(c, "toolResults", req.SessionID, err)
 			return

@@ -268,13 +268,14 @@ func TestConflicts(t *testing.T) {
 	// input was queued, the first answer kept, and the run waited for good).
 	conflict(body("s-ask", "also this", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": false},
 		map[string]any{"toolCallId": call, "confirmed": true}}), "confirmResults")
+	conflict(body("s-ask", "also that", "toolResults", []any{map[string]any{"id": call, "output": []any{}}}), "toolResults")
 	// The right answer goes through, once.
 	ok := e.chat(body("s-ask", "", "confirmResults", []any{map[string]any{"toolCallId": call, "confirmed": true}}), acceptJSON)
 	if ok.Status != 200 || types(ok.Events)[0] != harness.TypeAgentStart || types(ok.Events)[1] != harness.TypeUserConfirmResult {
 		t.Fatalf("resume: %d %v", ok.Status, types(ok.Events))
 	}
 	for _, ev := range ok.Events {
-		if strings.Contains(string(ev), "also this") {
+		if strings.Contains(string(ev), "also this") || strings.Contains(string(ev), "also that") {
 			t.Fatalf("the refused request's input reached the run: %s", ev)
 		}
 	}
