@@ -78,7 +78,7 @@ func (h *handler) run(c *gin.Context) {
 			return
 		default: // paused
 			requestID = live.RequestID
-			if after, err = h.resume(c, caller, &in, live.RequestID); err != nil {
+			if after, err = h.resume(c, caller, &in, live.RequestID, live.Request.Input); err != nil {
 				return // answered
 			}
 		}
@@ -142,7 +142,7 @@ var errBadInput = errors.New("bad input")
 
 // resume hands the paused run what this input brings — answers to its interrupts, results of
 // its client-side tools — and returns the seq of its pause, after which this response reads.
-func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, requestID string) (int64, error) {
+func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, requestID, runInput string) (int64, error) {
 	ctx := c.Request.Context()
 	rt := h.Runtime
 	pause, err := rt.Pause(ctx, caller.UserID, requestID)
@@ -235,6 +235,25 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 			in.ThreadID, strings.Join(ids, ", "))
 		return 0, errBadInput
 	}
+	// A user message at the end of the input other than the one the paused run started with is
+	// the user's next word (the client resends the whole history, that message included): it
+	// is queued for the run, whose user_message hooks are asked when it takes it, not dropped.
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "user" {
+		text, err := in.Messages[n-1].text()
+		if err == nil && dialect.Blank(text) {
+			err = errors.New("content: is empty")
+		}
+		if err != nil {
+			wire.Fail(c, http.StatusBadRequest, "messages[%d].%v", n-1, err)
+			return 0, errBadInput
+		}
+		if !strings.HasSuffix(runInput, text) {
+			if err := h.queueInput(ctx, caller, requestID, withContext(text, in.Context), answers, results); err != nil {
+				h.Refused(c, "messages", in.ThreadID, err)
+				return 0, err
+			}
+		}
+	}
 	if len(answers) > 0 {
 		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
 			h.Refused(c, "resume", in.ThreadID, err)
@@ -313,6 +332,24 @@ func write(sse *wire.SSE, e Event) error {
 		return err
 	}
 	return sse.Event("", "", b)
+}
+
+// queueInput queues input for the paused run, once the answers and results beside it are known
+// to be taken: a refused request leaves nothing queued.
+func (h *handler) queueInput(ctx context.Context, caller wire.Caller, requestID, input string, answers []agent.Answer, results []agent.ToolOutput) error {
+	rt := h.Runtime
+	if len(answers) > 0 {
+		if err := rt.CheckAnswers(ctx, caller.UserID, requestID, answers); err != nil {
+			return err
+		}
+	}
+	if len(results) > 0 {
+		if err := rt.CheckToolResults(ctx, caller.UserID, requestID, results); err != nil {
+			return err
+		}
+	}
+	_, err := rt.AppendInput(ctx, caller.UserID, requestID, input)
+	return err
 }
 
 // unanswered are the interrupt ids of asks that resume does not answer, sorted.

@@ -1,6 +1,7 @@
 package agui_test
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -97,6 +98,32 @@ func TestBadInputNamesTheField(t *testing.T) {
 	in["resume"] = []any{map[string]any{"interruptId": it["id"], "status": "resolved", "payload": map[string]any{"reason": "fine"}}}
 	if r := e.stream(in); r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), "resume[0].payload.approved: is required") {
 		t.Errorf("payload without approved: %d %s", r.Status, r.Body)
+	}
+}
+
+// A new user message sent while the thread's run is paused is the user's next word: the run
+// resumes and takes it (a user_message hook asked about it), where it was dropped without a word.
+// The message the run started with, resent with the history, is not taken again.
+func TestNewMessageToAPausedRun(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{})
+	msgs := []any{user("m1", "slow work")}
+	p1 := e.stream(input("t-new", "run-1", msgs), func(ev map[string]any) {
+		if ev["type"] == "STEP_STARTED" {
+			e.Restart()
+		}
+	})
+	if last(p1.Events)["outcome"].(map[string]any)["type"] != "interrupt" {
+		t.Fatalf("pause %s", types(p1.Events))
+	}
+	p2 := e.stream(input("t-new", "run-2", append(msgs, user("m2", "also list the docs"))))
+	var taken []string
+	for _, ev := range p2.Events {
+		if ev["type"] == "CUSTOM" && ev["name"] == "hookd.input_consumed" {
+			taken = append(taken, fmt.Sprint(ev["value"].(map[string]any)["content"]))
+		}
+	}
+	if len(taken) != 1 || taken[0] != "also list the docs" || last(p2.Events)["type"] != "RUN_FINISHED" {
+		t.Fatalf("the new message: taken %q, events %s", taken, types(p2.Events))
 	}
 }
 
