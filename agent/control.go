@@ -59,25 +59,84 @@ func (rt *Runtime) requestIDOf(ctx context.Context, runID int64) (string, error)
 	return id, nil
 }
 
-// Answer records decisions on a run's asks; once nothing is pending the run goes on (here, on
-// its own goroutine). Each ask is answered once; a decision bound to other arguments, for an ask
-// of another user, or for an ask already answered is refused.
-func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers []Answer) error {
-	rec, asks, err := rt.checkAnswers(ctx, userID, requestID, answers)
+// A Reply is what one request hands a paused run: decisions on its asks, outputs of its
+// client-side calls, and input said beside them (queued for the run's next step).
+type Reply struct {
+	Answers []Answer
+	Results []ToolOutput
+	Input   string // "": none
+}
+
+// A ReplyError is a Reply refused; Part names what was refused: "answers", "results" or
+// "input". Refused by its checks, nothing of the Reply was kept; refused as it was kept (an ask
+// another request answered meanwhile), what was kept before stands.
+type ReplyError struct {
+	Part string
+	Err  error
+}
+
+func (e *ReplyError) Error() string { return e.Err.Error() }
+func (e *ReplyError) Unwrap() error { return e.Err }
+
+// Reply hands r to the run: every answer and result is checked before anything is kept, so a
+// refused request leaves nothing behind (one kept before a later one was refused left the run
+// with its answers half given and nobody to resume it, or input queued for a request the
+// client was told failed). Then the input is queued, the answers and results kept, and once
+// nothing is pending the run goes on (here, on its own goroutine). Each ask is answered once; a
+// decision bound to other arguments, for an ask of another user, or for an ask already answered
+// is refused, and so is an output for a call the run does not wait for.
+func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply) error {
+	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
 		return err
 	}
-	// An answer kept is the run's to go on with, even if a later one's write fails.
-	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
-	for j, a := range answers {
+	all, err := rt.db.RunAsks(ctx, rec.ID, "")
+	if err != nil {
+		return err
+	}
+	asks := make([]*storage.Ask, len(r.Answers))
+	for j, a := range r.Answers {
+		asks[j] = findAsk(all, func(k *storage.Ask) bool {
+			return (a.AskID != "" && k.AskID == a.AskID) || (a.AskID == "" && a.CallID != "" && k.CallID == a.CallID)
+		})
 		ask := asks[j]
+		switch {
+		case ask == nil || ask.Kind != storage.AskConfirm:
+			return &ReplyError{"answers", fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)}
+		case slices.Contains(asks[:j], ask):
+			return &ReplyError{"answers", fmt.Errorf("%w: ask %s is answered twice in one request", ErrAlreadyAnswered, ask.AskID)}
+		case ask.Status != storage.AskPending:
+			return &ReplyError{"answers", fmt.Errorf("%w: ask %s", ErrAlreadyAnswered, ask.AskID)}
+		case len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash:
+			return &ReplyError{"answers", ErrArgumentsChanged}
+		}
+	}
+	calls := make([]*storage.Ask, len(r.Results))
+	for j, res := range r.Results {
+		calls[j] = findAsk(all, func(k *storage.Ask) bool {
+			return k.CallID == res.CallID && k.Kind == storage.AskExternal && k.Status == storage.AskPending
+		})
+		switch {
+		case calls[j] == nil:
+			return &ReplyError{"results", fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)}
+		case slices.Contains(calls[:j], calls[j]):
+			return &ReplyError{"results", fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)}
+		}
+	}
+	if r.Input != "" {
+		if _, err := rt.appendInput(ctx, rec, r.Input); err != nil {
+			return &ReplyError{"input", err}
+		}
+	}
+	// What is kept is the run's to go on with, even if a later write fails.
+	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
+	for j, a := range r.Answers {
 		status := storage.AskDenied
 		if a.Approved {
 			status = storage.AskApproved
 		}
-		body := mustJSON(a)
-		if err := rt.db.AnswerAsk(ctx, ask.AskID, status, body); err != nil {
-			return err
+		if err := rt.db.AnswerAsk(ctx, asks[j].AskID, status, mustJSON(a)); err != nil {
+			return &ReplyError{"answers", err} // answered meanwhile by another request
 		}
 		if !a.Approved { // a refusal teaches only what to refuse next time
 			a.Rules = denyRules(a.Rules)
@@ -88,103 +147,38 @@ func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers
 			}
 		}
 	}
-	return nil
-}
-
-// CheckAnswers refuses what Answer would refuse, and keeps nothing: a caller that does more
-// with the same request (queues input beside its answers) checks first, so that a refused
-// request leaves nothing behind.
-func (rt *Runtime) CheckAnswers(ctx context.Context, userID, requestID string, answers []Answer) error {
-	_, _, err := rt.checkAnswers(ctx, userID, requestID, answers)
-	return err
-}
-
-// checkAnswers resolves each answer to its ask, or refuses them all. Every answer is checked
-// before any is kept: one kept before a later one is refused would leave the run with its
-// answers half given and nobody to resume it.
-func (rt *Runtime) checkAnswers(ctx context.Context, userID, requestID string, answers []Answer) (storage.Run, []*storage.Ask, error) {
-	rec, err := rt.ownRun(ctx, userID, requestID)
-	if err != nil {
-		return rec, nil, err
-	}
-	pending, err := rt.db.RunAsks(ctx, rec.ID, "")
-	if err != nil {
-		return rec, nil, err
-	}
-	asks := make([]*storage.Ask, len(answers))
-	for j, a := range answers {
-		for i := range pending {
-			if (a.AskID != "" && pending[i].AskID == a.AskID) || (a.AskID == "" && a.CallID != "" && pending[i].CallID == a.CallID) {
-				asks[j] = &pending[i]
-			}
-		}
-		ask := asks[j]
-		switch {
-		case ask == nil || ask.Kind != storage.AskConfirm:
-			return rec, nil, fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)
-		case slices.Contains(asks[:j], ask):
-			return rec, nil, fmt.Errorf("%w: ask %s is answered twice in one request", ErrAlreadyAnswered, ask.AskID)
-		case len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash:
-			return rec, nil, ErrArgumentsChanged
-		}
-	}
-	return rec, asks, nil
-}
-
-// SubmitToolResults delivers the results of client-side tools the run waits for.
-func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
-	rec, found, err := rt.checkToolResults(ctx, userID, requestID, results)
-	if err != nil {
-		return err
-	}
-	defer rt.tryResume(context.WithoutCancel(ctx), rec.ID)
-	for j, res := range results {
-		ask := found[j]
+	for j, res := range r.Results {
 		if res.State == "" {
 			res.State = ToolSuccess
 		}
-		res.Name = ask.ToolName
-		body := mustJSON(res)
-		if err := rt.db.AnswerAsk(ctx, ask.AskID, storage.AskApproved, body); err != nil {
-			return err
+		res.Name = calls[j].ToolName
+		if err := rt.db.AnswerAsk(ctx, calls[j].AskID, storage.AskApproved, mustJSON(res)); err != nil {
+			return &ReplyError{"results", err}
 		}
 	}
 	return nil
 }
 
-// CheckToolResults refuses what SubmitToolResults would refuse, and keeps nothing (see
-// CheckAnswers).
-func (rt *Runtime) CheckToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
-	_, _, err := rt.checkToolResults(ctx, userID, requestID, results)
-	return err
+// findAsk is the last of asks that match says is it, or nil.
+func findAsk(asks []storage.Ask, match func(*storage.Ask) bool) *storage.Ask {
+	var found *storage.Ask
+	for i := range asks {
+		if match(&asks[i]) {
+			found = &asks[i]
+		}
+	}
+	return found
 }
 
-// checkToolResults resolves each result to the client-side call it is for, or refuses them all,
-// as checkAnswers does.
-func (rt *Runtime) checkToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) (storage.Run, []*storage.Ask, error) {
-	rec, err := rt.ownRun(ctx, userID, requestID)
-	if err != nil {
-		return rec, nil, err
-	}
-	asks, err := rt.db.RunAsks(ctx, rec.ID, storage.AskPending)
-	if err != nil {
-		return rec, nil, err
-	}
-	found := make([]*storage.Ask, len(results))
-	for j, res := range results {
-		for i := range asks {
-			if asks[i].CallID == res.CallID && asks[i].Kind == storage.AskExternal {
-				found[j] = &asks[i]
-			}
-		}
-		switch {
-		case found[j] == nil:
-			return rec, nil, fmt.Errorf("%w: no client-side call %s in run %s", ErrNotWaiting, res.CallID, requestID)
-		case slices.Contains(found[:j], found[j]):
-			return rec, nil, fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)
-		}
-	}
-	return rec, found, nil
+// Answer records decisions on a run's asks: Reply with answers alone.
+func (rt *Runtime) Answer(ctx context.Context, userID, requestID string, answers []Answer) error {
+	return rt.Reply(ctx, userID, requestID, Reply{Answers: answers})
+}
+
+// SubmitToolResults delivers the results of client-side tools the run waits for: Reply with
+// results alone.
+func (rt *Runtime) SubmitToolResults(ctx context.Context, userID, requestID string, results []ToolOutput) error {
+	return rt.Reply(ctx, userID, requestID, Reply{Results: results})
 }
 
 // Pause returns the event a suspended run paused with (its last event), so a client resuming it

@@ -89,6 +89,11 @@ func (rt *Runtime) AppendInput(ctx context.Context, userID, requestID, content s
 	if err != nil {
 		return "", err
 	}
+	return rt.appendInput(ctx, rec, content)
+}
+
+// appendInput queues content for rec, a run of the caller's.
+func (rt *Runtime) appendInput(ctx context.Context, rec storage.Run, content string) (string, error) {
 	if isFinal(rec.Status) {
 		return "", ErrNotLive
 	}

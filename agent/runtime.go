@@ -9,6 +9,8 @@
 //	rt.Subscribe(ctx, requestID, n)  the same as a channel, for the runtime's own readers
 //	rt.Run / rt.Session / rt.History look-ups, always scoped to the calling user
 //	rt.Cancel(requestID)             stop a run; it ends INTERRUPTED
+//	rt.Reply(ctx, user, id, r)       a paused run's answers, client-side outputs and input, checked
+//	                                 whole before any is kept
 package agent
 
 import (

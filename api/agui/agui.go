@@ -235,6 +235,7 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 			in.ThreadID, strings.Join(ids, ", "))
 		return 0, errBadInput
 	}
+	reply := agent.Reply{Answers: answers, Results: results}
 	// A user message at the end of the input other than the one the paused run started with is
 	// the user's next word (the client resends the whole history, that message included): it
 	// is queued for the run, whose user_message hooks are asked when it takes it, not dropped.
@@ -248,21 +249,16 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 			return 0, errBadInput
 		}
 		if !strings.HasSuffix(runInput, text) {
-			if err := h.queueInput(ctx, caller, requestID, withContext(text, in.Context), answers, results); err != nil {
-				h.Refused(c, "messages", in.ThreadID, err)
-				return 0, err
+			reply.Input = withContext(text, in.Context)
+		}
+	}
+	if len(answers) > 0 || len(results) > 0 || reply.Input != "" {
+		if err := rt.Reply(ctx, caller.UserID, requestID, reply); err != nil {
+			field := "messages"
+			if re, ok := errors.AsType[*agent.ReplyError](err); ok && re.Part == "answers" {
+				field = "resume"
 			}
-		}
-	}
-	if len(answers) > 0 {
-		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
-			h.Refused(c, "resume", in.ThreadID, err)
-			return 0, err
-		}
-	}
-	if len(results) > 0 {
-		if err := rt.SubmitToolResults(ctx, caller.UserID, requestID, results); err != nil {
-			h.Refused(c, "messages", in.ThreadID, err)
+			h.Refused(c, field, in.ThreadID, err)
 			return 0, err
 		}
 	}
@@ -332,24 +328,6 @@ func write(sse *wire.SSE, e Event) error {
 		return err
 	}
 	return sse.Event("", "", b)
-}
-
-// queueInput queues input for the paused run, once the answers and results beside it are known
-// to be taken: a refused request leaves nothing queued.
-func (h *handler) queueInput(ctx context.Context, caller wire.Caller, requestID, input string, answers []agent.Answer, results []agent.ToolOutput) error {
-	rt := h.Runtime
-	if len(answers) > 0 {
-		if err := rt.CheckAnswers(ctx, caller.UserID, requestID, answers); err != nil {
-			return err
-		}
-	}
-	if len(results) > 0 {
-		if err := rt.CheckToolResults(ctx, caller.UserID, requestID, results); err != nil {
-			return err
-		}
-	}
-	_, err := rt.AppendInput(ctx, caller.UserID, requestID, input)
-	return err
 }
 
 // unanswered are the interrupt ids of asks that resume does not answer, sorted.

@@ -224,14 +224,8 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 		wire.Fail(c, http.StatusConflict, "messages: chat %q waits for the outputs of its client-side tool calls (addToolOutput)", req.ID)
 		return 0, errAnswered
 	}
-	if len(answers) > 0 {
-		if err := rt.Answer(ctx, caller.UserID, requestID, answers); err != nil {
-			h.Refused(c, "messages", req.ID, err)
-			return 0, err
-		}
-	}
-	if len(results) > 0 {
-		if err := rt.SubmitToolResults(ctx, caller.UserID, requestID, results); err != nil {
+	if len(answers) > 0 || len(results) > 0 {
+		if err := rt.Reply(ctx, caller.UserID, requestID, agent.Reply{Answers: answers, Results: results}); err != nil {
 			h.Refused(c, "messages", req.ID, err)
 			return 0, err
 		}

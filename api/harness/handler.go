@@ -324,37 +324,19 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			Data: DataOf(tr.Output), Blocks: blocks}
 		calls[tr.ID] = true
 	}
+	reply := agent.Reply{Answers: answers, Results: results}
 	if !blank(req.Input) {
-		// Answers and results that would be refused are refused before the input is queued: a
-		// refused request must leave nothing behind.
-		if len(answers) > 0 {
-			if err := h.rt.CheckAnswers(ctx, user, id, answers); err != nil {
-				h.refused(c, "confirmResults", req.SessionID, err)
-				return
-			}
-		}
-		if len(results) > 0 {
-			if err := h.rt.CheckToolResults(ctx, user, id, results); err != nil {
-				h.refused(c, "toolResults", req.SessionID, err)
-				return
-			}
-		}
 		// Said while resuming: queued before the run goes on, it reaches the model as a user
 		// message at the run's next step.
-		if _, err := h.rt.AppendInput(ctx, user, id, req.Input); err != nil {
-			h.refused(c, "input", req.SessionID, err)
-			return
-		}
+		reply.Input = req.Input
 	}
-	if len(answers) > 0 {
-		if err := h.rt.Answer(ctx, user, id, answers); err != nil {
-			h.refused(c, "confirmResults", req.SessionID, err)
-			return
-		}
-	}
-	if len(results) > 0 {
-		if err := h.rt.SubmitToolResults(ctx, user, id, results); err != nil {
-			h.refused(c, "toolResults", req.SessionID, err)
+	if len(calls) > 0 || reply.Input != "" {
+		if err := h.rt.Reply(ctx, user, id, reply); err != nil {
+			field := "sessionId"
+			if re, ok := errors.AsType[*agent.ReplyError](err); ok {
+				field = map[string]string{"answers": "confirmResults", "results": "toolResults", "input": "input"}[re.Part]
+			}
+			h.refused(c, field, req.SessionID, err)
 			return
 		}
 	}

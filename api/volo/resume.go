@@ -494,15 +494,8 @@ func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run age
 	if len(answers)+len(results) == 0 {
 		return badRequest("response: answers none of the pending interactions")
 	}
-	if len(answers) > 0 {
-		if err := h.rt.Answer(ctx, caller.UserID, run.RequestID, answers); err != nil {
-			return controlError(err, interactionNotFound)
-		}
-	}
-	if len(results) > 0 {
-		if err := h.rt.SubmitToolResults(ctx, caller.UserID, run.RequestID, results); err != nil {
-			return controlError(err, interactionNotFound)
-		}
+	if err := h.rt.Reply(ctx, caller.UserID, run.RequestID, agent.Reply{Answers: answers, Results: results}); err != nil {
+		return controlError(err, interactionNotFound)
 	}
 	return nil
 }
