@@ -229,11 +229,32 @@ func (in Input) raw(name string) json.RawMessage {
 	return nil
 }
 
-// FieldError names a field a hook input lacks.
-type FieldError struct{ Event, Field string }
+// FieldError names a field a hook input lacks, or holds in a shape hookd cannot read.
+type FieldError struct {
+	Event, Field string
+	// Want is the shape the field must have ("" when it is missing).
+	Want string
+}
 
 func (e *FieldError) Error() string {
+	if e.Want != "" {
+		return fmt.Sprintf("%s input: %s must be %s", e.Event, e.Field, e.Want)
+	}
 	return fmt.Sprintf("%s input: %s is required", e.Event, e.Field)
+}
+
+// needArgs checks a pre-tool call's arguments, args (the value of field), which must be a JSON
+// object: every harness sends one, even for a tool without parameters, and a call whose arguments
+// are missing or of another shape would be decided on nothing (a rule on args.command never
+// matching, the call let through) rather than on what the tool will be given.
+func needArgs(in Input, field string, args json.RawMessage) error {
+	if len(args) == 0 {
+		return &FieldError{Event: in.Event, Field: field}
+	}
+	if args[0] != '{' {
+		return &FieldError{Event: in.Event, Field: field, Want: "a JSON object (the tool's arguments)"}
+	}
+	return nil
 }
 
 // Mapped is what an adapter makes of one hook input.

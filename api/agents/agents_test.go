@@ -103,6 +103,20 @@ func TestMissingSubjectAndSessionNumbers(t *testing.T) {
 	if err == nil || m.Point != dispatcher.PreToolUse || !strings.Contains(err.Error(), "tool_name") {
 		t.Fatalf("%+v %v", m, err)
 	}
+	// A call's arguments are part of its subject: missing, or not an object, they are refused.
+	for kind, body := range map[string]string{
+		agents.Codex:     `{"hook_event_name":"PreToolUse","session_id":"s1","tool_name":"Bash","tool_input":null}`,
+		agents.GeminiCLI: `{"hook_event_name":"BeforeTool","session_id":"s1","tool_name":"run_shell_command","tool_input":["rm","-rf","/"]}`,
+		agents.Cursor:    `{"hook_event_name":"beforeMCPExecution","conversation_id":"c1","tool_name":"db","tool_input":"drop table users"}`,
+	} {
+		in, err := agents.ParseInput([]byte(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m, err := agents.For(kind).Map(in); err == nil || m.Point != dispatcher.PreToolUse || !strings.Contains(err.Error(), "tool_input") {
+			t.Errorf("%s: %+v %v, want tool_input refused", kind, m, err)
+		}
+	}
 	if _, err := agents.ParseInput([]byte(`[1]`)); err == nil {
 		t.Fatal("an array is not a hook input")
 	}

@@ -53,7 +53,7 @@ func mapClaudeShape(kind string, points map[string]dispatcher.HookType, in Input
 		pre := toolPoint(name, in.str("tool_use_id"), m.ToolInput)
 		if m.Point == dispatcher.PreToolUse {
 			m.Context = pre
-			return m, nil
+			return m, needArgs(in, "tool_input", m.ToolInput)
 		}
 		post := &dispatcher.PostToolUseContext{ToolName: pre.ToolName, ToolCallID: pre.ToolCallID,
 			Arguments: pre.Arguments, Output: dispatcher.Value(in.raw("tool_response")), Succeeded: true}

@@ -108,7 +108,7 @@ func (cursor) Map(in Input) (Mapped, error) {
 	pre := toolPoint(name, in.str("tool_use_id"), m.ToolInput)
 	if m.Point == dispatcher.PreToolUse {
 		m.Context = pre
-		return m, nil
+		return m, needArgs(in, "tool_input", m.ToolInput)
 	}
 	post := &dispatcher.PostToolUseContext{ToolName: name, ToolCallID: pre.ToolCallID, Arguments: pre.Arguments,
 		Output: dispatcher.Value(output), Succeeded: true}

@@ -539,6 +539,12 @@ func TestAgentRefusalsOnTheRecord(t *testing.T) {
 		{"input cut short, agent named", [][2]string{{agents.AgentIDHeader, "77"}}, pre[:len(pre)-2], "", "hookd: "},
 		{"agent header not plain digits", [][2]string{{agents.AgentIDHeader, "077"}}, pre, "Bash", "plain digits"},
 		{"input over the limit", nil, big, "", "is over 1048576 bytes"},
+		// A call without its arguments, or with arguments that are not an object, would be
+		// decided on nothing: a rule on args.command never matching.
+		{"tool arguments missing", nil, []byte(`{"hook_event_name":"PreToolUse","session_id":"s-ref","tool_name":"Bash"}`),
+			"Bash", "tool_input is required"},
+		{"tool arguments not an object", nil, []byte(`{"hook_event_name":"PreToolUse","session_id":"s-ref","tool_name":"Bash","tool_input":"rm -rf /"}`),
+			"Bash", "tool_input must be a JSON object"},
 	} {
 		req, _ := http.NewRequest(http.MethodPost, d.url("/v1/agents/claude-code/hooks"), bytes.NewReader(c.body))
 		req.Header.Set("Authorization", "Bearer "+agentKey)
