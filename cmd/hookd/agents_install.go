@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -80,10 +81,10 @@ var settingsOf = map[string]harnessSettings{
 		return e
 	}},
 	agents.Codex: {dir: ".codex", file: "hooks.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
-		return map[string]any{"type": "command", "command": hookCommand(f, kind, event), "timeout": 15}
+		return map[string]any{"type": "command", "command": shellFailClosed(kind, event, hookCommand(f, kind, event)), "timeout": 15}
 	}},
 	agents.GeminiCLI: {dir: ".gemini", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
-		return map[string]any{"type": "command", "name": "hookd", "command": hookCommand(f, kind, event), "timeout": 15000}
+		return map[string]any{"type": "command", "name": "hookd", "command": shellFailClosed(kind, event, hookCommand(f, kind, event)), "timeout": 15000}
 	}},
 	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
 		var flags []string
@@ -115,6 +116,22 @@ func hookCommand(f installFlags, kind, event string, flags ...string) string {
 		c += " " + fl
 	}
 	return c + " " + event
+}
+
+// shellFailClosed is the command line c of a harness that runs its command hooks through the
+// shell (sh -c, bash -c) and has no setting that makes a failed hook block: at an event hookd
+// decides, an exit of c other than 0 or 2 is made a 2. The harness takes exit 2 for a block, and
+// any other code for a non-blocking error that lets the call through — what a forwarder that
+// cannot start gives (127: its binary gone with an upgrade, the install having written the path a
+// link led to), or one killed (128+n). (Claude Code's entries say "onFailure": "block", Cursor's
+// "failClosed": true.) On Windows the harnesses may run the line with Windows PowerShell 5.1 (Gemini
+// CLI does when PowerShell 7 is not installed), which refuses || as a syntax error, and that
+// error would be the non-blocking one on every call: there the line is left as it is.
+func shellFailClosed(kind, event, c string) string {
+	if runtime.GOOS != "windows" && agents.Interceptive(kind, event) {
+		return c + " || exit 2"
+	}
+	return c
 }
 
 func shellQuote(s string) string {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -300,6 +301,55 @@ func TestAgentsInstallCursorFailClosed(t *testing.T) {
 		fc, _ := entries[0].(map[string]any)["failClosed"].(bool)
 		if fc != agents.Interceptive(agents.Cursor, ev) {
 			t.Errorf("%s: failClosed %v", ev, entries[0])
+		}
+	}
+}
+
+// Codex and Gemini CLI run a command hook through the shell and take any exit but 0 and 2 for a
+// non-blocking error that lets the call through. hookd's entries at the events it decides block
+// when the forwarder cannot start (its binary gone with an upgrade: exit 127), and run as the
+// harness runs them, through sh -c; the other events still go on. A second install replaces them.
+func TestAgentsInstallForwarderGoneBlocks(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the entries end in || exit 2 only where the harnesses run them with sh or bash")
+	}
+	gone := filepath.Join(t.TempDir(), "hookd-1.2", "hookd")
+	for _, c := range []struct{ kind, path, decided, observed, decidedIn, observedIn string }{
+		{agents.Codex, ".codex/hooks.json", "PreToolUse", "PostToolUse",
+			`{"hook_event_name":"PreToolUse","session_id":"s1","tool_name":"Bash","tool_input":{"command":"rm -rf /"}}`,
+			`{"hook_event_name":"PostToolUse","session_id":"s1","tool_name":"Bash","tool_input":{"command":"ls"}}`},
+		{agents.GeminiCLI, ".gemini/settings.json", "BeforeTool", "AfterTool",
+			`{"hook_event_name":"BeforeTool","session_id":"s1","tool_name":"run_shell_command","tool_input":{"command":"rm -rf /"}}`,
+			`{"hook_event_name":"AfterTool","session_id":"s1","tool_name":"run_shell_command","tool_input":{"command":"ls"}}`},
+	} {
+		dir := t.TempDir()
+		for range 2 {
+			if _, errs, code := runCLI(t, "agents", "install", c.kind, "--project", dir, "--write", "--hookd", gone); code != 0 {
+				t.Fatalf("%s install: %d %s", c.kind, code, errs)
+			}
+		}
+		hooks := readJSON(t, filepath.Join(dir, c.path))["hooks"].(map[string]any)
+		run := func(event, input string) int {
+			groups := hooks[event].([]any)
+			if len(groups) != 1 {
+				t.Fatalf("%s %s: %v", c.kind, event, groups)
+			}
+			command := groups[0].(map[string]any)["hooks"].([]any)[0].(map[string]any)["command"].(string)
+			cmd := exec.Command("sh", "-c", command)
+			cmd.Stdin = strings.NewReader(input)
+			err := cmd.Run()
+			if ee, ok := err.(*exec.ExitError); ok {
+				return ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			return 0
+		}
+		if code := run(c.decided, c.decidedIn); code != 2 {
+			t.Errorf("%s %s without its forwarder: exit %d, want 2 (a block)", c.kind, c.decided, code)
+		}
+		if code := run(c.observed, c.observedIn); code == 2 || code == 0 {
+			t.Errorf("%s %s without its forwarder: exit %d, want the shell's own error (not a block)", c.kind, c.observed, code)
 		}
 	}
 }
