@@ -123,6 +123,10 @@ func forwardOnce(cmd *cobra.Command, f hookFlags, event string) ([]byte, error) 
 		return nil, fmt.Errorf("cannot read the hook input: %w", err)
 	}
 	if len(in) > 1<<20 {
+		// Read to its end all the same: a harness whose write of the input fails (a pipe closed
+		// before it was all read) has no exit code to act on, and would take the failed hook for
+		// a non-blocking error, which runs the call.
+		_, _ = io.Copy(io.Discard, cmd.InOrStdin())
 		return nil, errors.New("the hook input is over 1 MiB")
 	}
 	var head struct {

@@ -316,3 +316,28 @@ func TestHookForwarderGivesUp(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 }
+
+// A hook input over the forwarder's limit (a Write of a large file) is blocked, and read to its
+// end first: a harness whose write of the input fails (the pipe closed by a forwarder gone before
+// reading it all) has no exit code to act on, and takes the failed hook for a non-blocking error.
+func TestHookForwarderReadsAnInputOverTheLimit(t *testing.T) {
+	in := []byte(`{"hook_event_name":"PreToolUse","session_id":"s1","tool_name":"Write","tool_input":{"file_path":"/w/big","content":"` +
+		strings.Repeat("x", 2<<20) + `"}}`)
+	cmd := exec.Command(binary, "hook", "--agent", agents.Codex, "PreToolUse", "--addr", "http://127.0.0.1:1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_, werr := stdin.Write(in)
+	stdin.Close()
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if werr != nil || !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(errb.String(), "over 1 MiB") {
+		t.Fatalf("writing the input: %v; exit %v %q, want the whole input read and exit 2", werr, err, errb.String())
+	}
+}
