@@ -42,9 +42,9 @@ get the command hook "hookd hook --agent KIND EVENT", which reads HOOKD_CLI_ADDR
 The user's own hooks stay as they are; running it again replaces hookd's entries; --uninstall removes
 only hookd's entries. Without --write it prints the merged file and writes nothing.
 
-  claude-code  .claude/settings.json   (--user: ~/.claude/settings.json)
-  codex        .codex/hooks.json       (--user: ~/.codex/hooks.json)
-  gemini-cli   .gemini/settings.json   (--user: ~/.gemini/settings.json)
+  claude-code  .claude/settings.json   (--user: ~/.claude/settings.json, or $CLAUDE_CONFIG_DIR/settings.json)
+  codex        .codex/hooks.json       (--user: ~/.codex/hooks.json, or $CODEX_HOME/hooks.json)
+  gemini-cli   .gemini/settings.json   (--user: ~/.gemini/settings.json, or $GEMINI_CLI_HOME/.gemini/settings.json)
   cursor       .cursor/hooks.json      (--user: ~/.cursor/hooks.json)`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return install(cmd, f, args[0]) },
@@ -62,6 +62,10 @@ only hookd's entries. Without --write it prints the merged file and writes nothi
 // harnessSettings says where a harness keeps its hooks and how one of hookd's entries looks.
 type harnessSettings struct {
 	dir, file string
+	// homeEnv is the variable that moves the harness's user directory (~/dir) elsewhere, and
+	// homeDirEnv the one that stands for the home directory itself (HOME/dir): --user writes
+	// where they say, when set, as the harness then reads no other.
+	homeEnv, homeDirEnv string
 	// entry is hookd's hook for one event, in the harness's shape; grouped says whether the
 	// event's list holds matcher groups ({"hooks": [entry]}) rather than entries (Cursor).
 	entry   func(f installFlags, kind, event string) map[string]any
@@ -69,7 +73,7 @@ type harnessSettings struct {
 }
 
 var settingsOf = map[string]harnessSettings{
-	agents.ClaudeCode: {dir: ".claude", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+	agents.ClaudeCode: {dir: ".claude", file: "settings.json", homeEnv: "CLAUDE_CONFIG_DIR", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
 		if event == "SessionStart" { // Claude Code runs no HTTP hook there, only commands
 			return map[string]any{"type": "command", "command": hookCommand(f, kind, event), "timeout": 15}
 		}
@@ -80,10 +84,10 @@ var settingsOf = map[string]harnessSettings{
 		}
 		return e
 	}},
-	agents.Codex: {dir: ".codex", file: "hooks.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+	agents.Codex: {dir: ".codex", file: "hooks.json", homeEnv: "CODEX_HOME", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
 		return map[string]any{"type": "command", "command": shellFailClosed(kind, event, hookCommand(f, kind, event)), "timeout": 15}
 	}},
-	agents.GeminiCLI: {dir: ".gemini", file: "settings.json", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
+	agents.GeminiCLI: {dir: ".gemini", file: "settings.json", homeDirEnv: "GEMINI_CLI_HOME", grouped: true, entry: func(f installFlags, kind, event string) map[string]any {
 		return map[string]any{"type": "command", "name": "hookd", "command": shellFailClosed(kind, event, hookCommand(f, kind, event)), "timeout": 15000}
 	}},
 	agents.Cursor: {dir: ".cursor", file: "hooks.json", entry: func(f installFlags, kind, event string) map[string]any {
@@ -216,6 +220,9 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 			return err
 		}
 		base = home
+		if moved := os.Getenv(hs.homeDirEnv); hs.homeDirEnv != "" && moved != "" {
+			base = moved
+		}
 	} else if base == "" {
 		base = "."
 	}
@@ -227,6 +234,11 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 		f.hookd = exe
 	}
 	path := filepath.Join(base, hs.dir, hs.file)
+	if f.user && hs.homeEnv != "" {
+		if moved := os.Getenv(hs.homeEnv); moved != "" {
+			path = filepath.Join(moved, hs.file)
+		}
+	}
 	doc := map[string]any{}
 	old, err := os.ReadFile(path)
 	switch {

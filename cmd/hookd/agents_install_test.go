@@ -354,6 +354,30 @@ func TestAgentsInstallForwarderGoneBlocks(t *testing.T) {
 	}
 }
 
+// Claude Code reads its user settings from $CLAUDE_CONFIG_DIR, Codex from $CODEX_HOME and Gemini
+// CLI from $GEMINI_CLI_HOME/.gemini when they are set, and never from the home directory then: --user writes there, or the entries
+// would be in a file the harness does not read, and nothing governed.
+func TestAgentsInstallUserHomeMoved(t *testing.T) {
+	for kind, c := range map[string]struct{ env, file string }{
+		agents.ClaudeCode: {"CLAUDE_CONFIG_DIR", "settings.json"},
+		agents.Codex:      {"CODEX_HOME", "hooks.json"},
+		agents.GeminiCLI:  {"GEMINI_CLI_HOME", ".gemini/settings.json"}, // a home directory of its own
+	} {
+		home, moved := t.TempDir(), t.TempDir()
+		cmd := exec.Command(binary, "agents", "install", kind, "--user", "--write")
+		cmd.Env = append(os.Environ(), "HOME="+home, c.env+"="+moved)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v %s", kind, err, out)
+		}
+		if n := hookdEntries(readJSON(t, filepath.Join(moved, c.file)), kind); len(n) != len(agents.Events(kind)) {
+			t.Errorf("%s: hookd's entries in $%s/%s: %v", kind, c.env, c.file, n)
+		}
+		if entries, _ := os.ReadDir(home); len(entries) != 0 {
+			t.Errorf("%s: written into the home directory, which the harness does not read with %s set: %v", kind, c.env, entries)
+		}
+	}
+}
+
 // What only looks like hookd's is the user's: another service's HTTP hook on a URL of the agents
 // route's path (without hookd's token variable), a wrapper of another name run with hookd's
 // flags, a hookd forwarder after another command; and an event the user left empty. Install and
