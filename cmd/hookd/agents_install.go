@@ -242,6 +242,11 @@ func install(cmd *cobra.Command, f installFlags, kind string) error {
 	doc := map[string]any{}
 	old, err := os.ReadFile(path)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && f.uninstall:
+		// Nothing to remove, and no file to make: one with no hooks (no version, for Cursor)
+		// is not a file the harness wrote or reads as meant.
+		fmt.Fprintf(cmd.OutOrStdout(), "%s does not exist: nothing of hookd's to remove\n", path)
+		return nil
 	case errors.Is(err, fs.ErrNotExist):
 	case err != nil:
 		return err

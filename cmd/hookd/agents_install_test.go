@@ -187,6 +187,17 @@ func TestAgentsInstall(t *testing.T) {
 			t.Errorf("commented file changed: %s", b)
 		}
 	}
+	// An uninstall where no settings file is removes nothing and makes no file.
+	none := t.TempDir()
+	for kind := range userSettings {
+		if out, errs, code := runCLI(t, "agents", "install", kind, "--project", none, "--write", "--uninstall"); code != 0 ||
+			!strings.Contains(out, "nothing of hookd's to remove") {
+			t.Errorf("%s uninstall without a file: %d %s %s", kind, code, out, errs)
+		}
+	}
+	if entries, _ := os.ReadDir(none); len(entries) != 0 {
+		t.Errorf("an uninstall without a settings file made %v", entries)
+	}
 	for _, args := range [][]string{{"agents", "install", "claude"}, {"agents", "install", "codex", "--user", "--project", dir}} {
 		if _, _, code := runCLI(t, args...); code != 2 {
 			t.Errorf("%v: exit %d", args, code)
