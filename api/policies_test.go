@@ -263,3 +263,52 @@ func TestTaskNamedByNameAloneHasNoTaskID(t *testing.T) {
 		}
 	}
 }
+
+// A time zone written in a rule is one CEL reads, or the hook is refused naming the rule and
+// field: getHours('Asia/Shangai') failed every call it was reached on, so under failureMode ALLOW
+// an office-hours deny let everything through. A zone or offset CEL reads is taken, and a
+// computed one is the input's and left to the evaluation.
+func TestPolicyTimeZoneChecked(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		hook := func(when string) string {
+			b, _ := json.Marshal(when)
+			return `{"hookName":"office-hours","hookType":"pre_tool_use","dispatchType":"policy","policyConfig":{"rules":[` +
+				`{"name":"ok","when":"tool == 'read'","decision":"allow"},` +
+				`{"name":"night","when":` + string(b) + `,"decision":"deny","reason":"'not at night'"}]}}`
+		}
+		const at = "timestamp(int(event.occurredAt) / 1000)"
+		for when, msg := range map[string]string{
+			at + ".getHours('Asia/Shangai') < 8":                       `getHours: time zone "Asia/Shangai": unknown time zone Asia/Shangai`,
+			at + ".getDayOfWeek('+25:00') == 0":                        `getDayOfWeek: time zone "+25:00": timezone offset hours out of range [-23, 23]: +25:00`,
+			"[1].exists(x, " + at + ".getMinutes('Europe/Berln') > x)": `getMinutes: time zone "Europe/Berln"`,
+		} {
+			code, w := c.do("POST", "/api/hooks", hook(when))
+			if code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[1].when: ") || !strings.Contains(w.Message, msg) {
+				t.Errorf("%s: %d %q, want policyConfig.rules[1].when: …%s…", when, code, w.Message, msg)
+			}
+			body := `{"policyConfig":{"rules":[{"name":"night","when":` + string(mustJSON(when)) + `,"decision":"deny"}]},` +
+				`"event":` + transferEvent(`{}`) + `}`
+			if code, w := c.do("POST", "/api/policies/evaluate", body); code != 400 || !strings.Contains(w.Message, msg) {
+				t.Errorf("evaluate %s: %d %q", when, code, w.Message)
+			}
+		}
+		for i, when := range []string{
+			at + ".getHours('Asia/Shanghai') < 8",
+			at + ".getHours('+08:00') < 8 || " + at + ".getDate('UTC') == 1 || " + at + ".getHours() < 0",
+			at + ".getHours(args.?zone.orValue('UTC')) < 8",
+		} {
+			if code, w := c.do("POST", "/api/hooks", strings.Replace(hook(when), "office-hours", "ok-"+itoa(int64(i)), 1)); code != 201 {
+				t.Errorf("%s: %d %s", when, code, w.Message)
+			}
+		}
+	})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -12,10 +12,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
@@ -735,6 +738,41 @@ func checkPattern(function, expr string) error {
 	}
 	if slices.Contains(oneGroupFuncs, function) && re.NumSubexp() > 1 {
 		return fmt.Errorf("%s: the pattern %q has %d capturing groups; at most one", function, expr, re.NumSubexp())
+	}
+	return nil
+}
+
+// zoneFuncs are the timestamp accessors that take a time zone, an IANA name or a ±HH:MM offset.
+var zoneFuncs = []string{overloads.TimeGetFullYear, overloads.TimeGetMonth, overloads.TimeGetDayOfYear,
+	overloads.TimeGetDate, overloads.TimeGetDayOfMonth, overloads.TimeGetDayOfWeek, overloads.TimeGetHours,
+	overloads.TimeGetMinutes, overloads.TimeGetSeconds, overloads.TimeGetMilliseconds}
+
+// literalZones calls f with every time zone written as a literal in e, a checked expression, and
+// the accessor it is given to: ts.getHours('Asia/Shanghai') is "getHours", "Asia/Shanghai".
+func literalZones(e ast.Expr, f func(function, zone string)) {
+	ast.PostOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
+		if e.Kind() != ast.CallKind {
+			return
+		}
+		c := e.AsCall()
+		if !c.IsMemberFunction() || len(c.Args()) != 1 || c.Args()[0].Kind() != ast.LiteralKind ||
+			!slices.Contains(zoneFuncs, c.FunctionName()) {
+			return
+		}
+		if zone, ok := c.Args()[0].AsLiteral().(types.String); ok {
+			f(c.FunctionName(), string(zone))
+		}
+	}))
+}
+
+// checkZone refuses a time zone written in a rule that CEL cannot read: it reads the zone at every
+// call, so a misspelled one ('Asia/Shangai', '+8') failed the rule on every input it was reached
+// on, and a deny rule under failureMode ALLOW let those through. The zone is read by CEL itself,
+// on a timestamp of its own, so what is refused is exactly what would fail.
+func checkZone(function, zone string) error {
+	v := types.Timestamp{Time: time.Unix(0, 0).UTC()}.Receive(function, "", []ref.Val{types.String(zone)})
+	if err, isErr := v.(*types.Err); isErr {
+		return fmt.Errorf("%s: time zone %q: %v", function, zone, err)
 	}
 	return nil
 }
