@@ -20,10 +20,11 @@ type policiesAPI struct {
 }
 
 type evaluateRequest struct {
-	// Exactly one of PolicyConfig (with FailureMode) and HookID names the policy.
+	// Exactly one of PolicyConfig (with FailureMode) and HookID names the policy. Sent empty, a
+	// failureMode or hookId is refused, as a hook's failureMode is: "" would be ALLOW, silently.
 	PolicyConfig *policy.Config   `json:"policyConfig"`
-	FailureMode  string           `json:"failureMode"`
-	HookID       int64            `json:"hookId"`
+	FailureMode  string           `json:"failureMode" strict:"nonempty"`
+	HookID       int64            `json:"hookId" strict:"nonempty"`
 	Event        *dispatchRequest `json:"event"`
 }
 

@@ -312,3 +312,26 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// A trial's failureMode sent empty is refused, as a hook's is: taken as the default ALLOW, a
+// failureMode meant to come from a template showed a policy that fails open where the hook
+// registered with it would have been refused. So is a hookId of 0.
+func TestPolicyEvaluateRefusesEmpty(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		rules := `{"rules":[{"name":"x","when":"args.missing > 1","decision":"deny"}]}`
+		for body, msg := range map[string]string{
+			`{"policyConfig":` + rules + `,"failureMode":"","event":` + transferEvent(`{}`) + `}`:   "failureMode: is empty",
+			`{"policyConfig":` + rules + `,"failureMode":null,"event":` + transferEvent(`{}`) + `}`: "failureMode: is empty",
+			`{"policyConfig":` + rules + `,"hookId":0,"event":` + transferEvent(`{}`) + `}`:         "hookId: is empty",
+		} {
+			if code, w := c.do("POST", "/api/policies/evaluate", body); code != 400 || !strings.HasPrefix(w.Message, msg) {
+				t.Errorf("%s → %d %q, want %q", body, code, w.Message, msg)
+			}
+		}
+		body := `{"policyConfig":` + rules + `,"failureMode":"DENY","event":` + transferEvent(`{}`) + `}`
+		if code, w := c.do("POST", "/api/policies/evaluate", body); code != 200 || !strings.Contains(string(w.Data), `"decision":"deny"`) {
+			t.Fatalf("%d %s %s", code, w.Message, w.Data)
+		}
+	})
+}
