@@ -335,3 +335,38 @@ func TestPolicyEvaluateRefusesEmpty(t *testing.T) {
 		}
 	})
 }
+
+// A regex.replace whose replacement, written in the rule, names a group its pattern lacks (or has
+// a \ before no digit) is refused naming the rule and field: CEL reads the replacement only when
+// the pattern matches, so the modify failed on exactly the inputs it was for, and under
+// failureMode ALLOW an ID number meant to be masked went through as it was.
+func TestPolicyReplacementChecked(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		hook := func(name, value string) string {
+			b, _ := json.Marshal(value)
+			return `{"hookName":"` + name + `","hookType":"user_message","dispatchType":"policy","policyConfig":{"rules":[` +
+				`{"name":"id-number","when":"input.matches('[0-9]{17}[0-9Xx]')","decision":"modify","modifiedValue":` + string(b) + `}]}}`
+		}
+		for value, msg := range map[string]string{
+			`regex.replace(input, '([0-9]{14})([0-9]{3}[0-9Xx])', r'**************\3')`: `regex.replace: the replacement "**************\\3" names group 3; the pattern has 2`,
+			`regex.replace(input, '[0-9]{14}', r'\0\1')`:                                `the replacement "\\0\\1" names group 1; the pattern has 0`,
+			`regex.replace(input, '([0-9]{14})', r'*\x', 1)`:                            `the replacement "*\\x" has a \ before neither a digit nor a \`,
+			`regex.replace(input, '([0-9]{14})', r'*\')`:                                `the replacement "*\\" ends in a \`,
+		} {
+			code, w := c.do("POST", "/api/hooks", hook("bad", value))
+			if code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[0].modifiedValue: ") || !strings.Contains(w.Message, msg) {
+				t.Errorf("%s: %d %q, want policyConfig.rules[0].modifiedValue: …%s…", value, code, w.Message, msg)
+			}
+		}
+		for i, value := range []string{
+			`regex.replace(input, '([0-9]{14})([0-9]{3}[0-9Xx])', r'**************\2')`,
+			`regex.replace(input, '([0-9]{14})', r'\\\1\0')`,
+			`regex.replace(input, '([0-9]{14})', input)`, // computed: the input's, left to the evaluation
+		} {
+			if code, w := c.do("POST", "/api/hooks", hook("ok-"+itoa(int64(i)), value)); code != 201 {
+				t.Errorf("%s: %d %s", value, code, w.Message)
+			}
+		}
+	})
+}

@@ -747,32 +747,78 @@ var zoneFuncs = []string{overloads.TimeGetFullYear, overloads.TimeGetMonth, over
 	overloads.TimeGetDate, overloads.TimeGetDayOfMonth, overloads.TimeGetDayOfWeek, overloads.TimeGetHours,
 	overloads.TimeGetMinutes, overloads.TimeGetSeconds, overloads.TimeGetMilliseconds}
 
-// literalZones calls f with every time zone written as a literal in e, a checked expression, and
-// the accessor it is given to: ts.getHours('Asia/Shanghai') is "getHours", "Asia/Shanghai".
-func literalZones(e ast.Expr, f func(function, zone string)) {
+// literalArgs calls f with every call of e, a checked expression, whose arguments CEL reads only
+// when the call runs and that are written in the rule: a timestamp accessor's time zone
+// (ts.getHours('Asia/Shanghai'): "getHours", [Asia/Shanghai]) and regex.replace's pattern and
+// replacement ("regex.replace", [pattern replacement]).
+func literalArgs(e ast.Expr, f func(function string, args []string)) {
+	literal := func(e ast.Expr) (string, bool) {
+		if e.Kind() != ast.LiteralKind {
+			return "", false
+		}
+		s, ok := e.AsLiteral().(types.String)
+		return string(s), ok
+	}
 	ast.PostOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
 		if e.Kind() != ast.CallKind {
 			return
 		}
 		c := e.AsCall()
-		if !c.IsMemberFunction() || len(c.Args()) != 1 || c.Args()[0].Kind() != ast.LiteralKind ||
-			!slices.Contains(zoneFuncs, c.FunctionName()) {
-			return
-		}
-		if zone, ok := c.Args()[0].AsLiteral().(types.String); ok {
-			f(c.FunctionName(), string(zone))
+		switch args := c.Args(); {
+		case c.IsMemberFunction() && len(args) == 1 && slices.Contains(zoneFuncs, c.FunctionName()):
+			if zone, ok := literal(args[0]); ok {
+				f(c.FunctionName(), []string{zone})
+			}
+		case c.FunctionName() == "regex.replace" && len(args) >= 3:
+			pattern, ok1 := literal(args[1])
+			repl, ok2 := literal(args[2])
+			if ok1 && ok2 {
+				f(c.FunctionName(), []string{pattern, repl})
+			}
 		}
 	}))
 }
 
-// checkZone refuses a time zone written in a rule that CEL cannot read: it reads the zone at every
-// call, so a misspelled one ('Asia/Shangai', '+8') failed the rule on every input it was reached
-// on, and a deny rule under failureMode ALLOW let those through. The zone is read by CEL itself,
-// on a timestamp of its own, so what is refused is exactly what would fail.
-func checkZone(function, zone string) error {
-	v := types.Timestamp{Time: time.Unix(0, 0).UTC()}.Receive(function, "", []ref.Val{types.String(zone)})
+// checkLiteral refuses arguments that literalArgs found written in a rule and that fail every
+// call that reads them: a time zone CEL cannot read ('Asia/Shangai', '+8'), a replacement naming
+// a group its pattern lacks (r'\3' of two groups). CEL reads them only when the call runs, the
+// replacement only once the pattern matched, so the rule failed on exactly the inputs it was
+// for, and under failureMode ALLOW a deny let them through and a modify that masks them passed
+// them on as they were.
+func checkLiteral(function string, args []string) error {
+	if function == "regex.replace" {
+		re, err := regexp.Compile(args[0])
+		if err != nil {
+			return nil // refused as the pattern it is (checkPattern)
+		}
+		return checkReplacement(re.NumSubexp(), args[1])
+	}
+	// The zone is read by CEL itself, on a timestamp of its own: what is refused is exactly what
+	// would fail.
+	v := types.Timestamp{Time: time.Unix(0, 0).UTC()}.Receive(function, "", []ref.Val{types.String(args[0])})
 	if err, isErr := v.(*types.Err); isErr {
-		return fmt.Errorf("%s: time zone %q: %v", function, zone, err)
+		return fmt.Errorf("%s: time zone %q: %v", function, args[0], err)
+	}
+	return nil
+}
+
+// checkReplacement checks a regex.replace replacement as CEL reads it: \\ is a backslash, a \
+// and a digit the group of that number (\0 the whole match), and any other \ an error.
+func checkReplacement(groups int, repl string) error {
+	for i := 0; i < len(repl); i++ {
+		if repl[i] != '\\' {
+			continue
+		}
+		i++
+		switch {
+		case i == len(repl):
+			return fmt.Errorf("regex.replace: the replacement %q ends in a \\; write \\\\ for a backslash", repl)
+		case repl[i] == '\\':
+		case repl[i] < '0' || repl[i] > '9':
+			return fmt.Errorf("regex.replace: the replacement %q has a \\ before neither a digit nor a \\; write \\\\ for a backslash", repl)
+		case int(repl[i]-'0') > groups:
+			return fmt.Errorf("regex.replace: the replacement %q names group %c; the pattern has %d", repl, repl[i], groups)
+		}
 	}
 	return nil
 }

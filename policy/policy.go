@@ -76,7 +76,9 @@ type Policy struct {
 	selects []selection
 	vars    []selection // path unset
 	sources []selection // variable: the expression
-	zones   []selection // variable: the function, path: the time zone written in the rule
+	// variable: a function, path: its arguments written in the rule that CEL reads only when the
+	// call runs (see checkLiterals)
+	literals []selection
 }
 
 // selection is one chain of members an expression selects from a variable: event.context.cwd is
@@ -365,8 +367,8 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 		p.vars = append(p.vars, selection{field: field, variable: name})
 	})
 	p.sources = append(p.sources, selection{field: field, variable: expr})
-	literalZones(ast.NativeRep().Expr(), func(function, zone string) {
-		p.zones = append(p.zones, selection{field: field, variable: function, path: []string{zone}})
+	literalArgs(ast.NativeRep().Expr(), func(function string, args []string) {
+		p.literals = append(p.literals, selection{field: field, variable: function, path: args})
 	})
 	return prg, nil
 }
@@ -396,8 +398,8 @@ var constantVars = map[string]struct{ hookType, holds, empty string }{
 // envelope's members), event.context.X and task.X (the context of pre_scheduled_task; {} for the
 // other types); args, tool and input outside the one hook type each holds something for; and
 // principalId, agentId and sessionId used as anything but an int or null (added to a string,
-// compared with one); and a time zone written in the rule that CEL does not read (see
-// checkZone). Errors name the rule's field, as Compile's do. It is for registration: a
+// compared with one); and a time zone or a regex.replace replacement written in the rule that
+// fails every call that reads it (see checkLiteral). Errors name the rule's field, as Compile's do. It is for registration: a
 // policy stored before a check was added still runs as it did.
 func (p *Policy) CheckReads(context []string) error {
 	envelope := append(slices.Clip(envelopeMembers[:]), "context")
@@ -426,9 +428,9 @@ func (p *Policy) CheckReads(context []string) error {
 			return invalid(v.field, "%s is %s for %s: it holds %s, at %s", v.variable, c.empty, p.hookType, c.holds, c.hookType)
 		}
 	}
-	for _, z := range p.zones {
-		if err := checkZone(z.variable, z.path[0]); err != nil {
-			return invalid(z.field, "%v", err)
+	for _, l := range p.literals {
+		if err := checkLiteral(l.variable, l.path); err != nil {
+			return invalid(l.field, "%v", err)
 		}
 	}
 	env, err := idsEnvironment()
