@@ -14,6 +14,7 @@ import (
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/api/openapitest"
 	"github.com/hookd/hookd/dispatcher"
+	"github.com/hookd/hookd/policy"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -271,11 +272,9 @@ func TestTaskNamedByNameAloneHasNoTaskID(t *testing.T) {
 func TestPolicyTimeZoneChecked(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		c := policyServer(t, db)
-		hook := func(when string) string {
-			b, _ := json.Marshal(when)
-			return `{"hookName":"office-hours","hookType":"pre_tool_use","dispatchType":"policy","policyConfig":{"rules":[` +
-				`{"name":"ok","when":"tool == 'read'","decision":"allow"},` +
-				`{"name":"night","when":` + string(b) + `,"decision":"deny","reason":"'not at night'"}]}}`
+		hook := func(name, when string) string {
+			return policyHook(name, dispatcher.PreToolUse, policy.Rule{Name: "ok", When: "tool == 'read'", Decision: "allow"},
+				policy.Rule{Name: "night", When: when, Decision: "deny", Reason: "'not at night'"})
 		}
 		const at = "timestamp(int(event.occurredAt) / 1000)"
 		for when, msg := range map[string]string{
@@ -283,12 +282,12 @@ func TestPolicyTimeZoneChecked(t *testing.T) {
 			at + ".getDayOfWeek('+25:00') == 0":                        `getDayOfWeek: time zone "+25:00": timezone offset hours out of range [-23, 23]: +25:00`,
 			"[1].exists(x, " + at + ".getMinutes('Europe/Berln') > x)": `getMinutes: time zone "Europe/Berln"`,
 		} {
-			code, w := c.do("POST", "/api/hooks", hook(when))
+			code, w := c.do("POST", "/api/hooks", hook("office-hours", when))
 			if code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[1].when: ") || !strings.Contains(w.Message, msg) {
 				t.Errorf("%s: %d %q, want policyConfig.rules[1].when: …%s…", when, code, w.Message, msg)
 			}
-			body := `{"policyConfig":{"rules":[{"name":"night","when":` + string(mustJSON(when)) + `,"decision":"deny"}]},` +
-				`"event":` + transferEvent(`{}`) + `}`
+			rules, _ := json.Marshal(policy.Config{Rules: []policy.Rule{{Name: "night", When: when, Decision: "deny"}}})
+			body := `{"policyConfig":` + string(rules) + `,"event":` + transferEvent(`{}`) + `}`
 			if code, w := c.do("POST", "/api/policies/evaluate", body); code != 400 || !strings.Contains(w.Message, msg) {
 				t.Errorf("evaluate %s: %d %q", when, code, w.Message)
 			}
@@ -298,19 +297,18 @@ func TestPolicyTimeZoneChecked(t *testing.T) {
 			at + ".getHours('+08:00') < 8 || " + at + ".getDate('UTC') == 1 || " + at + ".getHours() < 0",
 			at + ".getHours(args.?zone.orValue('UTC')) < 8",
 		} {
-			if code, w := c.do("POST", "/api/hooks", strings.Replace(hook(when), "office-hours", "ok-"+itoa(int64(i)), 1)); code != 201 {
+			if code, w := c.do("POST", "/api/hooks", hook("ok-"+itoa(int64(i)), when)); code != 201 {
 				t.Errorf("%s: %d %s", when, code, w.Message)
 			}
 		}
 	})
 }
 
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
+// policyHook is the JSON of a policy hook named name, of hookType, with rules.
+func policyHook(name string, hookType dispatcher.HookType, rules ...policy.Rule) string {
+	b, _ := json.Marshal(dispatcher.Hook{HookName: name, HookType: hookType, DispatchType: dispatcher.DispatchPolicy,
+		PolicyConfig: &policy.Config{Rules: rules}})
+	return string(b)
 }
 
 // A trial's failureMode sent empty is refused, as a hook's is: taken as the default ALLOW, a
@@ -344,9 +342,8 @@ func TestPolicyReplacementChecked(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		c := policyServer(t, db)
 		hook := func(name, value string) string {
-			b, _ := json.Marshal(value)
-			return `{"hookName":"` + name + `","hookType":"user_message","dispatchType":"policy","policyConfig":{"rules":[` +
-				`{"name":"id-number","when":"input.matches('[0-9]{17}[0-9Xx]')","decision":"modify","modifiedValue":` + string(b) + `}]}}`
+			return policyHook(name, dispatcher.UserMessage,
+				policy.Rule{Name: "id-number", When: "input.matches('[0-9]{17}[0-9Xx]')", Decision: "modify", ModifiedValue: value})
 		}
 		for value, msg := range map[string]string{
 			`regex.replace(input, '([0-9]{14})([0-9]{3}[0-9Xx])', r'**************\3')`: `regex.replace: the replacement "**************\\3" names group 3; the pattern has 2`,
@@ -366,6 +363,40 @@ func TestPolicyReplacementChecked(t *testing.T) {
 		} {
 			if code, w := c.do("POST", "/api/hooks", hook("ok-"+itoa(int64(i)), value)); code != 201 {
 				t.Errorf("%s: %d %s", value, code, w.Message)
+			}
+		}
+	})
+}
+
+// event.occurredAt and event.dispatchedAt are milliseconds: timestamp() of one, which takes
+// seconds, is out of range on every call, so a rule written with it never decided (and under
+// failureMode ALLOW let everything through). It is refused naming the rule, the field and the
+// way to write it; a millisecond count divided first is taken.
+func TestPolicyMillisecondTimestampRefused(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		hook := func(name, when string) string {
+			return policyHook(name, dispatcher.PreToolUse, policy.Rule{Name: "ok", When: "tool == 'read'", Decision: "allow"},
+				policy.Rule{Name: "night", When: when, Decision: "deny"})
+		}
+		for when, member := range map[string]string{
+			"timestamp(event.occurredAt).getHours('Asia/Shanghai') >= 22":     "occurredAt",
+			"timestamp(int(event.dispatchedAt)).getDayOfWeek() == 0":          "dispatchedAt",
+			"timestamp(event.?occurredAt.orValue(0)) > timestamp(1700000000)": "occurredAt",
+		} {
+			code, w := c.do("POST", "/api/hooks", hook("bad", when))
+			want := "policyConfig.rules[1].when: event." + member + " is milliseconds since the epoch and timestamp() takes seconds: write timestamp(event." + member + " / 1000)"
+			if code != 400 || w.Message != want {
+				t.Errorf("%s: %d %q, want %q", when, code, w.Message, want)
+			}
+		}
+		for i, when := range []string{
+			"timestamp(event.occurredAt / 1000).getHours('Asia/Shanghai') >= 22",
+			"timestamp(int(event.dispatchedAt) / 1000) > timestamp(1700000000)",
+			"event.occurredAt > 1700000000000",
+		} {
+			if code, w := c.do("POST", "/api/hooks", hook("ok-"+itoa(int64(i)), when)); code != 201 {
+				t.Errorf("%s: %d %s", when, code, w.Message)
 			}
 		}
 	})

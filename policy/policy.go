@@ -79,6 +79,7 @@ type Policy struct {
 	// variable: a function, path: its arguments written in the rule that CEL reads only when the
 	// call runs (see checkLiterals)
 	literals []selection
+	millis   []selection // path: the member of millisInstants handed to timestamp() as it is
 }
 
 // selection is one chain of members an expression selects from a variable: event.context.cwd is
@@ -367,6 +368,9 @@ func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (p
 		p.vars = append(p.vars, selection{field: field, variable: name})
 	})
 	p.sources = append(p.sources, selection{field: field, variable: expr})
+	millisTimestamps(ast.NativeRep().Expr(), func(member string) {
+		p.millis = append(p.millis, selection{field: field, variable: "event", path: []string{member}})
+	})
 	literalArgs(ast.NativeRep().Expr(), func(function string, args []string) {
 		p.literals = append(p.literals, selection{field: field, variable: function, path: args})
 	})
@@ -399,7 +403,8 @@ var constantVars = map[string]struct{ hookType, holds, empty string }{
 // other types); args, tool and input outside the one hook type each holds something for; and
 // principalId, agentId and sessionId used as anything but an int or null (added to a string,
 // compared with one); and a time zone or a regex.replace replacement written in the rule that
-// fails every call that reads it (see checkLiteral). Errors name the rule's field, as Compile's do. It is for registration: a
+// fails every call that reads it (see checkLiteral), or event.occurredAt or event.dispatchedAt,
+// milliseconds, handed to timestamp(), which takes seconds. Errors name the rule's field, as Compile's do. It is for registration: a
 // policy stored before a check was added still runs as it did.
 func (p *Policy) CheckReads(context []string) error {
 	envelope := append(slices.Clip(envelopeMembers[:]), "context")
@@ -427,6 +432,11 @@ func (p *Policy) CheckReads(context []string) error {
 		if c, ok := constantVars[v.variable]; ok && c.hookType != p.hookType {
 			return invalid(v.field, "%s is %s for %s: it holds %s, at %s", v.variable, c.empty, p.hookType, c.holds, c.hookType)
 		}
+	}
+	if len(p.millis) > 0 {
+		m := p.millis[0]
+		return invalid(m.field, "event.%s is milliseconds since the epoch and timestamp() takes seconds: write timestamp(event.%[1]s / 1000)",
+			m.path[0])
 	}
 	for _, l := range p.literals {
 		if err := checkLiteral(l.variable, l.path); err != nil {

@@ -5,6 +5,7 @@ import (
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
 )
 
@@ -140,3 +141,38 @@ func (r *eventReads) selected(path []string) {
 		r.contextMembers = append(r.contextMembers, path[1])
 	}
 }
+
+// millisInstants are the envelope's members that hold an instant as milliseconds since the epoch.
+var millisInstants = []string{"occurredAt", "dispatchedAt"}
+
+// millisTimestamps calls f with each member of millisInstants that e, a checked expression, hands
+// to timestamp() as it is (through a conversion such as int(), or an optional's orValue):
+// timestamp() takes seconds, and of milliseconds it is out of range, on every call.
+func millisTimestamps(e ast.Expr, f func(member string)) {
+	ast.PostOrderVisit(e, ast.NewExprVisitor(func(e ast.Expr) {
+		if e.Kind() != ast.CallKind {
+			return
+		}
+		c := e.AsCall()
+		if c.IsMemberFunction() || c.FunctionName() != overloads.TypeConvertTimestamp || len(c.Args()) != 1 {
+			return
+		}
+		arg := c.Args()[0]
+		for unwrapped := true; unwrapped && arg.Kind() == ast.CallKind; {
+			switch a := arg.AsCall(); {
+			case a.IsMemberFunction() && a.FunctionName() == "orValue":
+				arg = a.Target()
+			case !a.IsMemberFunction() && len(a.Args()) == 1 && slices.Contains(conversions, a.FunctionName()):
+				arg = a.Args()[0]
+			default:
+				unwrapped = false
+			}
+		}
+		if name, path, ok := varPath(arg); ok && name == "event" && len(path) == 1 && slices.Contains(millisInstants, path[0]) {
+			f(path[0])
+		}
+	}))
+}
+
+// conversions are the functions that hand a number on as the same number.
+var conversions = []string{overloads.TypeConvertInt, overloads.TypeConvertUint, overloads.TypeConvertDouble, overloads.TypeConvertDyn}
