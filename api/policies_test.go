@@ -401,3 +401,26 @@ func TestPolicyMillisecondTimestampRefused(t *testing.T) {
 		}
 	})
 }
+
+// A member read by an index written in the rule is checked as a selected one: the index is the
+// same read (event.context['permisionMode'] is never there, so the rule never fired, and under
+// failureMode ALLOW let the call through).
+func TestPolicyIndexedMemberChecked(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		for when, msg := range map[string]string{
+			"event.context['permisionMode'] == 'plan'": `event.context of pre_tool_use has no member "permisionMode" (did you mean "permissionMode"?)`,
+			"event['contxt'].cwd == '/'":               `event has no member "contxt" (did you mean "context"?)`,
+			"event.context[?'cwdd'].hasValue()":        `event.context of pre_tool_use has no member "cwdd" (did you mean "cwd"?)`,
+		} {
+			code, w := c.do("POST", "/api/hooks", policyHook("bad", dispatcher.PreToolUse, policy.Rule{Name: "plan", When: when, Decision: "deny"}))
+			if code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[0].when: "+msg) {
+				t.Errorf("%s: %d %q, want …%s…", when, code, w.Message, msg)
+			}
+		}
+		when := "event.context['permissionMode'] == 'plan' && event['context'][?'cwd'].orValue('') == '/' && args['a b'] == 1"
+		if code, w := c.do("POST", "/api/hooks", policyHook("ok", dispatcher.PreToolUse, policy.Rule{Name: "plan", When: when, Decision: "deny"})); code != 201 {
+			t.Errorf("%s: %d %s", when, code, w.Message)
+		}
+	})
+}

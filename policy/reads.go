@@ -100,8 +100,8 @@ func walkUses(e ast.Expr, hidden []string, f func(string, []string)) {
 }
 
 // varPath is the variable e is or selects from and the members selected, outward, through any
-// mix of selections and optional selections (event.?context.cwd: "event", [context cwd]); ok is
-// false when e is not such a chain.
+// mix of selections, optional selections and indexes by a string literal (event.?context.cwd and
+// event['context'].cwd: "event", [context cwd]); ok is false when e is not such a chain.
 func varPath(e ast.Expr) (name string, path []string, ok bool) {
 	for {
 		switch e.Kind() {
@@ -113,7 +113,14 @@ func varPath(e ast.Expr) (name string, path []string, ok bool) {
 			e = e.AsSelect().Operand()
 		case ast.CallKind:
 			c := e.AsCall()
-			if c.FunctionName() != operators.OptSelect || len(c.Args()) != 2 || c.Args()[1].Kind() != ast.LiteralKind {
+			// A map indexed by a string written in the rule selects that member, as a selection
+			// does (event['context'], event.context[?'cwd']): the same value, the same error.
+			switch c.FunctionName() {
+			case operators.OptSelect, operators.Index, operators.OptIndex:
+			default:
+				return "", nil, false
+			}
+			if len(c.Args()) != 2 || c.Args()[1].Kind() != ast.LiteralKind {
 				return "", nil, false
 			}
 			field, isString := c.Args()[1].AsLiteral().(types.String)
