@@ -424,3 +424,37 @@ func TestPolicyIndexedMemberChecked(t *testing.T) {
 		}
 	})
 }
+
+// A modify hands on the arguments as they came but for what the rule changes: a number JSON
+// carries that a double does not hold (an account number of 23 digits, a rate of 20 decimals,
+// 1e400) stays the number it was, where it came out rounded (1.2345678901234568e+22, 0.1) or
+// failed the rule (+Inf has no JSON form), so that under failureMode ALLOW the card number went
+// on unmasked.
+func TestPolicyModifyKeepsNumbers(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		hook := policyHook("mask-card", dispatcher.PreToolUse, policy.Rule{Name: "mask", When: "has(args.cardNo)", Decision: "modify",
+			ModifiedValue: "args.with({'cardNo': args.cardNo.mask(4), 'fee': double(args.amount) * 0.01})"})
+		code, w := c.do("POST", "/api/hooks", hook)
+		var hk dispatcher.Hook
+		if json.Unmarshal(w.Data, &hk); code != 201 {
+			t.Fatalf("%d %s", code, w.Message)
+		}
+		args := `{"cardNo":"6222020012345678","account":12345678901234567890123,"rate":0.10000000000000000001,` +
+			`"limit":1e400,"amount":250,"share":0.25,"nested":{"ids":[9007199254740993,-12345678901234567890.5]}}`
+		for _, path := range []string{"/api/hooks/dispatch", "/api/policies/evaluate"} {
+			body := `{"hookType":"pre_tool_use","sessionId":1,"principalId":1,"context":{"toolName":"pay","toolCallId":"c1","arguments":` + args + `}}`
+			if path == "/api/policies/evaluate" {
+				body = `{"hookId":` + itoa(hk.ID) + `,"event":` + body + `}`
+			}
+			code, w := c.do("POST", path, body)
+			var got struct{ Decision, ModifiedValue string }
+			json.Unmarshal(w.Data, &got)
+			want := `{"account":12345678901234567890123,"amount":250,"cardNo":"************5678","fee":2.5,"limit":1e400,` +
+				`"nested":{"ids":[9007199254740993,-12345678901234567890.5]},"rate":0.10000000000000000001,"share":0.25}`
+			if code != 200 || got.Decision != "modify" || got.ModifiedValue != want {
+				t.Errorf("%s: %d %s %s\nwant modifiedValue %s", path, code, w.Message, w.Data, want)
+			}
+		}
+	})
+}

@@ -96,7 +96,7 @@ func (c *chainEvent) policyInput(h *boundHook, eventID string, now time.Time) *p
 }
 
 var (
-	_ policy.Source       = (*chainEvent)(nil)
+	_ policy.TextSource   = (*chainEvent)(nil)
 	_ policy.ObjectSource = toolCallSource{}
 )
 
@@ -225,6 +225,15 @@ func (c *chainEvent) Arguments() map[string]any {
 		}
 	}
 	return c.args
+}
+
+// ArgumentsText implements policy.TextSource: the text of a tool call's arguments, whose numbers
+// are the ones Arguments decoded (rendering a text that is not UTF-8 changes none of them).
+func (c *chainEvent) ArgumentsText() string {
+	if pc, ok := c.ev.Context.(*PreToolUseContext); ok {
+		return string(pc.Arguments)
+	}
+	return ""
 }
 
 // ToolName implements policy.Source.

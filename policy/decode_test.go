@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -124,5 +125,18 @@ func TestInputOfMatchesNewInput(t *testing.T) {
 		if !reflect.DeepEqual(event, wantEvent) || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%+v:\n got %#v\nwant %#v", env, got, want)
 		}
+	}
+}
+
+// TestWrittenNumbers: the numbers a double does not hold are kept as written, by their double;
+// one whose double another number of the text is read as too is not, nor are those a double or
+// an int64 holds.
+func TestWrittenNumbers(t *testing.T) {
+	got := writtenNumbers(`{"a":12345678901234567890123,"b":[0.10000000000000000001,0.1],"c":1e400,"d":-1e400,` +
+		`"e":2.5,"f":9007199254740993,"g":9007199254740993.0,"h":"1e400","1e500":0.3}`)
+	want := map[types.Double]string{1.2345678901234568e22: "12345678901234567890123", types.Double(math.Inf(1)): "1e400",
+		types.Double(math.Inf(-1)): "-1e400", 9007199254740992: "9007199254740993.0"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, want %v", got, want)
 	}
 }

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"path"
 	"regexp"
 	"regexp/syntax"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -447,16 +449,24 @@ func celScalars(v any) any {
 	return v
 }
 
-// marshalJSON renders a CEL value as JSON.
-func marshalJSON(v ref.Val) ([]byte, error) {
-	g, err := native(v)
+// marshalJSON renders a CEL value as JSON, each double that written holds (see writtenNumbers) as
+// the number written there; written is called at the first double, and may be nil.
+func marshalJSON(v ref.Val, written func() map[types.Double]string) ([]byte, error) {
+	var numbers map[types.Double]string
+	g, err := native(v, func(d types.Double) (string, bool) {
+		if numbers == nil && written != nil {
+			numbers = written()
+		}
+		t, ok := numbers[d]
+		return t, ok
+	})
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(g)
 }
 
-func native(v ref.Val) (any, error) {
+func native(v ref.Val, written func(types.Double) (string, bool)) (any, error) {
 	switch v := v.(type) {
 	case types.Null:
 		return nil, nil
@@ -467,6 +477,9 @@ func native(v ref.Val) (any, error) {
 	case types.Uint:
 		return uint64(v), nil
 	case types.Double:
+		if t, ok := written(v); ok {
+			return json.Number(t), nil
+		}
 		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
 			return nil, fmt.Errorf("%v has no JSON form", float64(v))
 		}
@@ -481,7 +494,7 @@ func native(v ref.Val) (any, error) {
 			if !ok {
 				return nil, fmt.Errorf("map key %v is not a string", k)
 			}
-			e, err := native(v.Get(k))
+			e, err := native(v.Get(k), written)
 			if err != nil {
 				return nil, err
 			}
@@ -491,7 +504,7 @@ func native(v ref.Val) (any, error) {
 	case traits.Lister:
 		out := []any{}
 		for it := v.Iterator(); it.HasNext() == types.True; {
-			e, err := native(it.Next())
+			e, err := native(it.Next(), written)
 			if err != nil {
 				return nil, err
 			}
@@ -500,6 +513,71 @@ func native(v ref.Val) (any, error) {
 		return out, nil
 	}
 	return nil, fmt.Errorf("a %s has no JSON form", v.Type().TypeName())
+}
+
+// A TextSource is a Source that has the JSON text its arguments were decoded from: a modify then
+// hands on each of its numbers that a double does not hold as it was written (writtenNumbers).
+type TextSource interface {
+	Source
+	ArgumentsText() string
+}
+
+// writtenNumbers are the numbers of the JSON text s that no int64 or double holds (DecodeJSON made
+// each the nearest double: 12345678901234567890123 1.2345678901234568e+22, 0.10000000000000000001
+// 0.1, 1e400 +Inf), by that double, each as written. The arguments a modify hands on are those of
+// the call but for what the rule changed, and the tool may read numbers exactly (Python's json
+// does): rendered from the double, a field the rule never touched would change, or, beyond the
+// doubles, fail the rule. A double that two numbers of s are read as (0.1 beside
+// 0.10000000000000000001) is left out, which was meant not being known; a double the rule
+// computed that equals one of them is written as it, the same number to a reader of doubles.
+func writtenNumbers(s string) map[types.Double]string {
+	out := map[types.Double]string{}
+	ambiguous := map[types.Double]bool{}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		n, ok := tok.(json.Number)
+		if !ok {
+			continue
+		}
+		if _, err := n.Int64(); err == nil {
+			continue
+		}
+		f, _ := n.Float64() // ±Inf beyond the doubles, as DecodeJSON has it
+		d, text := types.Double(f), string(n)
+		if heldByDouble(text, f) {
+			text = "" // the double itself
+		}
+		if w, seen := out[d]; seen && w != text {
+			ambiguous[d] = true
+		}
+		out[d] = text
+	}
+	for d, text := range out {
+		if text == "" {
+			delete(out, d)
+		}
+	}
+	for d := range ambiguous {
+		delete(out, d)
+	}
+	return out
+}
+
+// heldByDouble says f, the double nearest the JSON number n, is n: its JSON form, the shortest
+// text that reads as f, is the same number.
+func heldByDouble(n string, f float64) bool {
+	if math.IsInf(f, 0) {
+		return false
+	}
+	var written, held big.Rat
+	_, ok1 := written.SetString(n)
+	_, ok2 := held.SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return ok1 && ok2 && written.Cmp(&held) == 0
 }
 
 var (

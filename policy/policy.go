@@ -589,7 +589,7 @@ func (e *evaluation) decidedBy(r *compiled, reason, modify cel.Program) (Result,
 		if err != nil {
 			return Result{Cost: e.spent}, err
 		}
-		s, err := e.p.modifiedText(v)
+		s, err := e.p.modifiedText(v, e.in)
 		if err != nil {
 			return Result{Cost: e.spent}, &EvalError{Rule: r.name, Field: "modifiedValue", Err: err}
 		}
@@ -600,8 +600,8 @@ func (e *evaluation) decidedBy(r *compiled, reason, modify cel.Program) (Result,
 }
 
 // modifiedText renders a modifiedValue: a string as it is, a map or list as JSON text (tool
-// arguments only).
-func (p *Policy) modifiedText(v ref.Val) (string, error) {
+// arguments only), with the numbers of in's arguments that a double does not hold as written.
+func (p *Policy) modifiedText(v ref.Val, in *Input) (string, error) {
 	if s, ok := v.(types.String); ok {
 		return string(s), nil
 	}
@@ -615,7 +615,11 @@ func (p *Policy) modifiedText(v ref.Val) (string, error) {
 	default:
 		return "", fmt.Errorf("evaluated to %s; the new arguments are a string, a map or a list", v.Type().TypeName())
 	}
-	b, err := marshalJSON(v)
+	var written func() map[types.Double]string
+	if src, ok := in.src.(TextSource); ok {
+		written = func() map[types.Double]string { return writtenNumbers(src.ArgumentsText()) }
+	}
+	b, err := marshalJSON(v, written)
 	if err != nil {
 		return "", err
 	}
