@@ -4,6 +4,10 @@ package main
 
 import (
 	"os"
+	// The zone database, for a host that has none (a distroless or scratch image): without it a
+	// rule's getHours('Asia/Shanghai') failed on every call, deciding by failureMode, and a task's
+	// CRON_TZ could not be read. The host's own is still read first.
+	_ "time/tzdata"
 
 	"github.com/hookd/hookd/agent/tools"
 )

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -529,5 +530,44 @@ func TestHookFileAliasBomb(t *testing.T) {
 	p := writeFile(t, t.TempDir(), "bomb.yaml", y)
 	if _, err := loadHooks([]string{p}, false); err == nil || !strings.Contains(err.Error(), "expands to more than 1048576 bytes of JSON") {
 		t.Fatalf("an alias bomb: %v", err)
+	}
+}
+
+// A rule's time zone, and a task's CRON_TZ, are read from the daemon's own copy of the zone
+// database when the host has none (a distroless or scratch image): the machine's zoneinfo, and
+// Go's own beside the toolchain, are covered here in a mount namespace of the test's.
+func TestZonesWithoutTheHostsZoneDatabase(t *testing.T) {
+	covers := []string{"/usr/share/zoneinfo", filepath.Join(runtime.GOROOT(), "lib", "time")}
+	script := ""
+	for _, dir := range covers {
+		if _, err := os.Stat(dir); err == nil {
+			script += "mount -t tmpfs none " + dir + " && "
+		}
+	}
+	if out, err := exec.Command("unshare", "-Ur", "--mount", "sh", "-c", script+"true").CombinedOutput(); err != nil {
+		t.Skipf("no user and mount namespaces here to hide the zone database in (%v: %s)", err, out)
+	}
+	dir := t.TempDir()
+	writeFile(t, dir, "night.yaml", `hookName: 夜间转账
+hookType: pre_tool_use
+toolNameMatch: transferFunds
+dispatchType: policy
+dispatchConfig: {failureMode: ALLOW}
+policyConfig:
+  rules:
+    - name: any-hour
+      when: timestamp(event.occurredAt / 1000).getHours('Asia/Shanghai') >= 0
+      decision: deny
+  default: allow
+`)
+	test := writeFile(t, dir, "night_test.yaml", `policy: night.yaml
+cases:
+  - event: {context: {toolName: transferFunds, toolCallId: c1, arguments: {amount: 1}}}
+    decision: deny
+    rule: any-hour
+`)
+	out, err := exec.Command("unshare", "-Ur", "--mount", "sh", "-c", script+`exec "$0" policy test "$1"`, binary, test).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "1 passed, 0 failed") {
+		t.Fatalf("with the host's zone database hidden: %v\n%s", err, out)
 	}
 }
