@@ -172,7 +172,7 @@ func Compile(c Config, hookType string) (*Policy, error) {
 	switch p.def {
 	case Allow, Deny, Ask:
 	default:
-		return nil, invalid("policyConfig.default", "%q is not one of allow, deny, ask", c.Default)
+		return nil, invalid("policyConfig.default", "%s", notOneOf(c.Default, Allow, Deny, Ask))
 	}
 	if len(c.Rules) > MaxRules {
 		return nil, invalid("policyConfig.rules", "has %d rules; at most %d", len(c.Rules), MaxRules)
@@ -213,11 +213,7 @@ func Compile(c Config, hookType string) (*Policy, error) {
 		case "":
 			return nil, invalid(field+".decision", "is required")
 		default:
-			msg := fmt.Sprintf("%q is not one of allow, deny, modify, ask", r.Decision)
-			if s := hookdtype.Suggest(strings.ToLower(r.Decision), []string{Allow, Deny, Modify, Ask}); s != "" {
-				msg += fmt.Sprintf(" (did you mean %q?)", s)
-			}
-			return nil, invalid(field+".decision", "%s", msg)
+			return nil, invalid(field+".decision", "%s", notOneOf(r.Decision, Allow, Deny, Modify, Ask))
 		}
 		if cr.when, err = p.program(env, field+".when", r.When, cel.BoolType); err != nil {
 			return nil, err
@@ -333,6 +329,15 @@ func (sizeBound) EstimateCallCost(function, _ string, target *checker.AstNode, a
 var invalid = hookdtype.Invalid
 
 // program compiles one expression whose result must be one of want (or dyn, checked when it runs).
+// notOneOf says that v is none of the decisions opts, with the one it likely means ("Deny").
+func notOneOf(v string, opts ...string) string {
+	msg := fmt.Sprintf("%q is not one of %s", v, strings.Join(opts, ", "))
+	if s := hookdtype.Suggest(strings.ToLower(v), opts); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	return msg
+}
+
 func (p *Policy) program(env *cel.Env, field, expr string, want ...*cel.Type) (program, error) {
 	if strings.TrimSpace(expr) == "" {
 		return program{}, invalid(field, "is required")

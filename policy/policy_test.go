@@ -206,6 +206,7 @@ func TestRegistrationErrors(t *testing.T) {
 		{"duplicate name", rule(policy.Rule{Name: "ok", When: "true", Decision: "deny"}), "pre_tool_use", "policyConfig.rules[1].name", "rules[0]"},
 		{"missing when", rule(policy.Rule{Name: "x", Decision: "deny"}), "pre_tool_use", "policyConfig.rules[1].when", "is required"},
 		{"bad default", policy.Config{Default: "modify"}, "pre_tool_use", "policyConfig.default", "not one of"},
+		{"default in capitals", policy.Config{Default: "Deny"}, "pre_tool_use", "policyConfig.default", `did you mean "deny"`},
 		{"cost limit too high", policy.Config{CostLimit: policy.MaxCostLimit + 1}, "pre_tool_use", "policyConfig.costLimit", "at most"},
 	}
 	for _, c := range cases {
