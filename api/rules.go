@@ -77,12 +77,14 @@ func (a rulesAPI) add(c *gin.Context) {
 	case req.Scope != "global" && req.ScopeKey == "":
 		bad("scopeKey", "is required for the "+req.Scope+" scope (the session id or the user id)")
 		return
+	case req.Scope == "global" && req.ScopeKey != "":
+		// Dropped, it would make a rule meant for one user or session everyone's.
+		bad("scopeKey", "does not apply to the global scope, which is every session's and user's; "+
+			"name the scope it is a key of (session or user)")
+		return
 	case req.ExpiresAt != nil && req.ExpiresAt.Before(time.Now()):
 		bad("expiresAt", "is in the past")
 		return
-	}
-	if req.Scope == "global" {
-		req.ScopeKey = ""
 	}
 	if req.RuleContent == "" {
 		req.RuleContent = "*"

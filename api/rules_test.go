@@ -1,0 +1,36 @@
+package api_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookd/hookd/storage"
+	"github.com/hookd/hookd/storage/storagetest"
+)
+
+// A scopeKey is a key of the session or user scope: sent with the global scope (the default when
+// scope is left out), it is refused, not dropped to leave a rule for everyone.
+func TestRulesScopeKeyOfGlobal(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newServer(t, db, []string{adminToken}, false)
+		for _, body := range []string{
+			`{"toolName":"shell_execute","behavior":"allow","scopeKey":"alice"}`,
+			`{"toolName":"shell_execute","behavior":"allow","scope":"global","scopeKey":"alice"}`,
+		} {
+			if status, w := c.do("POST", "/api/rules", body); status != 400 || !strings.HasPrefix(w.Message, "scopeKey") {
+				t.Errorf("%s: %d %s", body, status, w.Message)
+			}
+		}
+		rules, err := db.RulesFor(t.Context(), 1, "bob", time.Now())
+		if err != nil || len(rules) != 0 {
+			t.Fatalf("bob's rules: %v %+v", err, rules)
+		}
+		status, w := c.do("POST", "/api/rules", `{"toolName":"shell_execute","behavior":"allow","scope":"global"}`)
+		var rule storage.PermissionRule
+		if status != 201 || json.Unmarshal(w.Data, &rule) != nil || rule.Scope != "global" || rule.ScopeKey != "" {
+			t.Fatalf("global rule: %d %s", status, w.Data)
+		}
+	})
+}
