@@ -1,7 +1,9 @@
 package api
 
 import (
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -82,6 +84,10 @@ func (a rulesAPI) add(c *gin.Context) {
 		bad("scopeKey", "does not apply to the global scope, which is every session's and user's; "+
 			"name the scope it is a key of (session or user)")
 		return
+	case req.Scope == "session" && !isSessionID(req.ScopeKey):
+		// A session's rules are found by its id written in decimal: any other key matches none.
+		bad("scopeKey", fmt.Sprintf("%q is not a session id (a positive integer) for the session scope", req.ScopeKey))
+		return
 	case req.ExpiresAt != nil && req.ExpiresAt.Before(time.Now()):
 		bad("expiresAt", "is in the past")
 		return
@@ -104,6 +110,13 @@ func (a rulesAPI) add(c *gin.Context) {
 		return
 	}
 	wire.OK(c, http.StatusCreated, rule)
+}
+
+// isSessionID reports whether key is a session id as the runtime writes one (decimal, no sign or
+// leading zero).
+func isSessionID(key string) bool {
+	id, err := strconv.ParseInt(key, 10, 64)
+	return err == nil && id > 0 && strconv.FormatInt(id, 10) == key
 }
 
 func (a rulesAPI) revoke(c *gin.Context) {

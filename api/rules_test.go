@@ -34,3 +34,24 @@ func TestRulesScopeKeyOfGlobal(t *testing.T) {
 		}
 	})
 }
+
+// A session rule's scopeKey is the session's id: one the runtime never looks a session up by
+// ("abc", "007", "-3") is refused rather than kept as a rule that applies to nothing.
+func TestRulesSessionScopeKey(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newServer(t, db, []string{adminToken}, false)
+		for _, key := range []string{"abc", "007", "-3", "0", "7 "} {
+			body := `{"toolName":"shell_execute","behavior":"deny","scope":"session","scopeKey":"` + key + `"}`
+			if status, w := c.do("POST", "/api/rules", body); status != 400 || !strings.HasPrefix(w.Message, "scopeKey") {
+				t.Errorf("%s: %d %s", body, status, w.Message)
+			}
+		}
+		if status, w := c.do("POST", "/api/rules", `{"toolName":"shell_execute","behavior":"deny","scope":"session","scopeKey":"7"}`); status != 201 {
+			t.Fatalf("session 7: %d %s", status, w.Message)
+		}
+		rules, err := db.RulesFor(t.Context(), 7, "bob", time.Now())
+		if err != nil || len(rules) != 1 || rules[0].Behavior != "deny" {
+			t.Fatalf("session 7's rules: %v %+v", err, rules)
+		}
+	})
+}
