@@ -457,3 +457,26 @@ func TestRulesAPI(t *testing.T) {
 		}
 	})
 }
+
+// A priority the database's priority column cannot hold is a 400 naming it, on either database
+// (PostgreSQL's INTEGER is 32 bits: 3000000000 was a 500 there, and taken on SQLite), and the
+// bounds themselves are stored and read back.
+func TestHookPriorityRange(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := newServer(t, db, []string{adminToken}, false)
+		body := func(p string) string {
+			return `{"hookName":"p","hookType":"pre_tool_use","priority":` + p + `,"dispatchConfig":{"url":"https://r.example/h"}}`
+		}
+		for _, p := range []string{"3000000000", "-3000000000", "2147483648", "-2147483649"} {
+			if status, w := c.do("POST", "/api/hooks", body(p)); status != 400 || !strings.HasPrefix(w.Message, "priority") {
+				t.Errorf("priority %s: %d %s", p, status, w.Message)
+			}
+		}
+		for _, p := range []string{"2147483647", "-2147483648"} {
+			status, w := c.do("POST", "/api/hooks", body(p))
+			if status != 201 || !strings.Contains(string(w.Data), `"priority":`+p+`,`) {
+				t.Errorf("priority %s: %d %s %s", p, status, w.Message, w.Data)
+			}
+		}
+	})
+}

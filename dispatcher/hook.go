@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/netip"
 	"net/textproto"
 	"net/url"
@@ -184,6 +185,10 @@ func (h *Hook) Normalize() error {
 	h.ManagedBy = strings.TrimSpace(h.ManagedBy)
 	if len(h.ManagedBy) > 100 {
 		return invalid("managedBy", "must be at most 100 bytes")
+	}
+	if h.Priority < math.MinInt32 || h.Priority > math.MaxInt32 {
+		// The priority column (and the decision log's) is 32 bits wide on PostgreSQL.
+		return invalid("priority", "must be between %d and %d", math.MinInt32, math.MaxInt32)
 	}
 	if h.AgentID != nil && *h.AgentID <= 0 {
 		return invalid("agentId", "must be a positive id, or absent for every agent")
