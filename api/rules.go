@@ -95,8 +95,13 @@ func (a rulesAPI) add(c *gin.Context) {
 	if req.RuleContent == "" {
 		req.RuleContent = "*"
 	}
-	if _, err := hookdtype.ParseNameMatch(req.ToolName); err != nil {
+	if m, err := hookdtype.ParseNameMatch(req.ToolName); err != nil {
 		bad("toolName", err.Error())
+		return
+	} else if m.EmptyName() {
+		// No tool is named "": the rule would govern none of the tools it lists.
+		bad("toolName", fmt.Sprintf("%q lists an empty name, which no tool has; separate the names with single |s "+
+			"(for every tool, write \"*\")", req.ToolName))
 		return
 	}
 	if _, err := hookdtype.ParseNameMatch(req.RuleContent); err != nil {

@@ -55,3 +55,18 @@ func TestRulesSessionScopeKey(t *testing.T) {
 		}
 	})
 }
+
+// A rule's toolName that lists an empty name ("shell_execute||x", "|") is refused as a hook's
+// toolNameMatch is: no tool is named "", and the rule would govern nothing it meant to.
+func TestRulesEmptyToolName(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	for _, name := range []string{"|", "shell_execute|", "shell_execute||web_search", "a| |b"} {
+		body := `{"toolName":"` + name + `","behavior":"deny"}`
+		if status, w := c.do("POST", "/api/rules", body); status != 400 || !strings.HasPrefix(w.Message, "toolName") {
+			t.Errorf("%s: %d %s", body, status, w.Message)
+		}
+	}
+	if status, w := c.do("POST", "/api/rules", `{"toolName":"shell_execute|web_search","behavior":"deny"}`); status != 201 {
+		t.Fatalf("two names: %d %s", status, w.Message)
+	}
+}
