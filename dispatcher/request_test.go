@@ -306,8 +306,10 @@ func TestCustomHTTPToken(t *testing.T) {
 			}
 		})
 
-		t.Run("token endpoint down", func(t *testing.T) {
-			ts := newTokenServer(t, "3600", 403)
+		// noToken: a hook whose token ts does not give falls to its failureMode (DENY) without a
+		// request, the log's error holding cause.
+		noToken := func(t *testing.T, ts *tokenServer, cause string) {
+			t.Helper()
 			rec := newRecorder(t, nil)
 			agent++
 			a := agent
@@ -317,8 +319,19 @@ func TestCustomHTTPToken(t *testing.T) {
 			if dec.Decision != Deny || rec.count() != 0 {
 				t.Fatalf("%+v, receiver called %d times; want failureMode and no request", dec, rec.count())
 			}
-			if log := h.decisions(dec.DecisionID, 1)[0]; !log.FromFailureMode || !strings.Contains(log.Error, "token") {
+			if log := h.decisions(dec.DecisionID, 1)[0]; !log.FromFailureMode || !strings.Contains(log.Error, cause) {
 				t.Errorf("log %+v", log)
+			}
+		}
+
+		t.Run("token endpoint down", func(t *testing.T) {
+			noToken(t, newTokenServer(t, "3600", 403), "token")
+		})
+
+		// A path that finds no lifetime would keep the token for good.
+		t.Run("expiresInPath that finds no lifetime", func(t *testing.T) {
+			for _, expiresIn := range []string{"null", `"soon"`, "0", "-60"} {
+				t.Run(expiresIn, func(t *testing.T) { noToken(t, newTokenServer(t, expiresIn, 200), "expiresInPath") })
 			}
 		})
 

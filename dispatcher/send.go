@@ -435,18 +435,22 @@ func fetchToken(ctx context.Context, client *http.Client, f *TokenFetch) (string
 	if tok == "" {
 		return "", 0, fmt.Errorf("token endpoint answer has no string at %q", f.TokenPath)
 	}
-	var expiresIn time.Duration
-	if f.ExpiresInPath != "" {
-		switch v := lookupPath(doc, f.ExpiresInPath).(type) {
-		case float64:
-			expiresIn = time.Duration(v * float64(time.Second))
-		case string:
-			if n, err := strconv.ParseFloat(v, 64); err == nil {
-				expiresIn = time.Duration(n * float64(time.Second))
-			}
-		}
+	if f.ExpiresInPath == "" {
+		return tok, 0, nil // kept until a 401 says otherwise
 	}
-	return tok, expiresIn, nil
+	var secs float64
+	switch v := lookupPath(doc, f.ExpiresInPath).(type) {
+	case float64:
+		secs = v
+	case string:
+		secs, _ = strconv.ParseFloat(v, 64)
+	}
+	if !(secs > 0) {
+		// A path that finds no lifetime (a typo, the endpoint's other name for it) would keep the
+		// token for good: a receiver that refuses an expired one with a 403 would fail every call.
+		return "", 0, fmt.Errorf("token endpoint answer has no positive number of seconds at %q (expiresInPath)", f.ExpiresInPath)
+	}
+	return tok, time.Duration(secs * float64(time.Second)), nil
 }
 
 // lookupPath follows a dotted path ("data.token") through decoded JSON objects.
