@@ -336,6 +336,7 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 		}
 		return rep, fmt.Errorf("storage: verify decisions: read the chain's tail: %w", err)
 	}
+	newest := tail // the tail the whole log reaches, whatever through
 	if through != 0 {
 		tail = "" // rows appended after through are not this walk's
 	}
@@ -354,6 +355,7 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 	}
 	chained := false
 	var last Decision // the newest row checked
+	var seen int64    // the newest row read, chained or not
 	for after := int64(0); ; {
 		var rows []decisionRow
 		q := tx.Where("id > ?", after).Order("id").Limit(1000)
@@ -365,6 +367,7 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 		}
 		for _, r := range rows {
 			d := r.plain()
+			seen = d.ID
 			if !chained && d.Hash == "" && expect == "" && d.ID <= unchainedThrough {
 				rep.Unchained++ // written before the log was chained
 				continue
@@ -396,6 +399,11 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 			afterVerifyPage()
 		}
 		if len(rows) < 1000 {
+			if through != 0 && seen != through {
+				// The record up to a row holds only if that row is in it: the walk up to a row
+				// deleted with those after it links up, and the tail is not this walk's to check.
+				return missingRow(rep, through, last, newest), nil
+			}
 			if through == 0 && tail == "" && rep.Checked > 0 {
 				rep.BrokenID, rep.BrokenDecisionID = last.ID, last.DecisionID
 				rep.Problem = fmt.Sprintf("the chain's tail is empty, but %d rows are chained: the tail was cleared", rep.Checked)
@@ -415,6 +423,23 @@ func verifyChain(tx *gorm.DB, through int64) (ChainReport, error) {
 		}
 		after = rows[len(rows)-1].ID
 	}
+}
+
+// missingRow is the report of a walk up to row through that did not find it: pruned by retention,
+// past the newest row (last reaches the chain's tail, newest), or deleted.
+func missingRow(rep ChainReport, through int64, last Decision, newest string) ChainReport {
+	switch {
+	case through <= rep.PrunedThrough:
+		rep.Problem = fmt.Sprintf("row %d was pruned by retention (the log keeps the rows after row %d): there is nothing of it to verify",
+			through, rep.PrunedThrough)
+	case last.ID != 0 && last.Hash == newest && through > last.ID:
+		rep.Problem = fmt.Sprintf("row %d is past the newest row, %d: there is no such row", through, last.ID)
+	default:
+		rep.BrokenID = through
+		rep.Problem = fmt.Sprintf("row %d is not in the log: it was deleted, or no row ever had that id", through)
+	}
+	rep.OK = false
+	return rep
 }
 
 // PruneDecisions removes up to batch of the oldest decisions created before cutoff, in one short

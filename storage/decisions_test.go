@@ -29,6 +29,17 @@ func appendDecisions(t *testing.T, db *storage.DB, n int, at time.Time) []storag
 	return out
 }
 
+// appendFive writes five decisions now and returns them as listed, newest first.
+func appendFive(t *testing.T, db *storage.DB) []storage.Decision {
+	t.Helper()
+	appendDecisions(t, db, 5, time.Now())
+	rows, err := db.ListDecisions(context.Background(), storage.DecisionFilter{})
+	if err != nil || len(rows) != 5 {
+		t.Fatalf("list: %d %v", len(rows), err)
+	}
+	return rows
+}
+
 func verify(t *testing.T, db *storage.DB) storage.ChainReport {
 	t.Helper()
 	rep, err := db.VerifyDecisions(context.Background())
@@ -113,11 +124,7 @@ func TestDecisionChain(t *testing.T) {
 func TestDecisionChainNewestRowsDeleted(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		ctx := context.Background()
-		appendDecisions(t, db, 5, time.Now())
-		rows, err := db.ListDecisions(ctx, storage.DecisionFilter{})
-		if err != nil || len(rows) != 5 {
-			t.Fatalf("list: %d %v", len(rows), err)
-		}
+		rows := appendFive(t, db)
 		kept := rows[2].ID // newest first: rows[0] and rows[1] go
 		if err := storage.Exec(ctx, db, "DELETE FROM decisions WHERE id > ?", kept); err != nil {
 			t.Fatal(err)
@@ -423,6 +430,31 @@ func TestVerifyWhilePruning(t *testing.T) {
 		}
 		if rep := verify(t, db); !rep.OK || rep.Checked != 1000 || rep.PrunedThrough == 0 {
 			t.Fatalf("verify after the prune: %+v", rep)
+		}
+	})
+}
+
+// TestDecisionVerifyThroughMissingRow: the record up to a row holds only if the row is there; a
+// walk up to one that was deleted with the rows after it links up all the same.
+func TestDecisionVerifyThroughMissingRow(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		rows := appendFive(t, db)
+		newest := rows[0].ID
+		if rep, err := db.VerifyDecisionsThrough(ctx, newest+10); err != nil || rep.OK || !strings.Contains(rep.Problem, "past the newest row") {
+			t.Fatalf("through a row not yet written: %+v %v", rep, err)
+		}
+		if err := storage.Exec(ctx, db, "DELETE FROM decisions WHERE id >= ?", rows[1].ID); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []int64{rows[1].ID, newest} {
+			rep, err := db.VerifyDecisionsThrough(ctx, id)
+			if err != nil || rep.OK || rep.BrokenID != id || !strings.Contains(rep.Problem, "deleted") {
+				t.Fatalf("through row %d, deleted: %+v %v", id, rep, err)
+			}
+		}
+		if rep, err := db.VerifyDecisionsThrough(ctx, rows[2].ID); err != nil || !rep.OK || rep.Checked != 3 {
+			t.Fatalf("through row %d, kept: %+v %v", rows[2].ID, rep, err)
 		}
 	})
 }
