@@ -43,6 +43,16 @@ func (a rulesAPI) list(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "scope: must be session, user or global")
 		return
 	}
+	// A filter no rule can match would read as "no such rules": a global rule has no key, and a
+	// session rule's is a session id.
+	switch {
+	case f.Scope == "global" && f.ScopeKey != "":
+		wire.Fail(c, http.StatusBadRequest, "scopeKey: global rules have none; leave it out, or name the scope it is a key of")
+		return
+	case f.Scope == "session" && f.ScopeKey != "" && !isSessionID(f.ScopeKey):
+		wire.Fail(c, http.StatusBadRequest, "scopeKey: %q is not a session id (a positive integer) for the session scope", f.ScopeKey)
+		return
+	}
 	if f.AfterID, good = wire.CursorID(c, cursor); !good {
 		return
 	}

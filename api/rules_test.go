@@ -70,3 +70,19 @@ func TestRulesEmptyToolName(t *testing.T) {
 		t.Fatalf("two names: %d %s", status, w.Message)
 	}
 }
+
+// The list refuses a scopeKey filter no rule can match (a global rule has no key, a session
+// rule's is a session id) rather than answer an empty page that reads as "no such rules".
+func TestRulesListScopeKey(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	for _, q := range []string{"?scope=global&scopeKey=alice", "?scope=session&scopeKey=abc", "?scope=session&scopeKey=007"} {
+		if status, w := c.do("GET", "/api/rules"+q, ""); status != 400 || !strings.HasPrefix(w.Message, "scopeKey") {
+			t.Errorf("GET /api/rules%s: %d %s", q, status, w.Message)
+		}
+	}
+	for _, q := range []string{"?scope=session&scopeKey=7", "?scope=user&scopeKey=alice", "?scopeKey=alice", "?scope=global"} {
+		if status, w := c.do("GET", "/api/rules"+q, ""); status != 200 {
+			t.Errorf("GET /api/rules%s: %d %s", q, status, w.Message)
+		}
+	}
+}
