@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookd/hookd/api/wire"
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
@@ -118,13 +119,16 @@ func (a rulesAPI) add(c *gin.Context) {
 		bad("ruleContent", err.Error())
 		return
 	}
+	// Valid, but likely not what was meant: "shell*" denies only a tool of that very name.
+	notes := append(dispatcher.NameMatchNotes("toolName", "tool name", req.ToolName),
+		dispatcher.NameMatchNotes("ruleContent", "subject", req.RuleContent)...)
 	rule := &storage.PermissionRule{ToolName: req.ToolName, RuleContent: req.RuleContent, Behavior: req.Behavior,
 		Source: req.Source, Scope: req.Scope, ScopeKey: req.ScopeKey, ExpiresAt: req.ExpiresAt}
 	if err := a.db.AddRules(c.Request.Context(), []*storage.PermissionRule{rule}); err != nil {
 		wire.FailErr(c, err)
 		return
 	}
-	wire.OK(c, http.StatusCreated, rule)
+	wire.OKNoted(c, http.StatusCreated, rule, notes)
 }
 
 // isSessionID reports whether key is a session id as the runtime writes one (decimal, no sign or

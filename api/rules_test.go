@@ -86,3 +86,21 @@ func TestRulesListScopeKey(t *testing.T) {
 		}
 	}
 }
+
+// A rule's toolName or ruleContent that looks like a glob is kept as the syntax says (an exact
+// name) and noted, as a hook's toolNameMatch is: a deny of "shell*" denies no shell tool.
+func TestRulesGlobLikeNoted(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	status, w := c.do("POST", "/api/rules", `{"toolName":"shell*","ruleContent":"rm *","behavior":"deny"}`)
+	if status != 201 || !strings.Contains(w.Message, `note: toolName: "shell*" is matched as that exact tool name, not as a glob`) ||
+		!strings.Contains(w.Message, `note: ruleContent: "rm *" is matched as that exact subject, not as a glob`) {
+		t.Fatalf("%d %s", status, w.Message)
+	}
+	if status, w := c.do("POST", "/api/rules", `{"toolName":"/^shell/i","behavior":"deny"}`); status != 201 ||
+		!strings.Contains(w.Message, `note: toolName: "/^shell/i" is matched as that exact tool name: a /regex/ takes no flags after it`) {
+		t.Fatalf("%d %s", status, w.Message)
+	}
+	if status, w := c.do("POST", "/api/rules", `{"toolName":"/^shell/","behavior":"deny"}`); status != 201 || w.Message != "success" {
+		t.Fatalf("%d %s", status, w.Message)
+	}
+}

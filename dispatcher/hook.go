@@ -701,29 +701,42 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 // ALLOW, the default): a rule that cannot be evaluated lets the call through, a deny rule's too.
 func (h Hook) Notes() []string {
 	notes := slices.Clone(h.receiverNotes)
-	if m, err := hookdtype.ParseNameMatch(h.ToolNameMatch); err == nil && h.HookType.ToolScoped() {
-		for _, g := range m.GlobLike() {
-			prefix := g[:strings.IndexAny(g, "*?[")]
-			notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name, not as a glob (toolNameMatch has none); "+
-				"a pattern is a /regex/, such as %q", g, "/^"+regexp.QuoteMeta(prefix)+"/"))
-		}
-		// "/transfer/i": a regex with a flag after it, as JavaScript writes one, is a name here.
-		if e := h.ToolNameMatch; len(e) > 2 && e[0] == '/' && e[len(e)-1] != '/' {
-			if i := strings.LastIndexByte(e, '/'); i > 0 && strings.Trim(e[i+1:], "imsgu") == "" {
-				re := e[:i+1] // g and u mean nothing to a name match; i, m and s go inside
-				if flags := strings.NewReplacer("g", "", "u", "").Replace(e[i+1:]); flags != "" {
-					re = "/(?" + flags + ")" + e[1:i+1]
-				}
-				notes = append(notes, fmt.Sprintf("toolNameMatch: %q is matched as that exact tool name: a /regex/ takes no flags after it; "+
-					"write them inside, such as %q", e, re))
-			}
-		}
+	if h.HookType.ToolScoped() {
+		notes = append(notes, NameMatchNotes("toolNameMatch", "tool name", h.ToolNameMatch)...)
 	}
 	if pc := h.PolicyConfig; h.DispatchType == DispatchPolicy && pc != nil && h.DispatchConfig.FailureMode == FailOpen && len(pc.Rules) > 0 {
 		blocks := func(decision string) bool { return decision == Deny || decision == Ask }
 		if blocks(pc.Default) || slices.ContainsFunc(pc.Rules, func(r policy.Rule) bool { return blocks(r.Decision) }) {
 			notes = append(notes, "dispatchConfig.failureMode: ALLOW (the default) lets a call through when a rule cannot be evaluated "+
 				"(a field read without has(), say), even where a deny rule would have matched; DENY blocks it instead")
+		}
+	}
+	return notes
+}
+
+// NameMatchNotes are what in expr, a toolNameMatch expression (field names it, and what it
+// matches: a tool name), is valid but likely not what was meant: a name that looks like a glob
+// (the document matches it exactly), or a /regex/ with flags after it, as JavaScript writes one,
+// which is a name too.
+func NameMatchNotes(field, what, expr string) []string {
+	m, err := hookdtype.ParseNameMatch(expr)
+	if err != nil {
+		return nil
+	}
+	var notes []string
+	for _, g := range m.GlobLike() {
+		prefix := g[:strings.IndexAny(g, "*?[")]
+		notes = append(notes, fmt.Sprintf("%s: %q is matched as that exact %s, not as a glob (toolNameMatch has none); "+
+			"a pattern is a /regex/, such as %q", field, g, what, "/^"+regexp.QuoteMeta(prefix)+"/"))
+	}
+	if e := expr; len(e) > 2 && e[0] == '/' && e[len(e)-1] != '/' {
+		if i := strings.LastIndexByte(e, '/'); i > 0 && strings.Trim(e[i+1:], "imsgu") == "" {
+			re := e[:i+1] // g and u mean nothing to a name match; i, m and s go inside
+			if flags := strings.NewReplacer("g", "", "u", "").Replace(e[i+1:]); flags != "" {
+				re = "/(?" + flags + ")" + e[1:i+1]
+			}
+			notes = append(notes, fmt.Sprintf("%s: %q is matched as that exact %s: a /regex/ takes no flags after it; "+
+				"write them inside, such as %q", field, e, what, re))
 		}
 	}
 	return notes
