@@ -1106,3 +1106,28 @@ func TestChatBodiesStrict(t *testing.T) {
 		}
 	}
 }
+
+// A dispatch's counts (milliseconds, tokens, steps) and message ids are refused negative, naming
+// the field: a receiver summing them would take them as given.
+func TestDispatchCountsNotNegative(t *testing.T) {
+	c, _ := newDispatchServer(t, storagetest.SQLite(t))
+	for _, tc := range []struct{ typ, ctx, field string }{
+		{"post_tool_use", `{"toolName": "t", "succeeded": true, "durationMs": -1}`, "context.durationMs"},
+		{"post_llm_call", `{"model": "m", "step": -1}`, "context.step"},
+		{"post_llm_call", `{"model": "m", "promptTokens": -5}`, "context.promptTokens"},
+		{"post_llm_call", `{"model": "m", "reasoningTokens": -1}`, "context.reasoningTokens"},
+		{"agent_completion", `{"succeeded": true, "totalTokens": -2048}`, "context.totalTokens"},
+		{"agent_completion", `{"succeeded": true, "stepCount": -3}`, "context.stepCount"},
+		{"agent_completion", `{"succeeded": true, "userMessageId": 0}`, "context.userMessageId"},
+		{"post_scheduled_task", `{"taskId": 9, "succeeded": false, "durationMs": -60000}`, "context.durationMs"},
+	} {
+		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
+		if status != 400 || !strings.HasPrefix(w.Message, tc.field+": ") {
+			t.Errorf("%s %s: %d %q, want 400 naming %s", tc.typ, tc.ctx, status, w.Message, tc.field)
+		}
+	}
+	ok := `{"model": "m", "step": 0, "durationMs": 0, "promptTokens": 850, "completionTokens": 320, "totalTokens": 1170}`
+	if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "post_llm_call", "context": `+ok+`}`); status != 202 {
+		t.Fatalf("%s: %d %s", ok, status, w.Message)
+	}
+}

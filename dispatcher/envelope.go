@@ -340,6 +340,9 @@ func checkSubject(t HookType, c any) error {
 	case *PreToolUseContext:
 		return requireName("context.toolName", c.ToolName, t, "the tool the event is about")
 	case *PostToolUseContext:
+		if err := noneNegative(tally{"durationMs", c.DurationMs}); err != nil {
+			return err
+		}
 		return requireName("context.toolName", c.ToolName, t, "the tool the event is about")
 	case *UserMessageContext:
 		if strings.TrimSpace(c.UserInput) == "" {
@@ -360,11 +363,47 @@ func checkSubject(t HookType, c any) error {
 		if err := oneOf("context.triggerSourceType", c.TriggerSourceType, sourceTypes); err != nil {
 			return err
 		}
+		if err := noneNegative(tally{"durationMs", c.DurationMs}, tally{"totalTokens", c.TotalTokens},
+			tally{"stepCount", int64(c.StepCount)}); err != nil {
+			return err
+		}
+		for _, id := range []struct {
+			name string
+			v    *int64
+		}{{"assistantMessageId", c.AssistantMessageID}, {"userMessageId", c.UserMessageID}} {
+			if id.v != nil && *id.v <= 0 {
+				return invalid("context."+id.name, "must be a positive message id, or absent")
+			}
+		}
 		return oneOf("context.channelProvider", valueOf(c.ChannelProvider), channelProviders)
+	case *PostLLMCallContext:
+		return noneNegative(tally{"step", int64(c.Step)}, tally{"durationMs", c.DurationMs}, tally{"promptTokens", c.PromptTokens},
+			tally{"completionTokens", c.CompletionTokens}, tally{"totalTokens", c.TotalTokens},
+			tally{"cachedTokens", c.CachedTokens}, tally{"reasoningTokens", c.ReasoningTokens})
 	case *PreScheduledTaskContext:
 		return requireTask(c.TaskID, c.TaskName, t)
 	case *PostScheduledTaskContext:
+		if err := noneNegative(tally{"durationMs", c.DurationMs}); err != nil {
+			return err
+		}
 		return requireTask(c.TaskID, c.TaskName, t)
+	}
+	return nil
+}
+
+// tally is a context field that counts something (milliseconds, tokens, steps).
+type tally struct {
+	name string
+	v    int64
+}
+
+// noneNegative refuses a negative count: a receiver summing durations or tokens would take it
+// as given, and what was meant is not known.
+func noneNegative(counts ...tally) error {
+	for _, c := range counts {
+		if c.v < 0 {
+			return invalid("context."+c.name, "must not be negative (it is %d)", c.v)
+		}
 	}
 	return nil
 }
