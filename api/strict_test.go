@@ -1107,9 +1107,9 @@ func TestChatBodiesStrict(t *testing.T) {
 	}
 }
 
-// A dispatch's counts (milliseconds, tokens, steps) and message ids are refused negative, naming
+// A dispatch's counts (milliseconds, tokens, steps) are refused negative, and its ids 0 or less, naming
 // the field: a receiver summing them would take them as given.
-func TestDispatchCountsNotNegative(t *testing.T) {
+func TestDispatchContextNumbers(t *testing.T) {
 	c, _ := newDispatchServer(t, storagetest.SQLite(t))
 	for _, tc := range []struct{ typ, ctx, field string }{
 		{"post_tool_use", `{"toolName": "t", "succeeded": true, "durationMs": -1}`, "context.durationMs"},
@@ -1120,6 +1120,10 @@ func TestDispatchCountsNotNegative(t *testing.T) {
 		{"agent_completion", `{"succeeded": true, "stepCount": -3}`, "context.stepCount"},
 		{"agent_completion", `{"succeeded": true, "userMessageId": 0}`, "context.userMessageId"},
 		{"post_scheduled_task", `{"taskId": 9, "succeeded": false, "durationMs": -60000}`, "context.durationMs"},
+		// A taskId of 0 would read as none: the task named by its name alone.
+		{"pre_scheduled_task", `{"taskId": 0, "taskName": "daily"}`, "context.taskId"},
+		{"post_scheduled_task", `{"taskId": 0, "taskName": "daily", "succeeded": true}`, "context.taskId"},
+		{"pre_scheduled_task", `{"taskId": -4, "taskName": "daily"}`, "context.taskId"},
 	} {
 		status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "`+tc.typ+`", "context": `+tc.ctx+`}`)
 		if status != 400 || !strings.HasPrefix(w.Message, tc.field+": ") {

@@ -295,6 +295,16 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 	if err := checkSubject(t, c); err != nil {
 		return nil, err
 	}
+	if t == PreScheduledTask || t == PostScheduledTask {
+		// Decoded, a taskId of 0 reads as none: the task named by taskName alone, recorded without
+		// an id. One sent is a task id nothing has.
+		var sent struct {
+			TaskID *int64 `json:"taskId"`
+		}
+		if json.Unmarshal(raw, &sent) == nil && sent.TaskID != nil && *sent.TaskID == 0 {
+			return nil, invalid("context.taskId", "must be a positive task id, or absent")
+		}
+	}
 	// Arguments sent as text are JSON all the same: a key in them twice is as ambiguous as in the
 	// object form, which DecodeStrict refuses (a policy reads the last, a receiver may read the first).
 	var args Value
@@ -446,7 +456,7 @@ func requireName(field, v string, t HookType, what string) error {
 func requireTask(id int64, name string, t HookType) error {
 	switch {
 	case id < 0:
-		return invalid("context.taskId", "must be a positive task id")
+		return invalid("context.taskId", "must be a positive task id, or absent")
 	case id == 0 && strings.TrimSpace(name) == "":
 		return invalid("context.taskId", "taskId or taskName is required for %s: it names the task the event is about", t)
 	}
