@@ -106,6 +106,13 @@ func (a rulesAPI) add(c *gin.Context) {
 	if req.RuleContent == "" {
 		req.RuleContent = "*"
 	}
+	for _, f := range []struct{ name, v string }{{"toolName", req.ToolName}, {"ruleContent", req.RuleContent}} {
+		if len(f.v) > dispatcher.MaxToolNameMatch {
+			// Every rule is compiled again at every tool call the runtime checks.
+			bad(f.name, fmt.Sprintf("is %d bytes long; at most %d are accepted", len(f.v), dispatcher.MaxToolNameMatch))
+			return
+		}
+	}
 	if m, err := hookdtype.ParseNameMatch(req.ToolName); err != nil {
 		bad("toolName", err.Error())
 		return

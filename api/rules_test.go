@@ -104,3 +104,18 @@ func TestRulesGlobLikeNoted(t *testing.T) {
 		t.Fatalf("%d %s", status, w.Message)
 	}
 }
+
+// A rule's toolName or ruleContent over 64 KiB is refused, as a hook's toolNameMatch is: every
+// rule is compiled again at every tool call the runtime checks.
+func TestRulesPatternSize(t *testing.T) {
+	c := newServer(t, storagetest.SQLite(t), []string{adminToken}, false)
+	long := "/" + strings.Repeat("(a|b)", 14000) + "/"
+	for _, body := range []string{
+		`{"toolName":"` + long + `","behavior":"deny"}`,
+		`{"toolName":"shell_execute","ruleContent":"` + long + `","behavior":"deny"}`,
+	} {
+		if status, w := c.do("POST", "/api/rules", body); status != 400 || !strings.Contains(w.Message, "bytes long; at most 65536") {
+			t.Errorf("%d %.80s", status, w.Message)
+		}
+	}
+}

@@ -100,8 +100,8 @@ type Hook struct {
 	receiverNotes []string
 }
 
-// maxToolNameMatch bounds a hook's toolNameMatch, in bytes.
-const maxToolNameMatch = 64 << 10
+// MaxToolNameMatch bounds a toolNameMatch expression (a hook's, a permission rule's), in bytes.
+const MaxToolNameMatch = 64 << 10
 
 // DispatchConfig says where and how a hook's events are sent.
 type DispatchConfig struct {
@@ -197,10 +197,10 @@ func (h *Hook) Normalize() error {
 		if !h.HookType.ToolScoped() {
 			return invalid("toolNameMatch", "only applies to pre_tool_use and post_tool_use")
 		}
-		if len(h.ToolNameMatch) > maxToolNameMatch {
+		if len(h.ToolNameMatch) > MaxToolNameMatch {
 			// Compiled at every registry reload, on every replica: a megabyte of regex took a second.
 			return invalid("toolNameMatch", "is %d bytes long; at most %d are accepted (a list of a thousand tool names fits)",
-				len(h.ToolNameMatch), maxToolNameMatch)
+				len(h.ToolNameMatch), MaxToolNameMatch)
 		}
 		m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
 		if err != nil {
