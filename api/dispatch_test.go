@@ -178,6 +178,12 @@ func TestRedeliverOfADeletedHooksDelivery(t *testing.T) {
 		if n := recv.calls.Load(); n != 2 {
 			t.Fatalf("receiver calls = %d, want 2", n)
 		}
+		// Nothing was tried, so nothing of the record changes: it was delivered, and says so.
+		after := getPage[storage.Delivery](t, c, "/api/deliveries").Items
+		if len(after) != 1 || after[0].Status != storage.StatusDelivered || after[0].Attempts != 2 ||
+			after[0].LastStatusCode != 200 || after[0].LastError != "" {
+			t.Fatalf("after the refused redelivery: %+v", after)
+		}
 	})
 }
 

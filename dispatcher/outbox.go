@@ -351,6 +351,9 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 	// An open breaker sends nothing: the attempt would only snooze the row (a failed or dead one
 	// back to pending), and the answer would report an attempt never made.
 	if cur, err := d.db.GetDelivery(ctx, id); err == nil {
+		if err := d.deletedRefusal(ctx, id, cur.HookID); err != nil {
+			return storage.Delivery{}, err
+		}
 		if err := d.breakerRefusal(id, cur.HookID); err != nil {
 			return storage.Delivery{}, err
 		}
@@ -373,9 +376,8 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		d.poke()
 	}
 	h := d.reg.byID(row.HookID)
-	if h == nil {
-		return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf(
-			"delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, row.HookID)}
+	if h == nil { // deleted between the check and the claim: the attempt ended the row
+		return storage.Delivery{}, deletedError(id, row.HookID)
 	}
 	if out.Attempt == nil && !*h.Enabled {
 		// Disabled between the claim and the attempt: the row went back to pending, paused like
@@ -389,6 +391,24 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		}
 	}
 	return d.db.GetDelivery(ctx, id)
+}
+
+// deletedRefusal refuses the redelivery of delivery id, whose hook hookID was deleted, before
+// anything is claimed: the attempt would end the row as dead, rewriting the record of a delivery
+// that was delivered or failed, for a 409 that says nothing was tried. The registry may not have
+// loaded a hook another replica just made; the database says whether it is gone.
+func (d *Dispatcher) deletedRefusal(ctx context.Context, id, hookID int64) error {
+	if d.reg.byID(hookID) != nil {
+		return nil
+	}
+	if _, err := d.reg.Get(ctx, hookID); !errors.Is(err, storage.ErrNotFound) {
+		return err
+	}
+	return deletedError(id, hookID)
+}
+
+func deletedError(id, hookID int64) *RedeliverError {
+	return &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, hookID)}
 }
 
 // breakerRefusal refuses the redelivery of delivery id while its hook's URL's breaker is open;
