@@ -174,7 +174,14 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 	out := storage.Outcome{Delivery: row, Attempts: row.Attempts}
 	h := d.reg.byID(row.HookID)
 	if h == nil {
-		out.Status, out.Error = storage.StatusDead, "hook deleted"
+		if _, err := d.reg.Get(ctx, row.HookID); errors.Is(err, storage.ErrNotFound) {
+			out.Status, out.Error = storage.StatusDead, "hook deleted"
+			return out
+		}
+		// Not loaded here yet (another replica made it; its change arrives within the registry's
+		// refresh), or the database could not say: no attempt, none spent, and it comes round again.
+		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
+		out.StatusCode = row.LastStatusCode
 		return out
 	}
 	if h.Enabled != nil && !*h.Enabled {
@@ -376,8 +383,12 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		d.poke()
 	}
 	h := d.reg.byID(row.HookID)
-	if h == nil { // deleted between the check and the claim: the attempt ended the row
+	switch {
+	case h == nil && out.Status == storage.StatusDead: // deleted between the check and the claim
 		return storage.Delivery{}, deletedError(id, row.HookID)
+	case h == nil:
+		return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d is not loaded here yet "+
+			"(it was just made on another replica); no attempt was made; try again in a moment", id, row.HookID)}
 	}
 	if out.Attempt == nil && !*h.Enabled {
 		// Disabled between the claim and the attempt: the row went back to pending, paused like

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
@@ -55,6 +57,52 @@ func TestRedeliverWhileThisReplicaSeesTheHookDisabled(t *testing.T) {
 		}
 		if got := h.delivery(row.EventID); got.Status != storage.StatusPending || got.Attempts != 0 {
 			t.Fatalf("after the refused redelivery: %s, %d attempts, want pending with none", got.Status, got.Attempts)
+		}
+	})
+}
+
+// TestDeliveryOfAHookNotYetLoaded: a due delivery of a hook this process has not loaded yet (made
+// by another replica, whose change reaches this one within its refresh) waits for it, its
+// attempts unspent, and goes out once the hook is loaded; only a hook the database no longer has
+// ends its deliveries as dead.
+func TestDeliveryOfAHookNotYetLoaded(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		h := newHarness(t, db, Settings{})
+		rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 204, "" })
+		// Written to the database as another replica writes it, not through this registry.
+		hk := Hook{HookName: "fresh", HookType: PostLLMCall, DispatchConfig: DispatchConfig{URL: rec.srv.URL}}
+		if err := hk.Normalize(); err != nil {
+			t.Fatal(err)
+		}
+		row, err := toRow(&hk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.CreateHook(ctx, &row); err != nil {
+			t.Fatal(err)
+		}
+		eventID := storage.NewTSIDString()
+		if err := db.EnqueueDeliveries(ctx, []storage.Delivery{{EventID: eventID, HookID: row.ID, HookType: string(PostLLMCall),
+			HookName: "fresh", OccurredAt: time.Now(), Context: []byte(`{"model":"m"}`)}}); err != nil {
+			t.Fatal(err)
+		}
+		h.d.poke()
+		// Claimed and put back (or ended): the row was written since it was queued.
+		d := h.waitDelivery(eventID, 10*time.Second, "handled", func(d storage.Delivery) bool {
+			return d.Status != storage.StatusDelivering && d.UpdatedAt.After(d.CreatedAt)
+		})
+		if d.Status == storage.StatusDead || d.Attempts != 0 || rec.count() != 0 {
+			t.Fatalf("before the hook was loaded: %s after %d attempts (%s), %d requests", d.Status, d.Attempts, d.LastError, rec.count())
+		}
+		if err := h.reg.Reload(ctx); err != nil {
+			t.Fatal(err)
+		}
+		d = h.waitDelivery(eventID, 10*time.Second, "delivered", func(d storage.Delivery) bool {
+			return d.Status != storage.StatusPending && d.Status != storage.StatusDelivering
+		})
+		if d.Status != storage.StatusDelivered || d.Attempts != 1 || rec.count() != 1 {
+			t.Fatalf("once loaded: %s after %d attempts, %d requests", d.Status, d.Attempts, rec.count())
 		}
 	})
 }
