@@ -197,6 +197,14 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.StatusCode = row.LastStatusCode
 		return out
 	}
+	if h.UpdatedAt != nil && h.UpdatedAt.After(row.CreatedAt) && !h.selects(row) {
+		// Changed since the event was queued so that it no longer selects it (another hook type,
+		// agent, or toolNameMatch): what its receiver gets is what the hook says now, as a
+		// disabled hook's deliveries pause and a deleted one's end.
+		out.Status, out.Error = storage.StatusDead, "the hook was changed since the event was queued and no longer selects it"
+		out.StatusCode = row.LastStatusCode
+		return out
+	}
 	url := h.DispatchConfig.URL
 	done, err := d.breakers.Acquire(url)
 	if err != nil {
@@ -361,6 +369,11 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		if err := d.deletedRefusal(ctx, id, cur.HookID); err != nil {
 			return storage.Delivery{}, err
 		}
+		if h := d.reg.byID(cur.HookID); h != nil && h.UpdatedAt != nil && h.UpdatedAt.After(cur.CreatedAt) && !h.selects(cur) {
+			// The attempt would end the row, rewriting the record of one delivered or failed.
+			return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d was changed since the event was "+
+				"queued and no longer selects it (its hookType, agentId or toolNameMatch); no attempt was made", id, cur.HookID)}
+		}
 		if err := d.breakerRefusal(id, cur.HookID); err != nil {
 			return storage.Delivery{}, err
 		}
@@ -420,6 +433,15 @@ func (d *Dispatcher) deletedRefusal(ctx context.Context, id, hookID int64) error
 
 func deletedError(id, hookID int64) *RedeliverError {
 	return &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, hookID)}
+}
+
+// selects reports whether h, as it is now, would be handed the event of the queued row: its
+// type, its agent, and on the tool points its tool.
+func (h *boundHook) selects(row storage.Delivery) bool {
+	if HookType(row.HookType) != h.HookType || !forAgent(h.AgentID, row.AgentID) {
+		return false
+	}
+	return !h.HookType.ToolScoped() || h.match.Match(stringMember(row.Context, "toolName"))
 }
 
 // breakerRefusal refuses the redelivery of delivery id while its hook's URL's breaker is open;

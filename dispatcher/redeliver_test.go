@@ -106,3 +106,47 @@ func TestDeliveryOfAHookNotYetLoaded(t *testing.T) {
 		}
 	})
 }
+
+// TestQueuedDeliveryOfANarrowedHook: a hook changed so that it no longer selects an event still
+// queued for it (a tool taken out of its toolNameMatch, say) sends that event no more; those it
+// still selects go on.
+func TestQueuedDeliveryOfANarrowedHook(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		h := newHarness(t, db, Settings{Retry: RetryPolicy{Fast: []time.Duration{time.Hour}, Ladder: []time.Duration{time.Hour}}})
+		rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 503, "" })
+		hk := h.add(Hook{HookName: "audit", HookType: PostToolUse, ToolNameMatch: "queryOrder|exportCustomers",
+			DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+		queued := map[string]string{}
+		for _, tool := range []string{"queryOrder", "exportCustomers"} {
+			id := h.observeOne(Event{HookType: PostToolUse, Context: &PostToolUseContext{ToolName: tool, Arguments: "{}", Succeeded: true}})
+			h.waitDelivery(id, 10*time.Second, "tried once", func(d storage.Delivery) bool {
+				return d.Status == storage.StatusPending && d.Attempts == 1
+			})
+			queued[tool] = id
+		}
+		hk.ToolNameMatch = "queryOrder"  // exportCustomers' output must not reach this receiver any more
+		time.Sleep(2 * time.Millisecond) // the change is after the rows, to the millisecond
+		if _, err := h.reg.Replace(ctx, hk.ID, hk); err != nil {
+			t.Fatal(err)
+		}
+		before := rec.count()
+		dropped := h.delivery(queued["exportCustomers"])
+		// Its next attempt, as a worker makes it: none, and the row ends.
+		if out := h.d.attempt(ctx, dropped); out.Status != storage.StatusDead || !strings.Contains(out.Error, "no longer selects") || rec.count() != before {
+			t.Fatalf("the dropped tool's next attempt: %+v, %d requests (%d before)", out, rec.count(), before)
+		}
+		// A redelivery is refused, the record left as it is.
+		var refused *RedeliverError
+		if _, err := h.d.Redeliver(ctx, dropped.ID); !errors.As(err, &refused) || !strings.Contains(err.Error(), "no longer selects") {
+			t.Fatalf("redelivery of the dropped tool's delivery: %v", err)
+		}
+		if now := h.delivery(queued["exportCustomers"]); now.Status != dropped.Status || now.Attempts != 1 || rec.count() != before {
+			t.Fatalf("after the refused redelivery: %+v, %d requests", now, rec.count())
+		}
+		out, err := h.d.Redeliver(ctx, h.delivery(queued["queryOrder"]).ID)
+		if err != nil || out.Attempts != 2 || rec.count() != before+1 {
+			t.Fatalf("the kept tool's delivery: %+v %v, %d requests (%d before)", out, err, rec.count(), before)
+		}
+	})
+}
