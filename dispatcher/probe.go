@@ -112,7 +112,13 @@ func (d *Dispatcher) probe(ctx context.Context, hookID int64) (ProbeResult, erro
 		if _, err := d.reg.Get(ctx, hookID); err != nil {
 			return ProbeResult{}, err
 		}
-		return ProbeResult{}, fmt.Errorf("dispatcher: hook %d is not loaded yet", hookID)
+		// Made on another replica, whose change has not arrived here yet: load it now.
+		if err := d.reg.Reload(ctx); err != nil {
+			return ProbeResult{}, err
+		}
+		if h = d.reg.byID(hookID); h == nil {
+			return ProbeResult{}, storage.ErrNotFound // deleted meanwhile
+		}
 	}
 	sessionID, principalID := int64(10001), int64(1001)
 	now := time.Now()

@@ -113,3 +113,20 @@ func TestProbeAsksAboutAToolTheHookSelects(t *testing.T) {
 		t.Fatalf("probe of a regex the sample misses: %+v %v", probe, err)
 	}
 }
+
+// TestProbeOfAHookNotYetLoaded: a hook made on another replica can be tested here at once, before
+// this replica's registry would have loaded it (it was a 500).
+func TestProbeOfAHookNotYetLoaded(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		h := newHarness(t, db, Settings{})
+		rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 200, `{"decision":"deny","reason":"checked"}` })
+		id := createElsewhere(t, db, Hook{HookName: "fresh", HookType: UserMessage, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
+		res, err := h.d.Probe(context.Background(), id)
+		if err != nil || res.Decision == nil || *res.Decision != Deny || res.Reason == nil || *res.Reason != "checked" || rec.count() != 1 {
+			t.Fatalf("%+v %v, %d requests", res, err, rec.count())
+		}
+		if _, err := h.d.Probe(context.Background(), id+100); !errors.Is(err, storage.ErrNotFound) {
+			t.Fatalf("a hook that is nowhere: %v", err)
+		}
+	})
+}

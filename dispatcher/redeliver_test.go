@@ -61,6 +61,23 @@ func TestRedeliverWhileThisReplicaSeesTheHookDisabled(t *testing.T) {
 	})
 }
 
+// createElsewhere stores hk as another replica does, not through this process's registry, and
+// returns its id.
+func createElsewhere(t *testing.T, db *storage.DB, hk Hook) int64 {
+	t.Helper()
+	if err := hk.Normalize(); err != nil {
+		t.Fatal(err)
+	}
+	row, err := toRow(&hk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.CreateHook(context.Background(), &row); err != nil {
+		t.Fatal(err)
+	}
+	return row.ID
+}
+
 // TestDeliveryOfAHookNotYetLoaded: a due delivery of a hook this process has not loaded yet (made
 // by another replica, whose change reaches this one within its refresh) waits for it, its
 // attempts unspent, and goes out once the hook is loaded; only a hook the database no longer has
@@ -70,20 +87,9 @@ func TestDeliveryOfAHookNotYetLoaded(t *testing.T) {
 		ctx := context.Background()
 		h := newHarness(t, db, Settings{})
 		rec := newRecorder(t, func(int, *http.Request, []byte) (int, string) { return 204, "" })
-		// Written to the database as another replica writes it, not through this registry.
-		hk := Hook{HookName: "fresh", HookType: PostLLMCall, DispatchConfig: DispatchConfig{URL: rec.srv.URL}}
-		if err := hk.Normalize(); err != nil {
-			t.Fatal(err)
-		}
-		row, err := toRow(&hk)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := db.CreateHook(ctx, &row); err != nil {
-			t.Fatal(err)
-		}
+		hookID := createElsewhere(t, db, Hook{HookName: "fresh", HookType: PostLLMCall, DispatchConfig: DispatchConfig{URL: rec.srv.URL}})
 		eventID := storage.NewTSIDString()
-		if err := db.EnqueueDeliveries(ctx, []storage.Delivery{{EventID: eventID, HookID: row.ID, HookType: string(PostLLMCall),
+		if err := db.EnqueueDeliveries(ctx, []storage.Delivery{{EventID: eventID, HookID: hookID, HookType: string(PostLLMCall),
 			HookName: "fresh", OccurredAt: time.Now(), Context: []byte(`{"model":"m"}`)}}); err != nil {
 			t.Fatal(err)
 		}
