@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/hookd/hookd/storage"
 )
@@ -18,6 +19,9 @@ var (
 	ErrArgumentsChanged = errors.New("the approval is for other arguments than the call asked about")
 	ErrAlreadyAnswered  = storage.ErrAlreadyAnswered
 	ErrNotLive          = errors.New("the run is not running")
+	// ErrUnsettled is a request that would leave the run waiting: a Resume of a run that waits
+	// for answers, or a whole Reply that leaves one of its asks or client-side calls open.
+	ErrUnsettled = fmt.Errorf("%w: it waits for answers", ErrNotWaiting)
 )
 
 // Answer is a person's decision on one ask. AskID names it (or CallID, within the run).
@@ -65,6 +69,11 @@ type Reply struct {
 	Answers []Answer
 	Results []ToolOutput
 	Input   string // "": none
+	// Whole says the request's response streams the run on from its pause, so the Reply must
+	// settle everything the run waits for: one that leaves an ask or a client-side call open is
+	// refused (ErrUnsettled, naming them) before anything is kept, where its response would
+	// stream nothing until another request settled the rest.
+	Whole bool
 }
 
 // A ReplyError is a Reply refused; Part names what was refused: "answers", "results" or
@@ -123,6 +132,11 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 			return &ReplyError{"results", fmt.Errorf("%w: the output of call %s is sent twice in one request", ErrAlreadyAnswered, res.CallID)}
 		}
 	}
+	if r.Whole {
+		if err := unsettled(all, asks, calls); err != nil {
+			return err
+		}
+	}
 	if r.Input != "" {
 		if _, err := rt.appendInput(ctx, rec, r.Input); err != nil {
 			return &ReplyError{"input", err}
@@ -155,6 +169,29 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 		if err := rt.db.AnswerAsk(ctx, calls[j].AskID, storage.AskApproved, mustJSON(res)); err != nil {
 			return &ReplyError{"results", err}
 		}
+	}
+	return nil
+}
+
+// unsettled refuses a whole Reply that leaves one of the run's pending asks (answered) or
+// client-side calls (given) open, naming each.
+func unsettled(all []storage.Ask, answered, given []*storage.Ask) error {
+	var asks, calls []string
+	for i := range all {
+		k := &all[i]
+		switch {
+		case k.Status != storage.AskPending || slices.Contains(answered, k) || slices.Contains(given, k):
+		case k.Kind == storage.AskConfirm:
+			asks = append(asks, k.AskID+" (call "+k.CallID+")")
+		case k.Kind == storage.AskExternal:
+			calls = append(calls, k.CallID)
+		}
+	}
+	switch {
+	case len(asks) > 0:
+		return &ReplyError{"answers", fmt.Errorf("%w; unanswered: %s", ErrUnsettled, strings.Join(asks, ", "))}
+	case len(calls) > 0:
+		return &ReplyError{"results", fmt.Errorf("%w; client-side calls without an output: %s", ErrUnsettled, strings.Join(calls, ", "))}
 	}
 	return nil
 }
@@ -216,7 +253,7 @@ func (rt *Runtime) Resume(ctx context.Context, userID, requestID string) error {
 		return err
 	}
 	if st.waiting() {
-		return fmt.Errorf("%w: it waits for answers", ErrNotWaiting)
+		return ErrUnsettled
 	}
 	return rt.resumeRun(ctx, rec, spec, st)
 }

@@ -41,6 +41,9 @@ const script = `{"scripts":[
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"original"}}]},
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"b.txt","content":"B"}}]},
    {"text":"done"}]},
+ {"match":"both files","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"A"}},{"name":"workspace_write_file","arguments":{"path":"b.txt","content":"B"}}]},
+   {"text":"both handled"}]},
  {"match":"external pick","steps":[
    {"toolCalls":[{"name":"client_pick","arguments":{"options":["A","B"]}}]},
    {"text":"picked"}]},

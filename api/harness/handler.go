@@ -324,7 +324,8 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 			Data: DataOf(tr.Output), Blocks: blocks}
 		calls[tr.ID] = true
 	}
-	reply := agent.Reply{Answers: answers, Results: results}
+	// The response streams the run on from its pause: the request settles all it waits for.
+	reply := agent.Reply{Answers: answers, Results: results, Whole: true}
 	if !blank(req.Input) {
 		// Said while resuming: queued before the run goes on, it reaches the model as a user
 		// message at the run's next step.
@@ -359,8 +360,8 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 // refused answers a resume the run would not take.
 func (h *handler) refused(c *gin.Context, field, session string, err error) {
 	switch {
-	case errors.Is(err, agent.ErrNotWaiting) && strings.Contains(err.Error(), "waits for answers"):
-		wire.Fail(c, http.StatusConflict, "%s: the paused run of session %q waits for confirmResults or toolResults for its pending tool calls", field, session)
+	case errors.Is(err, agent.ErrUnsettled):
+		wire.Fail(c, http.StatusConflict, "%s: the paused run of session %q waits for confirmResults or toolResults for its pending tool calls (%v)", field, session, err)
 	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrAlreadyAnswered), errors.Is(err, agent.ErrArgumentsChanged),
 		errors.Is(err, agent.ErrNotLive), errors.Is(err, agent.ErrNotFound):
 		wire.Fail(c, http.StatusConflict, "%s: %v", field, err)

@@ -294,6 +294,56 @@ func TestConflicts(t *testing.T) {
 	_, _ = io.Copy(io.Discard, resp.Body)
 }
 
+// A resume's response streams the run on, so the request settles everything the run waits for,
+// or is refused (409 naming what is left) keeping nothing: confirming one of two calls gave a
+// response that streamed nothing until another request confirmed the other, and input sent
+// while a client-side call waited was refused yet queued, and reached the model with the call's
+// output later.
+func TestResumeSettlesEveryPendingCall(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), script, agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	client := &http.Client{Timeout: 5 * time.Second}
+	send := func(b map[string]any) (int, string) {
+		t.Helper()
+		resp, err := client.Do(e.post(b, acceptJSON))
+		if err != nil {
+			t.Fatalf("%v: %v", b, err)
+		}
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%v: %v", b, err)
+		}
+		return resp.StatusCode, string(raw)
+	}
+	p := e.chat(body("s-two", "both files"), acceptSSE)
+	calls := first(t, p.Events, harness.TypeRequireUserConfirm)["toolCalls"].([]any)
+	if len(calls) != 2 {
+		t.Fatalf("calls %v", calls)
+	}
+	a, b := calls[0].(map[string]any)["id"].(string), calls[1].(map[string]any)["id"].(string)
+	confirm := func(id string, ok bool) map[string]any { return map[string]any{"toolCallId": id, "confirmed": ok} }
+	if status, raw := send(body("s-two", "", "confirmResults", []any{confirm(a, true)})); status != http.StatusConflict ||
+		!strings.Contains(raw, "confirmResults:") || !strings.Contains(raw, b) || strings.Contains(raw, a) {
+		t.Fatalf("one of two confirmed: %d %s", status, raw)
+	}
+	if status, raw := send(body("s-two", "", "confirmResults", []any{confirm(a, true), confirm(b, false)})); status != http.StatusOK ||
+		!strings.Contains(raw, "both handled") {
+		t.Fatalf("both confirmed (the first was not kept when refused): %d %s", status, raw)
+	}
+
+	tools := []any{map[string]any{"name": "client_pick", "description": "the user picks one option", "parameters": map[string]any{"type": "object"}}}
+	p = e.chat(body("s-ext", "external pick", "externalTools", tools), acceptSSE)
+	call := toolCallID(t, p.Events, harness.TypeRequireExternalExecution)
+	if status, raw := send(body("s-ext", "actually blue")); status != http.StatusConflict || !strings.Contains(raw, call) {
+		t.Fatalf("input while a client-side call waits: %d %s", status, raw)
+	}
+	status, raw := send(body("s-ext", "", "toolResults", []any{map[string]any{"id": call, "name": "client_pick",
+		"output": []any{map[string]any{"type": "text", "text": "B"}}, "state": "success"}}))
+	if status != http.StatusOK || !strings.Contains(raw, "picked") || strings.Contains(raw, "actually blue") {
+		t.Fatalf("the output, after a refused input: %d %s", status, raw)
+	}
+}
+
 // Same (userId, sessionId) accumulates context; another user with the same sessionId has a
 // session of their own and can neither see nor resume the first one's pause.
 func TestSessionsPerUser(t *testing.T) {
