@@ -225,7 +225,8 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 		return 0, errAnswered
 	}
 	if len(answers) > 0 || len(results) > 0 {
-		if err := rt.Reply(ctx, caller.UserID, requestID, agent.Reply{Answers: answers, Results: results}); err != nil {
+		// The response streams the run on from its pause: the request settles all it waits for.
+		if err := rt.Reply(ctx, caller.UserID, requestID, agent.Reply{Answers: answers, Results: results, Whole: true}); err != nil {
 			h.Refused(c, "messages", req.ID, err)
 			return 0, err
 		}

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/api/wire"
@@ -89,6 +90,47 @@ func TestBadRequestsNameTheField(t *testing.T) {
 	if r := e.stream(chat("c-ask", []any{user("m1", "confirm the write"), user("m2", "and now?")})); r.Status != http.StatusConflict ||
 		!strings.Contains(string(r.Body), "waits for responses to its tool approval requests") {
 		t.Errorf("a new message during an approval: %d %s", r.Status, r.Body)
+	}
+}
+
+// A response streams the run on from its pause, so a request settles every approval the run
+// waits for, or is refused (409 naming the rest) keeping nothing: answering one of two gave a
+// response that streamed nothing until another request answered the other.
+func TestResumeAnswersEveryApproval(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	msgs := []any{user("m1", "write both files")}
+	p1 := e.stream(chat("c-two", msgs))
+	var asks, calls []any
+	for _, ev := range p1.Events {
+		if ev["type"] == "tool-approval-request" {
+			asks, calls = append(asks, ev["approvalId"]), append(calls, ev["toolCallId"])
+		}
+	}
+	if len(asks) != 2 {
+		t.Fatalf("approval requests: %s", types(p1.Events))
+	}
+	part := func(i int, approval map[string]any) map[string]any {
+		state := "approval-requested"
+		if _, ok := approval["approved"]; ok {
+			state = "approval-responded"
+		}
+		return map[string]any{"type": "dynamic-tool", "toolName": "workspace_write_file", "toolCallId": calls[i], "state": state,
+			"input": map[string]any{}, "approval": approval}
+	}
+	one := append(msgs, assistant(requestID(t, p1), part(0, map[string]any{"id": asks[0], "approved": true}), part(1, map[string]any{"id": asks[1]})))
+	done := make(chan response, 1)
+	go func() { done <- e.do(chat("c-two", one), nil) }()
+	select {
+	case r := <-done:
+		if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), asks[1].(string)) || strings.Contains(string(r.Body), asks[0].(string)) {
+			t.Fatalf("one of two answered: %d %s", r.Status, r.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("one of two answered: the response streams nothing")
+	}
+	both := append(msgs, assistant(requestID(t, p1), part(0, map[string]any{"id": asks[0], "approved": true}), part(1, map[string]any{"id": asks[1], "approved": false})))
+	if r := e.stream(chat("c-two", both)); r.Status != http.StatusOK || last(r.Events)["finishReason"] != "stop" {
+		t.Fatalf("both answered (the first was not kept when refused): %d %s", r.Status, types(r.Events))
 	}
 }
 
