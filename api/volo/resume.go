@@ -335,6 +335,12 @@ func (h *handler) resume(c *gin.Context) {
 		return
 	}
 	tr = traceOf(run, evs)
+	if n := len(evs); cursor != nil && n > 0 && cursor.Seq > evs[n-1].Seq {
+		// A client has no frame the turn has not stored yet (a stream sends only durable events),
+		// so this seq is of another turn: following it would skip frames the client lacks.
+		h.earlyError(c, tr, badRequest("afterSeq: %d is beyond the last frame of turn %s (seq %d)", cursor.Seq, turnID, evs[n-1].Seq))
+		return
+	}
 	part, e := h.resumePoint(ctx, caller, run, evs, resp, cursor)
 	if e != nil {
 		h.earlyError(c, tr, e)

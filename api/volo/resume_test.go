@@ -210,6 +210,9 @@ func TestResumeAfterSeq(t *testing.T) {
 		{"abc", nil}, {"-1", nil}, {"3.0", nil}, {"3.", nil}, {"1e3", nil},
 		{"3", map[string]any{"afterSeq": 2}}, // the body's differs from the query's
 		{"", map[string]any{"afterSeq": 2.5}},
+		// Beyond the turn's last frame (a seq of another turn): the stream would wait for frames
+		// the turn never sends, and end without the ones the client lacks.
+		{fmt.Sprint(fs[len(fs)-1].ev.Seq + 1), nil}, {fmt.Sprintf("%d.1", fs[len(fs)-1].ev.Seq+1), nil},
 	} {
 		if st, early := e.stream("POST", resumePath(turn, bad.query), bad.body); st != 400 || early[0].ev.ErrorCode != "agent.error.badRequest" ||
 			!strings.Contains(early[0].ev.Message, "afterSeq") {
