@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -219,23 +218,11 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, in *RunAgentInput, 
 	case len(pause.Suspend.PendingCalls) > 0 && len(asks) == 0 && len(results) == 0:
 		wire.Fail(c, http.StatusConflict, "messages: thread %q waits for the results of its client-side tool calls (tool messages)", in.ThreadID)
 		return 0, errBadInput
-	case len(answers) > 0 && len(answers) < len(asks):
-		// The run goes on once every interrupt is answered: a response for some of them would
-		// stream nothing until another request answered the rest.
-		wire.Fail(c, http.StatusConflict, "resume: thread %q waits for answers to every open interrupt; unanswered: %s",
-			in.ThreadID, strings.Join(unanswered(asks, in.Resume), ", "))
-		return 0, errBadInput
-	case len(results) > 0 && len(external) > 0:
-		ids := make([]string, 0, len(external))
-		for id := range external {
-			ids = append(ids, id)
-		}
-		slices.Sort(ids)
-		wire.Fail(c, http.StatusConflict, "messages: thread %q waits for the results of every client-side call; missing: %s",
-			in.ThreadID, strings.Join(ids, ", "))
-		return 0, errBadInput
 	}
-	reply := agent.Reply{Answers: answers, Results: results}
+	// The response streams the run on from its pause: the input settles every interrupt and
+	// client-side call the run waits for (a response for some of them would stream nothing
+	// until another input settled the rest).
+	reply := agent.Reply{Answers: answers, Results: results, Whole: true}
 	// A user message at the end of the input other than the one the paused run started with is
 	// the user's next word (the client resends the whole history, that message included): it
 	// is queued for the run, whose user_message hooks are asked when it takes it, not dropped.
@@ -328,16 +315,4 @@ func write(sse *wire.SSE, e Event) error {
 		return err
 	}
 	return sse.Event("", "", b)
-}
-
-// unanswered are the interrupt ids of asks that resume does not answer, sorted.
-func unanswered(asks map[string]agent.PendingCall, resume []ResumeEntry) []string {
-	var out []string
-	for id := range asks {
-		if !slices.ContainsFunc(resume, func(r ResumeEntry) bool { return r.InterruptID == id }) {
-			out = append(out, id)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

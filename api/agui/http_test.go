@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/api/wire"
@@ -148,6 +149,46 @@ func TestResumeAnswersEveryInterrupt(t *testing.T) {
 	r = e.stream(input("t-two", "run-3", msgs, "resume", []any{answer(its[0], true), answer(its[1], false)}))
 	if r.Status != http.StatusOK || last(r.Events)["type"] != "RUN_FINISHED" {
 		t.Fatalf("both answered: %d %v", r.Status, types(r.Events))
+	}
+}
+
+// A pause that waits for an approval and for a client-side call at once goes on once both are
+// settled: a resume that answers the interrupt without the call's tool message is refused,
+// naming the call, and keeps nothing (its response streamed nothing, the run waiting for the
+// call's result).
+func TestResumeSettlesApprovalAndClientCall(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	tools := []any{map[string]any{"name": "client_pick", "description": "the user picks one option", "parameters": map[string]any{"type": "object"}}}
+	msgs := []any{user("m1", "mixed, please")}
+	p1 := e.stream(input("t-mixed", "run-1", msgs, "tools", tools))
+	its := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)
+	var pick string
+	for _, ev := range p1.Events {
+		if ev["type"] == "TOOL_CALL_START" && ev["toolCallName"] == "client_pick" {
+			pick = ev["toolCallId"].(string)
+		}
+	}
+	if len(its) != 1 || pick == "" {
+		t.Fatalf("pause: %v", types(p1.Events))
+	}
+	answer := []any{map[string]any{"interruptId": its[0].(map[string]any)["id"], "status": "resolved", "payload": map[string]any{"approved": true}}}
+	done := make(chan response, 1)
+	go func() { done <- e.stream(input("t-mixed", "run-2", msgs, "tools", tools, "resume", answer)) }()
+	select {
+	case r := <-done:
+		if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), pick) {
+			t.Fatalf("the interrupt answered without the client-side call's result: %d %s", r.Status, r.Body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the interrupt answered without the client-side call's result: the response streams nothing")
+	}
+	msgs = append(msgs,
+		map[string]any{"id": "a1", "role": "assistant", "toolCalls": []any{map[string]any{"id": pick, "type": "function",
+			"function": map[string]any{"name": "client_pick", "arguments": `{"options":["A","B"]}`}}}},
+		map[string]any{"id": "tm1", "role": "tool", "toolCallId": pick, "content": "B"})
+	r := e.stream(input("t-mixed", "run-3", msgs, "tools", tools, "resume", answer))
+	if r.Status != http.StatusOK || last(r.Events)["type"] != "RUN_FINISHED" || last(r.Events)["outcome"].(map[string]any)["type"] != "success" {
+		t.Fatalf("both settled (the answer was not kept when refused): %d %v", r.Status, types(r.Events))
 	}
 }
 

@@ -44,6 +44,9 @@ const Script = `{"scripts":[
  {"match":"/both files/","steps":[
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"A"}},{"name":"workspace_write_file","arguments":{"path":"b.txt","content":"B"}}]},
    {"text":"both handled"}]},
+ {"match":"/mixed/","steps":[
+   {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"m.txt","content":"M"}},{"name":"client_pick","arguments":{"options":["A","B"]}}]},
+   {"text":"mixed handled"}]},
  {"match":"/confirm/","steps":[
    {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"a.txt","content":"original"}}]},
    {"text":"done"}]},
