@@ -500,7 +500,13 @@ func (h *handler) answerPending(ctx context.Context, caller wire.Caller, run age
 	if len(answers)+len(results) == 0 {
 		return badRequest("response: answers none of the pending interactions")
 	}
-	if err := h.rt.Reply(ctx, caller.UserID, run.RequestID, agent.Reply{Answers: answers, Results: results}); err != nil {
+	// The stream goes on from the pause: the response settles every interaction the turn waits
+	// for (one that left some open streamed nothing until another request answered them).
+	err := h.rt.Reply(ctx, caller.UserID, run.RequestID, agent.Reply{Answers: answers, Results: results, Whole: true})
+	if errors.Is(err, agent.ErrUnsettled) {
+		return &apiError{status: http.StatusConflict, key: errResponseRequired, detail: "response: " + err.Error()}
+	}
+	if err != nil {
 		return controlError(err, interactionNotFound)
 	}
 	return nil

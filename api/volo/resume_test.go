@@ -147,6 +147,47 @@ func TestReconnectBeforeInteraction(t *testing.T) {
 	})
 }
 
+// resume answers its turn's interactions all at once: a response that leaves one open is
+// refused (409 naming it) and keeps nothing; its stream sent nothing until another request
+// answered the rest.
+func TestResumeAnswersEveryInteraction(t *testing.T) {
+	e := newEnv(t, opts{script: reconnectScript, cfg: agent.Config{DefaultBehavior: agent.BehaviorAsk}})
+	_, fs := e.stream("POST", intentPath("s-two"), map[string]any{"userMessage": "ask please", "executionMode": "MAX"})
+	turn := turnOf(fs)
+	var asks []string
+	for _, f := range fs {
+		if f.ev.Type == volo.TypeInteraction {
+			asks = append(asks, f.ev.Interaction.InteractionID)
+		}
+	}
+	if len(asks) != 2 {
+		t.Fatalf("interactions: %s", names(fs))
+	}
+	type result struct {
+		status int
+		fs     []frame
+	}
+	done := make(chan result, 1)
+	go func() {
+		st, fs := e.stream("POST", resumePath(turn, ""), map[string]any{"response": []any{map[string]any{"interactionId": asks[0], "approved": true}}})
+		done <- result{st, fs}
+	}()
+	select {
+	case r := <-done:
+		if r.status != 409 || r.fs[0].ev.ErrorCode != "agent.error.responseRequired" || !strings.Contains(r.fs[0].ev.Message, asks[1]) ||
+			strings.Contains(r.fs[0].ev.Message, asks[0]) {
+			t.Fatalf("one of two answered: %d %s", r.status, names(r.fs))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("one of two answered: the stream sends nothing")
+	}
+	st, after := e.stream("POST", resumePath(turn, ""), map[string]any{"response": []any{
+		map[string]any{"interactionId": asks[0], "approved": true}, map[string]any{"interactionId": asks[1], "approved": false}}})
+	if st != 200 || after[len(after)-1].ev.Status != volo.StatusCompleted {
+		t.Fatalf("both answered (the first was not kept when refused): %d %s", st, names(after))
+	}
+}
+
 // Audit B: the client read part of a long turn, the daemon restarted (its run suspended:
 // SHUTDOWN_INTERRUPT) while the turn went on; resume with afterSeq sends every frame the client
 // did not get — the rest of step one, the tool call, the RESUME interaction and its pause — and
