@@ -155,7 +155,7 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	f.run.RequestID, f.run.SessionID = &info.RequestID, &info.SessionID
 	wctx := context.WithoutCancel(ctx)
 	if t.ReuseSession && (t.SessionID == nil || *t.SessionID != info.SessionID) {
-		if err := s.db.BindTaskSession(wctx, t.ID, info.SessionID); err != nil {
+		if err := s.db.BindTaskSession(wctx, t.ID, t.PrincipalID, info.SessionID); err != nil {
 			s.log.WarnContext(ctx, "binding the task's session failed", "taskId", t.ID, "err", err)
 		}
 	}

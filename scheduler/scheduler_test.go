@@ -921,21 +921,8 @@ func TestTaskRunsAsItsPrincipalsAgent(t *testing.T) {
 // one runtime user), the task's next firing makes a new session, and the ones after go on in it.
 func TestReusedSessionChangesHands(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
-		e := newEnv(t, db, script)
-		s := e.scheduler(testConfig())
-		task := create(t, s, scheduler.Task{TaskName: "handed over", Cron: "0 0 1 1 *", Input: "hello", ReuseSession: true,
-			PrincipalID: ptr(int64(7001))})
-		sessionOf := func() int64 {
-			t.Helper()
-			run, err := s.RunNow(context.Background(), task.ID)
-			if err != nil || run.SessionID == nil {
-				t.Fatalf("run now: %+v %v", run, err)
-			}
-			eventually(t, 10*time.Second, "the firing's end", func() bool {
-				return count(history(t, s, task.ID), storage.TaskRunSucceeded) == len(history(t, s, task.ID))
-			})
-			return *run.SessionID
-		}
+		_, s, task := reusingTask(t, db, "handed over")
+		sessionOf := func() int64 { t.Helper(); return firingSession(t, s, task.ID) }
 		first := sessionOf()
 		if again := sessionOf(); again != first {
 			t.Fatalf("the reused session changed: %d, then %d", first, again)
@@ -953,4 +940,56 @@ func TestReusedSessionChangesHands(t *testing.T) {
 			t.Fatalf("the new principal's session changed: %d, then %d", handed, again)
 		}
 	})
+}
+
+// A firing binds the session it made only to the task it ran for: a task given to another
+// principal while its firing ran (here, while its pre_scheduled_task hook was asked) stays
+// unbound, and its next firing does not go on in the former principal's session (both principals
+// without an API key: one runtime user).
+func TestTaskHandedOverWhileFiring(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e, s, task := reusingTask(t, db, "handed over mid-firing")
+		var once sync.Once
+		rec := newReceiver(t, func(dispatcher.Envelope) string {
+			once.Do(func() {
+				handed := task
+				handed.PrincipalID = ptr(int64(7002))
+				if _, err := s.Replace(context.Background(), task.ID, handed); err != nil {
+					t.Error(err)
+				}
+			})
+			return `{"decision":"allow"}`
+		})
+		e.hook(dispatcher.PreScheduledTask, rec.srv.URL)
+		sessionOf := func() int64 { t.Helper(); return firingSession(t, s, task.ID) }
+		former := sessionOf() // principal 7001's run: the task changed hands while it started
+		if got, err := s.Get(context.Background(), task.ID); err != nil || got.SessionID != nil {
+			t.Fatalf("the task of principal 7002 is bound to principal 7001's session: %+v %v", got.SessionID, err)
+		}
+		if handed := sessionOf(); handed == former {
+			t.Fatalf("the task of principal 7002 ran in principal 7001's session %d", former)
+		}
+	})
+}
+
+// firingSession fires the task now, waits for every firing of it to succeed, and returns the
+// session the firing ran in.
+func firingSession(t *testing.T, s *scheduler.Scheduler, id int64) int64 {
+	t.Helper()
+	run, err := s.RunNow(context.Background(), id)
+	if err != nil || run.SessionID == nil {
+		t.Fatalf("run now: %+v %v", run, err)
+	}
+	eventually(t, 10*time.Second, "the firing's end", func() bool {
+		return count(history(t, s, id), storage.TaskRunSucceeded) == len(history(t, s, id))
+	})
+	return *run.SessionID
+}
+
+// reusingTask is a scheduler with a reuseSession task of principal 7001, which has no API key.
+func reusingTask(t *testing.T, db *storage.DB, name string) (*env, *scheduler.Scheduler, scheduler.Task) {
+	t.Helper()
+	e := newEnv(t, db, script)
+	s := e.scheduler(testConfig())
+	return e, s, create(t, s, scheduler.Task{TaskName: name, Cron: "0 0 1 1 *", Input: "hello", ReuseSession: true, PrincipalID: ptr(int64(7001))})
 }

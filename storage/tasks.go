@@ -133,10 +133,18 @@ func (db *DB) DeleteTask(ctx context.Context, id int64) error {
 	return oneRow(res, "delete task %d", id)
 }
 
-// BindTaskSession records the session a reuseSession task's runs share. It does not change the
-// tasks' version: the schedule is the same.
-func (db *DB) BindTaskSession(ctx context.Context, taskID, sessionID int64) error {
-	if err := db.w.WithContext(ctx).Model(&taskRow{}).Where("id = ?", taskID).Update("session_id", sessionID).Error; err != nil {
+// BindTaskSession records the session a reuseSession task's runs share, made by a run of
+// principalID's. It does not change the tasks' version: the schedule is the same. A task given to
+// another principal since that run was claimed is left as it is: the session is its former
+// principal's, which the change let go of (see UpdateTask).
+func (db *DB) BindTaskSession(ctx context.Context, taskID int64, principalID *int64, sessionID int64) error {
+	q := db.w.WithContext(ctx).Model(&taskRow{}).Where("id = ?", taskID)
+	if principalID == nil {
+		q = q.Where("principal_id IS NULL")
+	} else {
+		q = q.Where("principal_id = ?", *principalID)
+	}
+	if err := q.Update("session_id", sessionID).Error; err != nil {
 		return fmt.Errorf("storage: bind session of task %d: %w", taskID, err)
 	}
 	return nil

@@ -31,7 +31,7 @@ func TestTaskSessionStaysWithItsPrincipal(t *testing.T) {
 			{true, &p1, true}, {false, &p2, false}, {true, &p2, true}, {false, nil, false}, {true, nil, true}, {false, &p1, false},
 		} {
 			if step.bind {
-				if err := db.BindTaskSession(ctx, task.ID, 70+int64(i)); err != nil {
+				if err := db.BindTaskSession(ctx, task.ID, task.PrincipalID, 70+int64(i)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -66,7 +66,7 @@ func TestTaskCRUD(t *testing.T) {
 			!got.Enabled || !got.CatchUp || !got.NextRunAt.Equal(next) || !got.LastRunAt.IsZero() || got.SessionID != nil {
 			t.Fatalf("round trip: %+v", got)
 		}
-		if err := db.BindTaskSession(ctx, task.ID, 77); err != nil {
+		if err := db.BindTaskSession(ctx, task.ID, task.PrincipalID, 77); err != nil {
 			t.Fatal(err)
 		}
 		if v, _ := db.TasksVersion(ctx); v != v1 {
