@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
@@ -246,6 +247,34 @@ func TestExternalExecution(t *testing.T) {
 	hist, _ := e.rt.history(context.Background(), info.SessionID, -1)
 	if tool := hist[2]; tool.Role != model.RoleTool || tool.Text != "B" {
 		t.Fatalf("the model saw %+v", tool)
+	}
+}
+
+// A client-side call's output is its execution's result: the post_tool_use hooks see it as they
+// see a server tool's (nothing was sent for it, so an auditor never learned what the client ran
+// nor what it returned to the model).
+func TestExternalResultReachesPostToolUse(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{})
+	const secret = "hook-secret"
+	audit := newReceiver(t, secret, nil)
+	e.hook(`{"hookName":"audit","hookType":"post_tool_use","dispatchConfig":{"url":"` + audit.srv.URL + `","signingSecret":"` + secret + `"}}`)
+	info, err := e.rt.StartRun(context.Background(), StartRequest{UserID: "u", SessionKey: "s", Input: "external",
+		ExternalTools: []model.ToolSpec{{Name: "client_pick", Description: "the user picks", Parameters: json.RawMessage(`{"type":"object"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := e.until(info.RequestID, 0, KindSuspended)
+	call := find(evs, KindExternalCalls).Calls[0]
+	if err := e.rt.SubmitToolResults(context.Background(), "u", info.RequestID, []ToolOutput{{CallID: call.CallID, Output: "B"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+	var pt dispatcher.PostToolUseContext
+	if err := json.Unmarshal(audit.wait(t, dispatcher.PostToolUse, 1)[0], &pt); err != nil {
+		t.Fatal(err)
+	}
+	if pt.ToolName != "client_pick" || pt.ToolCallID != call.CallID || !pt.Succeeded || string(pt.Output) != "B" || pt.ErrorMessage != nil {
+		t.Fatalf("post_tool_use %+v (output %s)", pt, pt.Output)
 	}
 }
 

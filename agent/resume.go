@@ -104,6 +104,7 @@ func (r *run) resume() {
 	var results []ToolOutput
 	var finished []*pendingCall // external calls whose results arrived
 	data := map[string][]DataContent{}
+	handedAt := map[string]time.Time{} // when each external call was handed out: its duration runs from there
 	for i := range r.state.Pending {
 		p := &r.state.Pending[i]
 		if p.Stage != stageAsking && p.Stage != stageExternal {
@@ -128,7 +129,7 @@ func (r *run) resume() {
 				}
 			}
 			results = append(results, out)
-			data[p.ID] = out.Data
+			data[p.ID], handedAt[p.ID] = out.Data, ask.CreatedAt
 			p.Stage, p.State = stageDone, out.State
 			p.Result = &model.Message{Role: model.RoleTool, ToolCallID: p.ID, Name: p.Name, Text: out.Output}
 			finished = append(finished, p)
@@ -195,6 +196,13 @@ func (r *run) resume() {
 			r.emit(Event{Kind: KindToolResultDelta, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Data: &d}})
 		}
 		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args, State: p.State, Output: p.Result.Text}})
+		// The call ran elsewhere (the client, or an asynchronous job) and this is its result: the
+		// post_tool_use hooks see it as they see a tool run here.
+		errMsg := ""
+		if p.State != ToolSuccess {
+			errMsg = p.Result.Text
+		}
+		r.toolUsed(p, p.State, p.Result.Text, errMsg, time.Since(handedAt[p.ID]))
 	}
 	r.loop()
 }

@@ -26,9 +26,7 @@ func (r *run) runCall(p *pendingCall) {
 		p.Stage, p.State = stageDone, state
 		r.emit(Event{Kind: KindToolResultEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args,
 			State: state, Output: output, Error: errMsg, DurationMs: time.Since(start).Milliseconds()}})
-		r.observe(dispatcher.PostToolUse, &dispatcher.PostToolUseContext{ToolName: p.Name, ToolCallID: p.ID,
-			Arguments: dispatcher.Value(p.Args), Output: dispatcher.Value(output), Succeeded: state == ToolSuccess,
-			ErrorMessage: optional(errMsg), DurationMs: time.Since(start).Milliseconds()})
+		r.toolUsed(p, state, output, errMsg, time.Since(start))
 		text := output
 		if state != ToolSuccess && errMsg != "" {
 			text = errMsg
@@ -110,6 +108,14 @@ func (r *run) runCall(p *pendingCall) {
 			r.send(s)
 		}
 	}
+}
+
+// toolUsed tells the post_tool_use hooks how call p ended: run here, or elsewhere (the client, an
+// asynchronous job) with its result handed back.
+func (r *run) toolUsed(p *pendingCall, state, output, errMsg string, took time.Duration) {
+	r.observe(dispatcher.PostToolUse, &dispatcher.PostToolUseContext{ToolName: p.Name, ToolCallID: p.ID,
+		Arguments: dispatcher.Value(p.Args), Output: dispatcher.Value(output), Succeeded: state == ToolSuccess,
+		ErrorMessage: optional(errMsg), DurationMs: took.Milliseconds()})
 }
 
 // sendChunk is how many bytes of a sent file one data block delta carries (64 KiB as base64).
