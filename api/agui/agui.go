@@ -97,7 +97,11 @@ func (h *handler) run(c *gin.Context) {
 		return
 	}
 	defer f.Close()
-	h.stream(c, f, NewMapper(in.ThreadID, in.RunID, state))
+	clientTools := make([]string, len(in.Tools))
+	for i, t := range in.Tools {
+		clientTools[i] = strings.TrimSpace(t.Name)
+	}
+	h.stream(c, f, NewMapper(in.ThreadID, in.RunID, state, clientTools))
 }
 
 // start begins a new turn from the thread's last message, which must be the user's.

@@ -126,17 +126,27 @@ type Mapper struct {
 	lastText   string                   // the step's text message, the parent of its calls
 	asks       map[string]agent.AskCall // by call id, of the step that paused
 	clientRuns map[string]bool          // calls the client ran: their results are its own
-	result     *agent.ResultInfo
+	// client are the tools the client runs itself. Their calls are held back (call id → parent
+	// message) until the run hands them to the client with the arguments the pre_tool_use hooks
+	// let through, for the client runs a call with what its TOOL_CALL_ARGS carried; a call the
+	// hooks refused is shown with its result, which tells the client not to run it.
+	client map[string]bool
+	held   map[string]string
+	result *agent.ResultInfo
 }
 
 // NewMapper maps for the AG-UI run runID of thread threadID; state is the client's state
-// object (nil for none).
-func NewMapper(threadID, runID string, state map[string]json.RawMessage) *Mapper {
+// object (nil for none); clientTools are the tools the client runs itself.
+func NewMapper(threadID, runID string, state map[string]json.RawMessage, clientTools []string) *Mapper {
 	if state == nil {
 		state = map[string]json.RawMessage{}
 	}
-	return &Mapper{threadID: threadID, runID: runID, state: state, calls: map[string]bool{},
-		asks: map[string]agent.AskCall{}, clientRuns: map[string]bool{}}
+	m := &Mapper{threadID: threadID, runID: runID, state: state, calls: map[string]bool{},
+		asks: map[string]agent.AskCall{}, clientRuns: map[string]bool{}, client: map[string]bool{}, held: map[string]string{}}
+	for _, n := range clientTools {
+		m.client[n] = true
+	}
+	return m
 }
 
 // Done reports whether the last event mapped ended this response (RUN_FINISHED or RUN_ERROR).
@@ -184,6 +194,10 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 	case agent.KindHint:
 		e(custom("hookd.hint", map[string]any{"text": ev.Block.Text, "source": ev.Block.HintSource}))
 	case agent.KindToolCallStarted:
+		if m.client[ev.Tool.Name] {
+			m.held[ev.Tool.CallID] = m.lastText // the hooks have not decided yet
+			break
+		}
 		m.calls[ev.Tool.CallID] = false
 		m.callOrder = append(m.callOrder, ev.Tool.CallID)
 		e(Event{Type: ToolCallStart, ToolCallID: ev.Tool.CallID, ToolCallName: ev.Tool.Name, ParentMessageID: m.lastText})
@@ -203,6 +217,10 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 	case agent.KindToolResultEnded:
 		if m.clientRuns[ev.Tool.CallID] {
 			break // the client ran it: the result is already in its messages
+		}
+		if parent, held := m.held[ev.Tool.CallID]; held { // refused before it reached the client
+			delete(m.held, ev.Tool.CallID)
+			out = append(out, callEvents(ev.Tool.CallID, ev.Tool.Name, ev.Tool.Arguments, parent, at)...)
 		}
 		content := toolContent(ev.Tool)
 		e(Event{Type: ToolCallResult, MessageID: "result-" + ev.Tool.CallID, ToolCallID: ev.Tool.CallID, Content: &content, Role: "tool"})
@@ -245,6 +263,12 @@ func (m *Mapper) Map(ev agent.Event) []Event {
 		e(custom("hookd.subagent", ev.Subagent))
 	case agent.KindSuspended:
 		out = append(out, m.closeAll(at)...)
+		for _, p := range ev.Suspend.PendingCalls {
+			if p.External && p.State != "asking" { // the client's to run now, as the hooks let it
+				out = append(out, callEvents(p.CallID, p.Name, p.Arguments, m.held[p.CallID], at)...)
+				delete(m.held, p.CallID)
+			}
+		}
 		out = append(out, m.pause(ev, at))
 		m.done = true
 	case agent.KindRunEnded:
@@ -426,6 +450,15 @@ func toolContent(t *agent.ToolInfo) string {
 		return t.State + ": " + t.Output
 	}
 	return t.State
+}
+
+// callEvents are a whole tool call at once: its start, its arguments, its end.
+func callEvents(id, name, args, parent string, at int64) []Event {
+	out := []Event{{Type: ToolCallStart, Timestamp: at, ToolCallID: id, ToolCallName: name, ParentMessageID: parent}}
+	if args != "" {
+		out = append(out, Event{Type: ToolCallArgs, Timestamp: at, ToolCallID: id, Delta: args})
+	}
+	return append(out, Event{Type: ToolCallEnd, Timestamp: at, ToolCallID: id})
 }
 
 func custom(name string, v any) Event {

@@ -97,6 +97,17 @@ test("a client-side tool", async () => {
   assert.equal(a.messages.at(-1).content, "Blue it is.");
 });
 
+test("a client-side tool runs with the arguments the hooks let through", async () => {
+  const a = agent("t-client-masked");
+  const tools = [{ name: "pay_by_card", description: "the client pays", parameters: { type: "object", properties: { card: { type: "string" } } } }];
+  say(a, "pay by card");
+  const r = await run(a, { tools });
+  assert.equal(r.finished.outcome, "success");
+  const [id] = r.finished.pendingToolCallIds;
+  const call = a.messages.flatMap((m) => m.toolCalls ?? []).find((c) => c.id === id);
+  assert.deepEqual(JSON.parse(call.function.arguments), { card: "****1111" });
+});
+
 test("an error", async () => {
   const a = agent("t-error");
   say(a, "fatal please");

@@ -33,6 +33,7 @@ const script = `{"scripts":[
  {"match":"/write slowly/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"slow.txt","content":"hi"}}]},{"text":"Noted, slowly.","delayMs":1500}]},
  {"match":"/write a note/","steps":[{"toolCalls":[{"name":"workspace_write_file","arguments":{"path":"note.txt","content":"hi"}}]},{"text":"Noted."}]},
  {"match":"/pick a color/","steps":[{"toolCalls":[{"name":"pick_color","arguments":{}}]},{"text":"Blue it is."}]},
+ {"match":"/pay by card/","steps":[{"toolCalls":[{"name":"pay_by_card","arguments":{"card":"4111111111111111"}}]},{"text":"Paid."}]},
  {"match":"/pick a forbidden color/","steps":[{"toolCalls":[{"name":"pick_forbidden","arguments":{}}]},{"text":"It was refused."}]},
  {"match":"/fatal/","steps":[{"error":"fatal","text":"never"}]},
  {"match":"/slow work/","steps":[{"toolCalls":[{"name":"workspace_list_files"}],"delayMs":1500},{"text":"Done after the restart."}]},
@@ -90,6 +91,10 @@ sse:
 	d.admin(t, http.MethodPost, "/api/hooks", `{"hookName":"no-forbidden","hookType":"pre_tool_use","toolNameMatch":"pick_forbidden",
 		"dispatchType":"policy","dispatchConfig":{"failureMode":"DENY"},
 		"policyConfig":{"rules":[{"name":"never","when":"true","decision":"deny","reason":"'not that one'"}]}}`)
+
+	d.admin(t, http.MethodPost, "/api/hooks", `{"hookName":"mask-card","hookType":"pre_tool_use","toolNameMatch":"pay_by_card",
+		"dispatchType":"policy","policyConfig":{"rules":[{"name":"mask","when":"has(args.card)","decision":"modify",
+		"modifiedValue":"args.with({'card': '****' + args.card.substring(args.card.size() - 4)})"}]}}`)
 
 	ctl := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
