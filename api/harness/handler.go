@@ -292,12 +292,18 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, l
 	if len(req.ConfirmResults) == 0 && len(req.ToolResults) == 0 && !blank(req.Input) && pause.Suspend != nil &&
 		pause.Suspend.Reason == agent.SuspendPermissionAsk {
 		// §7.1: sending again with the same sessionId resumes a paused run. During a confirmation
-		// that is the user's answer: the pending calls are refused, and the new message is the
-		// run's next input.
-		for _, p := range pause.Suspend.PendingCalls {
-			if p.State == "asking" {
+		// that is the user's answer: the calls still waiting are refused (one answered meanwhile
+		// elsewhere, by a reviewer or the platform's reply, keeps its answer), and the new message
+		// is the run's next input.
+		waiting, err := h.rt.Asks(ctx, user, id, agent.AskPending)
+		if err != nil {
+			h.refused(c, "sessionId", req.SessionID, err)
+			return
+		}
+		for _, a := range waiting {
+			if a.Kind == agent.AskConfirm {
 				f := false
-				req.ConfirmResults = append(req.ConfirmResults, ConfirmInput{ToolCallID: p.CallID, Confirmed: &f, reason: resendReason})
+				req.ConfirmResults = append(req.ConfirmResults, ConfirmInput{ToolCallID: a.CallID, Confirmed: &f, reason: resendReason})
 			}
 		}
 	}

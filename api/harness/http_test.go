@@ -344,6 +344,27 @@ func TestResumeSettlesEveryPendingCall(t *testing.T) {
 	}
 }
 
+// §7.1's resend refuses what still waits: a call of the pause answered meanwhile elsewhere (a
+// reviewer, the platform's permission reply) keeps its answer, where the resend refused it again
+// and was itself refused (409 already answered), leaving the user no way on but confirmResults.
+func TestResendAfterAnAnswerElsewhere(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), script, agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	p := e.chat(body("s-resend-two", "both files"), acceptSSE)
+	calls := first(t, p.Events, harness.TypeRequireUserConfirm)["toolCalls"].([]any)
+	a := calls[0].(map[string]any)["id"].(string)
+	if err := e.rt.Answer(context.Background(), "user-10001", p.RequestID, []agent.Answer{{CallID: a, Approved: true}}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.chat(body("s-resend-two", "never mind"), acceptSSE)
+	if r.Status != http.StatusOK || lastType(r.Events) != harness.TypeAgentEnd {
+		t.Fatalf("resend: %d %s %v", r.Status, r.Wrapper.Message, types(r.Events))
+	}
+	cr, _ := json.Marshal(first(t, r.Events, harness.TypeUserConfirmResult))
+	if !strings.Contains(string(cr), `"confirmed":true`) || !strings.Contains(string(cr), `"confirmed":false`) {
+		t.Fatalf("USER_CONFIRM_RESULT: %s", cr)
+	}
+}
+
 // Same (userId, sessionId) accumulates context; another user with the same sessionId has a
 // session of their own and can neither see nor resume the first one's pause.
 func TestSessionsPerUser(t *testing.T) {
