@@ -253,9 +253,9 @@ func (h *handler) resume(c *gin.Context, caller wire.Caller, req *ChatRequest, r
 // resumed stream as a replay (DefaultChatTransport's resumeStreamIsReplay): at its first start
 // it drops the message it holds and builds it from the stream. So the stream is always the
 // whole assistant message of the chat's run — every response of the run, from the run's start,
-// as each was streamed — then live to the finish of the latest one: a run a restart, a crash or
-// a suspend paused goes on first; one that waits for the client's answers is replayed up to its
-// approval requests; one that ended within recentEnd is replayed to its end. 204 when nothing
+// as each was streamed — then live to the finish of the latest one: a run a restart or a crash
+// paused goes on first; one that waits for the client's answers, its user's suspend or the token
+// budget is replayed up to that pause; one that ended within recentEnd is replayed to its end. 204 when nothing
 // is left to show (no run, another user's chat, a run that ended before that).
 func (h *handler) resumeStream(c *gin.Context) {
 	caller, err := h.Keys.Identify(c.Request, "")
@@ -278,9 +278,13 @@ func (h *handler) resumeStream(c *gin.Context) {
 		c.Status(http.StatusNoContent)
 		return
 	}
-	if pause, err := rt.Pause(ctx, caller.UserID, run.RequestID); err == nil && !waits(pause.Suspend.PendingCalls) {
-		// A pause that waits for nobody goes on. A concurrent resume may win the race
-		// (ErrNotWaiting): this stream then follows what that one resumed.
+	if pause, err := rt.Pause(ctx, caller.UserID, run.RequestID); err == nil && pause.Suspend.Reason == agent.SuspendShutdown &&
+		!waits(pause.Suspend.PendingCalls) {
+		// A run a shutdown or a crash paused goes on: its user decided nothing. One its user
+		// suspended, or the token budget stopped, waits for the user's next message: the SDK
+		// resumes the stream on every page load, and each would have undone the suspend, or
+		// given the run a fresh budget. A concurrent resume may win the race (ErrNotWaiting):
+		// this stream then follows what that one resumed.
 		if err := rt.Resume(ctx, caller.UserID, run.RequestID); err != nil && !errors.Is(err, agent.ErrNotWaiting) {
 			h.Internal(c, "resuming the run failed", err)
 			return

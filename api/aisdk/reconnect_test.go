@@ -29,6 +29,9 @@ const reconnectScript = `{"scripts":[
  {"match":"/pick/","steps":[
    {"toolCalls":[{"name":"client_pick","arguments":{"options":["A","B"]}}]},
    {"text":"You picked it."}]},
+ {"match":"/budget/","steps":[
+   {"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":100,"outputTokens":50}},
+   {"text":"after budget","usage":{"inputTokens":100,"outputTokens":50}}]},
  {"match":"*","steps":[{"text":"default"}]}
 ]}`
 
@@ -194,6 +197,51 @@ func TestResumeSoonAfterTheEndReplaysTheMessage(t *testing.T) {
 	aisdk.SetRecentEnd(t, 0)
 	if r := e.resume("c-end", nil); r.Status != http.StatusNoContent {
 		t.Fatalf("a run that ended before recentEnd: %d", r.Status)
+	}
+}
+
+// A run stopped by the token budget waits for its user: the resumed stream the SDK opens on
+// every page load replays it to its stop, and leaves it stopped (a reload gave it a fresh budget,
+// and the next one another, without the user deciding). Sending a message goes on, as before.
+func TestResumeLeavesABudgetStop(t *testing.T) {
+	e := newReconnectEnv(t, agent.Config{TokenBudget: 120})
+	msgs := []any{user("m1", "budget")}
+	p1 := e.stream(chat("c-budget", msgs))
+	if last(p1.Events)["finishReason"] != "other" {
+		t.Fatalf("the budget stop: %s", types(p1.Events))
+	}
+	g := e.resume("c-budget", nil)
+	streamed(t, g)
+	if !reflect.DeepEqual(g.Events, p1.Events) {
+		t.Fatalf("the resumed stream:\n got  %s\n want %s", types(g.Events), types(p1.Events))
+	}
+	if s := e.status(requestID(t, p1)); s != agent.StatusSuspended {
+		t.Fatalf("a resumed stream went on with a run the budget stopped: %s", s)
+	}
+	p2 := e.stream(chat("c-budget", append(msgs, user("m2", "go on"))))
+	// The run goes on (the message it was sent with may reach the model at its next step, which
+	// the budget may stop again).
+	if m := rebuild(t, p1.Events, p2.Events); !strings.Contains(m.text(), "after budget") {
+		t.Fatalf("a message after the budget stop: %d %s", p2.Status, m.summary())
+	}
+}
+
+// A run its user suspended stays suspended when the SDK resumes its stream.
+func TestResumeLeavesASuspend(t *testing.T) {
+	e := newReconnectEnv(t, agent.Config{})
+	p1 := e.cut(chat("c-suspend", []any{user("m1", "three steps")}), func(p map[string]any) bool { return p["type"] == "text-delta" })
+	if err := e.AE.Runtime.Suspend(context.Background(), "local", requestID(t, p1)); err != nil {
+		t.Fatal(err)
+	}
+	e.until(requestID(t, p1), func(ev agent.Event) bool { return ev.Kind == agent.KindSuspended })
+	g := e.resume("c-suspend", nil)
+	streamed(t, g)
+	startsWith(t, g.Events, p1.Events)
+	if last(g.Events)["finishReason"] != "other" {
+		t.Fatalf("resumed %s", types(g.Events))
+	}
+	if s := e.status(requestID(t, p1)); s != agent.StatusSuspended {
+		t.Fatalf("a resumed stream went on with a suspended run: %s", s)
 	}
 }
 
