@@ -159,18 +159,9 @@ func TestResumeBeforeTheApprovalRequestReplaysIt(t *testing.T) {
 	e := newReconnectEnv(t, agent.Config{DefaultBehavior: agent.BehaviorAsk})
 	msgs := []any{user("m1", "ask slowly")}
 	p1 := e.cut(chat("c-ask", msgs), func(p map[string]any) bool { return p["type"] == "tool-input-start" })
-	e.until(requestID(t, p1), func(ev agent.Event) bool { return ev.Kind == agent.KindSuspended })
-	g := e.resume("c-ask", nil)
-	streamed(t, g)
-	startsWith(t, g.Events, p1.Events)
-	if last(g.Events)["finishReason"] != "tool-calls" {
-		t.Fatalf("resumed %s", types(g.Events))
-	}
+	g := e.resumedToPause(t, "c-ask", p1, "tool-calls")
 	if again := e.resume("c-ask", nil); !reflect.DeepEqual(again.Events, g.Events) {
 		t.Fatalf("a second resume shows another message:\n got  %s\n want %s", types(again.Events), types(g.Events))
-	}
-	if s := e.status(requestID(t, p1)); s != agent.StatusSuspended {
-		t.Fatalf("a resumed stream went on with a run that waits for its approval: %s", s)
 	}
 	p2 := e.stream(chat("c-ask", approve(t, msgs, g)))
 	if last(p2.Events)["finishReason"] != "stop" {
@@ -233,16 +224,24 @@ func TestResumeLeavesASuspend(t *testing.T) {
 	if err := e.AE.Runtime.Suspend(context.Background(), "local", requestID(t, p1)); err != nil {
 		t.Fatal(err)
 	}
-	e.until(requestID(t, p1), func(ev agent.Event) bool { return ev.Kind == agent.KindSuspended })
-	g := e.resume("c-suspend", nil)
+	e.resumedToPause(t, "c-suspend", p1, "other")
+}
+
+// resumedToPause is the resumed stream of chat, whose run (begun by before) pauses: it begins
+// with what before streamed, ends in the pause's finish (finishReason), and the run stays paused.
+func (e *env) resumedToPause(t *testing.T, chat string, before response, finishReason string) response {
+	t.Helper()
+	e.until(requestID(t, before), func(ev agent.Event) bool { return ev.Kind == agent.KindSuspended })
+	g := e.resume(chat, nil)
 	streamed(t, g)
-	startsWith(t, g.Events, p1.Events)
-	if last(g.Events)["finishReason"] != "other" {
+	startsWith(t, g.Events, before.Events)
+	if last(g.Events)["finishReason"] != finishReason {
 		t.Fatalf("resumed %s", types(g.Events))
 	}
-	if s := e.status(requestID(t, p1)); s != agent.StatusSuspended {
-		t.Fatalf("a resumed stream went on with a suspended run: %s", s)
+	if s := e.status(requestID(t, before)); s != agent.StatusSuspended {
+		t.Fatalf("a resumed stream went on with a paused run: %s", s)
 	}
+	return g
 }
 
 // Two resumes at once after a crash: one resumes the run, the other follows it; both stream
