@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -421,6 +422,42 @@ func TestPolicyIndexedMemberChecked(t *testing.T) {
 		when := "event.context['permissionMode'] == 'plan' && event['context'][?'cwd'].orValue('') == '/' && args['a b'] == 1"
 		if code, w := c.do("POST", "/api/hooks", policyHook("ok", dispatcher.PreToolUse, policy.Rule{Name: "plan", When: when, Decision: "deny"})); code != 201 {
 			t.Errorf("%s: %d %s", when, code, w.Message)
+		}
+	})
+}
+
+// A member of a nested object of the context is checked as a top-level one is: a typo there
+// (triggerSource.sourceTyp) made has() never true and a read fail every call, deciding by the
+// failureMode (under ALLOW, the call went through). What the type leaves free-form (a tool's
+// arguments) stays unchecked.
+func TestPolicyNestedMemberChecked(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c := policyServer(t, db)
+		for when, msg := range map[string]string{
+			"has(event.context.triggerSource.sourceTyp)":          `event.context.triggerSource of user_message has no member "sourceTyp" (did you mean "sourceType"?); it has sourceType, channelType, channelProvider`,
+			"event.context.triggerSource.channelTyp == 'x'":       `event.context.triggerSource of user_message has no member "channelTyp" (did you mean "channelType"?)`,
+			"event.context['triggerSource'][?'sorceType'] == 'x'": `event.context.triggerSource of user_message has no member "sorceType" (did you mean "sourceType"?)`,
+		} {
+			code, w := c.do("POST", "/api/hooks", policyHook("bad", dispatcher.UserMessage, policy.Rule{Name: "a", When: when, Decision: "deny"}))
+			if code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[0].when: "+msg) {
+				t.Errorf("%s: %d %q, want …%s…", when, code, w.Message, msg)
+			}
+			body := `{"policyConfig":{"rules":[{"name":"a","when":` + strconv.Quote(when) + `,"decision":"deny"}]},"failureMode":"ALLOW",` +
+				`"event":{"hookType":"user_message","context":{"userInput":"hi","triggerSource":{"sourceType":"human_message"}}}}`
+			if code, w := c.do("POST", "/api/policies/evaluate", body); code != 400 || !strings.HasPrefix(w.Message, "policyConfig.rules[0].when: "+msg) {
+				t.Errorf("evaluate %s: %d %q %s", when, code, w.Message, w.Data)
+			}
+		}
+		for _, ok := range []struct {
+			hookType dispatcher.HookType
+			when     string
+		}{
+			{dispatcher.UserMessage, "event.context.triggerSource.sourceType == 'human_message' && has(event.context.triggerSource.channelType)"},
+			{dispatcher.PreToolUse, "has(event.context.arguments.to.account) && event.context.arguments.to.account == 'x'"},
+		} {
+			if code, w := c.do("POST", "/api/hooks", policyHook("ok", ok.hookType, policy.Rule{Name: "a", When: ok.when, Decision: "deny"})); code != 201 {
+				t.Errorf("%s: %d %s", ok.when, code, w.Message)
+			}
 		}
 	})
 }

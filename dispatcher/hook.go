@@ -241,7 +241,7 @@ func (h *Hook) Normalize() error {
 		}
 		// Checked at registration, not when a stored hook is loaded: one stored before this check
 		// still runs as it did.
-		return p.CheckReads(hookdtype.FieldNames(newContext(h.HookType)))
+		return p.CheckReads(newContext(h.HookType))
 	default:
 		return invalid("dispatchType", "%q is not one of webhook, policy", h.DispatchType)
 	}

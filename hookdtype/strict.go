@@ -652,6 +652,27 @@ func FieldNames(v any) []string {
 	return slices.Clone(fieldsOf(t).names)
 }
 
+// MemberNames are the JSON names of the members of what path selects from v, a struct or a
+// pointer to one: FieldNames of the struct reached through the fields path names, outward (no
+// path: v's own). ok is false when the path leaves the structs: a step no field names, or one to
+// a map, a JSON value of any shape or a scalar, whose members no type says.
+func MemberNames(v any, path []string) (names []string, ok bool) {
+	t := reflect.TypeOf(v)
+	for i := 0; ; i++ {
+		for t != nil && t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t == nil || t.Kind() != reflect.Struct {
+			return nil, false
+		}
+		f := fieldsOf(t)
+		if i == len(path) {
+			return slices.Clone(f.names), true
+		}
+		t = f.types[path[i]]
+	}
+}
+
 func fieldsOf(t reflect.Type) *structFields {
 	if f, ok := fieldCache.Load(t); ok {
 		return f.(*structFields)

@@ -401,17 +401,19 @@ var constantVars = map[string]struct{ hookType, holds, empty string }{
 	"input": {"user_message", "the user's input", `""`},
 }
 
-// CheckReads refuses a policy that reads what its hook type's event never has, context naming
-// the members of that type's context: a typo there would make has() never true and a read always
-// an error, so a rule that fails open under an ALLOW failureMode. It checks event.X (the
-// envelope's members), event.context.X and task.X (the context of pre_scheduled_task; {} for the
-// other types); args, tool and input outside the one hook type each holds something for; and
+// CheckReads refuses a policy that reads what its hook type's event never has, context being an
+// empty value of that type's context (a struct or a pointer to one, whose JSON names are its
+// members): a typo there would make has() never true and a read always an error, so a rule that
+// fails open under an ALLOW failureMode. It checks event.X (the envelope's members),
+// event.context.X and task.X (the context of pre_scheduled_task; {} for the other types), and the
+// members of their nested objects (event.context.triggerSource.sourceType) as far as the type
+// describes them; args, tool and input outside the one hook type each holds something for; and
 // principalId, agentId and sessionId used as anything but an int or null (added to a string,
 // compared with one); and a time zone or a regex.replace replacement written in the rule that
 // fails every call that reads it (see checkLiteral), or event.occurredAt or event.dispatchedAt,
 // milliseconds, handed to timestamp(), which takes seconds. Errors name the rule's field, as Compile's do. It is for registration: a
 // policy stored before a check was added still runs as it did.
-func (p *Policy) CheckReads(context []string) error {
+func (p *Policy) CheckReads(context any) error {
 	envelope := append(slices.Clip(envelopeMembers[:]), "context")
 	unknown := func(s selection, what, member string, known []string) error {
 		msg := fmt.Sprintf("%s has no member %q", what, member)
@@ -420,17 +422,37 @@ func (p *Policy) CheckReads(context []string) error {
 		}
 		return invalid(s.field, "%s; it has %s", msg, strings.Join(known, ", "))
 	}
+	// inContext checks path, selected from the context named what (of, which type's it is),
+	// member by member down its nested objects (event.context.triggerSource.sourceType): each is
+	// refused as a top-level one is. What a member the context's type does not describe holds (a
+	// tool's arguments, any JSON) is the sender's, and what is selected of it is not checked.
+	inContext := func(s selection, what, of string, path []string) error {
+		for i := range path {
+			known, ok := hookdtype.MemberNames(context, path[:i])
+			if !ok {
+				return nil
+			}
+			if !slices.Contains(known, path[i]) {
+				return unknown(s, strings.Join(append([]string{what}, path[:i]...), ".")+of, path[i], known)
+			}
+		}
+		return nil
+	}
 	for _, s := range p.selects {
+		var err error
 		switch {
 		case s.variable == "event" && !slices.Contains(envelope, s.path[0]):
 			return unknown(s, "event", s.path[0], envelope)
-		case s.variable == "event" && s.path[0] == "context" && len(s.path) > 1 && !slices.Contains(context, s.path[1]):
-			return unknown(s, "event.context of "+p.hookType, s.path[1], context)
+		case s.variable == "event" && s.path[0] == "context":
+			err = inContext(s, "event.context", " of "+p.hookType, s.path[1:])
 		case s.variable == "task" && p.hookType != "pre_scheduled_task":
 			return invalid(s.field, "task is {} for %s: it holds the task of pre_scheduled_task (task.%s is never there)",
 				p.hookType, s.path[0])
-		case s.variable == "task" && !slices.Contains(context, s.path[0]):
-			return unknown(s, "task", s.path[0], context)
+		case s.variable == "task":
+			err = inContext(s, "task", "", s.path)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	for _, v := range p.vars {
