@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -322,6 +324,58 @@ func TestModifiedValueNotAStringForATextPoint(t *testing.T) {
 			rows := getPage[storage.Decision](t, c, "/api/decisions?decisionId="+dec.DecisionID)
 			if len(rows.Items) != 1 || !strings.Contains(rows.Items[0].Error, tc.logged) || rows.Items[0].FromFailureMode != (tc.logged != "") {
 				t.Fatalf("%s: logged %+v", tc.typ, rows.Items)
+			}
+		}
+	})
+}
+
+// A pre_tool_use modify's value is the tool's new arguments, which are a JSON object: a receiver's
+// "5", "null", "\"x\"" or "[1]", or a policy's '5', is the invalid modify a value that is not JSON
+// is (a 502, recorded as error, whatever the failureMode), where it was taken as the arguments
+// and the tool ran with 5 or null.
+func TestModifiedArgumentsNotAnObject(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		for i, tc := range []struct{ answer, policyValue, problem string }{
+			{answer: `"5"`, problem: "is a number, not a JSON object of arguments"},
+			{answer: `"null"`, problem: "is null, not a JSON object of arguments"},
+			{answer: `"true"`, problem: "is a boolean, not a JSON object of arguments"},
+			{answer: `"\"x\""`, problem: "is a string, not a JSON object of arguments"},
+			{answer: `[1]`, problem: "is an array, not a JSON object of arguments"},
+			{policyValue: `'5'`, problem: "is a number, not a JSON object of arguments"},
+			{policyValue: `'null'`, problem: "is null, not a JSON object of arguments"},
+			{answer: `"{\"amount\": 2}"`},
+			{policyValue: `'{"amount": 2}'`},
+		} {
+			agent := itoa(int64(7000 + i))
+			hook := `{"hookName": "h` + agent + `", "hookType": "pre_tool_use", "agentId": ` + agent + `, `
+			if tc.policyValue != "" {
+				hook += `"dispatchType": "policy", "policyConfig": {"rules": [{"name": "m", "when": "true", "decision": "modify", "modifiedValue": ` +
+					strconv.Quote(tc.policyValue) + `}]}}`
+			} else {
+				recv := newReceiver(t, `{"decision": "modify", "modifiedValue": `+tc.answer+`}`)
+				hook += `"dispatchConfig": {"url": "` + recv.URL + `", "failureMode": "ALLOW"}}`
+			}
+			status, w := c.do("POST", "/api/hooks", hook)
+			var made struct{ ID int64 }
+			if json.Unmarshal(w.Data, &made); status != 201 {
+				t.Fatal(hook, w.Message)
+			}
+			status, w = c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "agentId": `+agent+
+				`, "context": {"toolName": "t", "arguments": {"amount": 5}}}`)
+			rows := getPage[storage.Decision](t, c, "/api/decisions?hookId="+itoa(made.ID))
+			if tc.problem == "" {
+				if status != 200 || !strings.Contains(string(w.Data), `"modifiedValue":"{\"amount\": 2}"`) {
+					t.Errorf("%s%s: %d %s %s", tc.answer, tc.policyValue, status, w.Message, w.Data)
+				}
+				continue
+			}
+			if status != http.StatusBadGateway || !strings.Contains(w.Message, tc.problem) {
+				t.Errorf("%s%s: %d %q %s, want 502 …%s…", tc.answer, tc.policyValue, status, w.Message, w.Data, tc.problem)
+			}
+			if len(rows.Items) != 1 || rows.Items[0].Outcome != storage.OutcomeError || !strings.Contains(rows.Items[0].Error, tc.problem) ||
+				rows.Items[0].FromFailureMode {
+				t.Errorf("%s%s: logged %+v", tc.answer, tc.policyValue, rows.Items)
 			}
 		}
 	})

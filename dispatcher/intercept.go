@@ -69,8 +69,9 @@ type ToolEvent struct {
 const ReservedEventName = "state_updated"
 
 // InvalidModifyError is returned when a hook's modifiedValue cannot take the place of what it
-// modifies (a pre_tool_use value that is not JSON, a blank user input or task input): the call,
-// the turn or the firing must fail rather than run with something nobody approved.
+// modifies (pre_tool_use arguments that are not a JSON object, a blank user input or task
+// input): the call, the turn or the firing must fail rather than run with something nobody
+// approved.
 type InvalidModifyError struct {
 	HookID   int64
 	HookName string
@@ -692,7 +693,7 @@ func stringMembers(body []byte, name string) []string {
 	}
 }
 
-// jsonKindOf names the kind of a JSON value that is not a string.
+// jsonKindOf names the kind of a JSON value, one that is valid and not blank.
 func jsonKindOf(v json.RawMessage) string {
 	switch bytes.TrimSpace(v)[0] {
 	case '{':
@@ -701,6 +702,10 @@ func jsonKindOf(v json.RawMessage) string {
 		return "an array"
 	case 't', 'f':
 		return "a boolean"
+	case '"':
+		return "a string"
+	case 'n':
+		return "null"
 	}
 	return "a number"
 }
@@ -791,6 +796,11 @@ func withModified(c any, v string) (any, error) {
 	case *PreToolUseContext:
 		if !hookdtype.Valid([]byte(v)) {
 			return nil, errors.New("is not valid JSON arguments")
+		}
+		// A tool's arguments are an object of them: a bare 5, true, "text" or null, or an array,
+		// names none, and the tool would run with what nobody wrote as its arguments.
+		if k := jsonKindOf(json.RawMessage(v)); k != "an object" {
+			return nil, fmt.Errorf("is %s, not a JSON object of arguments", k)
 		}
 		n := *c
 		n.Arguments = Value(v)
