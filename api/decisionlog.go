@@ -22,7 +22,7 @@ type decisionLogAPI struct {
 
 // stream sends each decision row committed after the cursor as an SSE event `decision` whose id
 // is the row's id: a reconnecting EventSource (Last-Event-ID) misses none and repeats none.
-// Without a cursor it starts at the newest row. It wakes on every commit of this process and, for
+// Without a cursor it starts at the newest row; a cursor beyond it is refused. It wakes on every commit of this process and, for
 // the rows of other replicas, at each heartbeat.
 func (a decisionLogAPI) stream(c *gin.Context) {
 	if !wire.OnlyQuery(c, "hookType", "outcome", "after") {
@@ -37,25 +37,38 @@ func (a decisionLogAPI) stream(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	cursor := c.Query("after")
-	if h := c.GetHeader("Last-Event-ID"); h != "" {
-		cursor = h
-	}
+	// The cursor is ?after= or an EventSource's Last-Event-ID. Sent both, they must agree: which
+	// the client meant is not known, and one taken over the other would skip or repeat rows.
 	var after int64
-	if cursor != "" {
-		v, err := strconv.ParseInt(cursor, 10, 64)
+	from := ""
+	for _, src := range []struct{ field, v string }{{"after", c.Query("after")}, {"Last-Event-ID", c.GetHeader("Last-Event-ID")}} {
+		if src.v == "" {
+			continue
+		}
+		v, err := strconv.ParseInt(src.v, 10, 64)
 		if err != nil || v < 0 {
-			wire.Fail(c, http.StatusBadRequest, "after: must be the id of a decision row")
+			wire.Fail(c, http.StatusBadRequest, "%s: must be the id of a decision row", src.field)
 			return
 		}
-		after = v
-	} else {
-		v, err := a.db.LastDecisionID(ctx)
-		if err != nil {
-			wire.FailErr(c, err)
+		if from != "" && v != after {
+			wire.Fail(c, http.StatusBadRequest, "after: %d differs from the Last-Event-ID header's %d: send one of them, or both the same", after, v)
 			return
 		}
-		after = v
+		after, from = v, src.field
+	}
+	last, err := a.db.LastDecisionID(ctx)
+	if err != nil {
+		wire.FailErr(c, err)
+		return
+	}
+	switch {
+	case from == "":
+		after = last
+	case after > last:
+		// No row has that id yet: the stream would be silent until the log grew past it, and then
+		// start there, the rows before it never shown.
+		wire.Fail(c, http.StatusBadRequest, "%s: %d is beyond the newest decision row (%d)", from, after, last)
+		return
 	}
 	sse := wire.StartSSE(c.Writer, nil)
 	beat := time.NewTicker(orDefault(a.heartbeat))

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -377,6 +378,76 @@ func TestModifiedArgumentsNotAnObject(t *testing.T) {
 				rows.Items[0].FromFailureMode {
 				t.Errorf("%s%s: logged %+v", tc.answer, tc.policyValue, rows.Items)
 			}
+		}
+	})
+}
+
+// The decision stream's cursor names a row the log has: ?after= past the newest row streamed
+// nothing, without a word, until the log grew past it (and then from there, the rows between never
+// shown); and a Last-Event-ID header silently took the place of a different ?after=. Both are a
+// 400 naming what was sent; the same cursor twice is one cursor.
+func TestDecisionStreamCursorChecked(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		if status, w := c.do("POST", "/api/hooks", `{"hookName": "p", "hookType": "user_message", "dispatchType": "policy", "policyConfig": {"rules": [{"name": "a", "when": "true", "decision": "allow"}]}}`); status != 201 {
+			t.Fatal(w.Message)
+		}
+		for range 3 {
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "user_message", "context": {"userInput": "hi"}}`); status != 200 {
+				t.Fatal(w.Message)
+			}
+		}
+		last := getPage[storage.Decision](t, c, "/api/decisions?limit=1").Items[0].ID
+		stream := func(query, lastEventID string) (*http.Response, string) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			t.Cleanup(cancel)
+			req, _ := http.NewRequestWithContext(ctx, "GET", c.base+"/api/decisions/stream"+query, nil)
+			req.Header.Set("Authorization", "Bearer "+c.tok)
+			if lastEventID != "" {
+				req.Header.Set("Last-Event-ID", lastEventID)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { resp.Body.Close() })
+			if resp.StatusCode != http.StatusOK {
+				var w wrapped
+				json.NewDecoder(resp.Body).Decode(&w)
+				return resp, w.Message
+			}
+			return resp, ""
+		}
+		for _, tc := range []struct{ query, header, msg string }{
+			{"?after=99999", "", "after: 99999 is beyond the newest decision row (" + itoa(last) + ")"},
+			{"?after=" + itoa(last+1), "", "after: " + itoa(last+1) + " is beyond the newest decision row"},
+			{"", "99999", "Last-Event-ID: 99999 is beyond the newest decision row (" + itoa(last) + ")"},
+			{"?after=1", "2", "after: 1 differs from the Last-Event-ID header's 2"},
+			{"?after=1", "x", "Last-Event-ID: must be the id of a decision row"},
+		} {
+			resp, msg := stream(tc.query, tc.header)
+			if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(msg, tc.msg) {
+				t.Errorf("%s (Last-Event-ID %q): %d %q, want 400 %s…", tc.query, tc.header, resp.StatusCode, msg, tc.msg)
+			}
+		}
+		// The same cursor both ways, and the newest row itself, are taken: the rows after it come.
+		for _, tc := range []struct{ query, header, first string }{
+			{"?after=" + itoa(last-1), itoa(last - 1), "id: " + itoa(last)},
+			{"?after=" + itoa(last-2), "", "id: " + itoa(last-1)},
+		} {
+			resp, msg := stream(tc.query, tc.header)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s (Last-Event-ID %q): %d %s", tc.query, tc.header, resp.StatusCode, msg)
+			}
+			sc := bufio.NewScanner(resp.Body)
+			for sc.Scan() && !strings.HasPrefix(sc.Text(), "id: ") {
+			}
+			if sc.Text() != tc.first {
+				t.Errorf("%s (Last-Event-ID %q): first %q, want %q", tc.query, tc.header, sc.Text(), tc.first)
+			}
+		}
+		if resp, msg := stream("?after="+itoa(last), ""); resp.StatusCode != http.StatusOK {
+			t.Errorf("after the newest row: %d %s", resp.StatusCode, msg)
 		}
 	})
 }

@@ -336,6 +336,10 @@ func TestDecisionTailMigration(t *testing.T) {
 			if n, err := db.PruneDecisions(ctx, time.Now(), 100); err != nil || n != 5 {
 				t.Fatalf("prune: %d %v", n, err)
 			}
+			// A stream's cursor at the last row removed is still a row the log had.
+			if last, err := db.LastDecisionID(ctx); err != nil || last != 5 {
+				t.Fatalf("last decision id with every row pruned: %d %v, want 5", last, err)
+			}
 			db = reopen(db)
 			appendDecisions(t, db, 2, time.Now())
 			if rep := verify(t, db); !rep.OK || rep.Checked != 2 || rep.PrunedThrough == 0 {

@@ -187,10 +187,13 @@ func (db *DB) DecisionsAfter(ctx context.Context, afterID int64, hookType, outco
 	return out, nil
 }
 
-// LastDecisionID is the id of the newest decision row (0 when there is none).
+// LastDecisionID is the id of the newest decision row: of the last one retention removed when it
+// removed them all (it removes the oldest only, so a row kept is newer than any removed), 0 when
+// there never was one. A stream's cursor up to it is a row the log had.
 func (db *DB) LastDecisionID(ctx context.Context) (int64, error) {
 	var id int64
-	if err := db.r.WithContext(ctx).Raw(`SELECT COALESCE(MAX(id), 0) FROM decisions`).Scan(&id).Error; err != nil {
+	if err := db.r.WithContext(ctx).Raw(`SELECT COALESCE(MAX(id), (SELECT pruned_through FROM decision_chain WHERE id = 1), 0)
+		FROM decisions`).Scan(&id).Error; err != nil {
 		return 0, fmt.Errorf("storage: last decision: %w", err)
 	}
 	return id, nil
