@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookd/hookd/api"
 	"github.com/hookd/hookd/api/openapitest"
@@ -478,5 +479,62 @@ func TestHookPriorityRange(t *testing.T) {
 				t.Errorf("priority %s: %d %s %s", p, status, w.Message, w.Data)
 			}
 		}
+	})
+}
+
+// The stored auth is the credential of the receiver it was given for: a PUT that moves the url to
+// another origin without sending auth again (left out, or sent back as GET shows it, "***") is a
+// 400 naming auth, where the old receiver's token went on to the new host. A url of the same
+// origin keeps it, as before; a new auth, or NONE, for the new origin is taken.
+func TestHookAuthNotCarriedToAnotherOrigin(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		c, _ := newDispatchServer(t, db)
+		old, moved := newReceiver(t, `{"decision": "allow"}`), newReceiver(t, `{"decision": "allow"}`)
+		hook := func(url, auth string) string {
+			return `{"hookName": "pay", "hookType": "pre_tool_use", "dispatchConfig": {"url": "` + url + `"` + auth + `}}`
+		}
+		status, w := c.do("POST", "/api/hooks", hook(old.URL, `, "auth": {"type": "BEARER", "credential": "tok-old"}`))
+		var made struct{ ID int64 }
+		if json.Unmarshal(w.Data, &made); status != 201 {
+			t.Fatal(w.Message)
+		}
+		path := "/api/hooks/" + itoa(made.ID)
+		called := func(r *receiver, want string) {
+			t.Helper()
+			if status, w := c.do("POST", "/api/hooks/dispatch", `{"hookType": "pre_tool_use", "context": {"toolName": "t"}}`); status != 200 {
+				t.Fatal(w.Message)
+			}
+			select {
+			case h := <-r.headers:
+				if got := h.Get("Authorization"); got != want {
+					t.Fatalf("Authorization %q, want %q", got, want)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the receiver was not called")
+			}
+		}
+		for _, auth := range []string{"", `, "auth": {"type": "BEARER", "credential": "***"}`} {
+			for _, q := range []string{"", "?dryRun=true"} {
+				status, w := c.do("PUT", path+q, hook(moved.URL, auth))
+				want := "dispatchConfig.auth: the stored credential is for " + old.URL + ", and dispatchConfig.url now goes to " + moved.URL
+				if status != 400 || !strings.HasPrefix(w.Message, want) {
+					t.Errorf("PUT%s %q: %d %q, want 400 %s…", q, auth, status, w.Message, want)
+				}
+			}
+		}
+		called(old, "Bearer tok-old")
+		// Another path at the same origin keeps the credential.
+		if status, w := c.do("PUT", path, hook(old.URL+"/v2", "")); status != 200 {
+			t.Fatal(w.Message)
+		}
+		called(old, "Bearer tok-old")
+		if status, w := c.do("PUT", path, hook(moved.URL, `, "auth": {"type": "BEARER", "credential": "tok-new"}`)); status != 200 {
+			t.Fatal(w.Message)
+		}
+		called(moved, "Bearer tok-new")
+		if status, w := c.do("PUT", path, hook(old.URL, `, "auth": {"type": "NONE"}`)); status != 200 {
+			t.Fatal(w.Message)
+		}
+		called(old, "")
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/netip"
 	"net/textproto"
 	"net/url"
@@ -650,9 +651,13 @@ func (h *Hook) Secret() string {
 //
 // Within an auth of the stored type, a credential sent back as "***" (as GET shows it) keeps its
 // stored value, so a hook read with GET can be sent back with PUT unchanged.
-func (h *Hook) MergeSecrets(stored *Hook) {
+//
+// The stored auth is kept for the receiver it was given for: a url that moves to another origin
+// (scheme, host, port) with the auth left out or any of its credentials sent back as "***" is
+// refused, naming auth, rather than handing the old receiver's credential to the new one.
+func (h *Hook) MergeSecrets(stored *Hook) error {
 	if h.DispatchType == DispatchPolicy {
-		return // a policy hook has no secrets; one sent is refused by Normalize
+		return nil // a policy hook has no secrets; one sent is refused by Normalize
 	}
 	dc := &h.DispatchConfig
 	if dc.SigningSecret == nil || *dc.SigningSecret == Masked {
@@ -661,18 +666,27 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 	if dc.SigningSecret != nil && *dc.SigningSecret == "" {
 		dc.SigningSecret = nil
 	}
-	old := stored.DispatchConfig.Auth
+	if kept := mergeAuth(dc, stored.DispatchConfig.Auth); kept && dc.URL != "" && origin(dc.URL) != origin(stored.DispatchConfig.URL) {
+		return invalid("dispatchConfig.auth", "the stored credential is for %s, and dispatchConfig.url now goes to %s: "+
+			"send auth again for it, or {\"type\": \"NONE\"} for none", shownOrigin(stored.DispatchConfig.URL), shownOrigin(dc.URL))
+	}
+	return nil
+}
+
+// mergeAuth applies the update rule to dc's auth, old being the stored one; kept says that some
+// stored credential is in the result.
+func mergeAuth(dc *DispatchConfig, old *Auth) (kept bool) {
 	if dc.Auth == nil {
 		dc.Auth = old
-		return
+		return old != nil && old.Type != AuthNone
 	}
 	a := dc.Auth
 	if old == nil || !strings.EqualFold(a.Type, old.Type) {
-		return
+		return false
 	}
 	keep := func(v *string, was string) {
 		if *v == Masked {
-			*v = was
+			*v, kept = was, true
 		}
 	}
 	keep(&a.Credential, old.Credential)
@@ -681,7 +695,7 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 	keepHeaders := func(h, was map[string]string) {
 		for k, v := range h {
 			if stored, ok := was[k]; ok && v == Masked {
-				h[k] = stored
+				h[k], kept = stored, true
 			}
 		}
 	}
@@ -693,6 +707,30 @@ func (h *Hook) MergeSecrets(stored *Hook) {
 			f.URL = of.URL // sent back as GET shows it
 		}
 	}
+	return kept
+}
+
+// origin is where calls to a receiver URL go: its scheme, host and port, the default port written
+// out and the case folded, so that https://A.example and https://a.example:443 are one origin.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+// shownOrigin is a receiver URL's origin as written (scheme://host[:port]), for a message.
+func shownOrigin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return hookdtype.RedactURL(raw)
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // Notes are what in h (as stored: normalized) is valid but likely not what was meant, for the

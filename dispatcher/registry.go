@@ -339,7 +339,9 @@ func (r *Registry) prepareReplace(ctx context.Context, id int64, h *Hook) (Hook,
 		return Hook{}, hookdtype.Invalid("dispatchConfig.signingSecret",
 			"the stored secret does not open with the configured master keys; send it again (\"\" for none)")
 	}
-	h.MergeSecrets(&stored)
+	if err := h.MergeSecrets(&stored); err != nil {
+		return Hook{}, err
+	}
 	if err := h.Normalize(); err != nil {
 		return Hook{}, err
 	}
