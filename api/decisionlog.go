@@ -37,8 +37,9 @@ func (a decisionLogAPI) stream(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	// The cursor is ?after= or an EventSource's Last-Event-ID. Sent both, they must agree: which
-	// the client meant is not known, and one taken over the other would skip or repeat rows.
+	// The cursor is ?after= or an EventSource's Last-Event-ID. Sent both, the newer is taken, as
+	// the platform stream's resume does: an EventSource opened with ?after= keeps that URL, and
+	// sends the id of the last row it got as Last-Event-ID when it reconnects.
 	var after int64
 	from := ""
 	for _, src := range []struct{ field, v string }{{"after", c.Query("after")}, {"Last-Event-ID", c.GetHeader("Last-Event-ID")}} {
@@ -50,11 +51,9 @@ func (a decisionLogAPI) stream(c *gin.Context) {
 			wire.Fail(c, http.StatusBadRequest, "%s: must be the id of a decision row", src.field)
 			return
 		}
-		if from != "" && v != after {
-			wire.Fail(c, http.StatusBadRequest, "after: %d differs from the Last-Event-ID header's %d: send one of them, or both the same", after, v)
-			return
+		if from == "" || v > after {
+			after, from = v, src.field
 		}
-		after, from = v, src.field
 	}
 	last, err := a.db.LastDecisionID(ctx)
 	if err != nil {
