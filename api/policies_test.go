@@ -495,3 +495,13 @@ func TestPolicyModifyKeepsNumbers(t *testing.T) {
 		}
 	})
 }
+
+// A policy of no rules (its default decides) is answered with an empty list of rules, as the
+// API document says, not null: openapitest checks every answer of the server against it.
+func TestPolicyWithoutRules(t *testing.T) {
+	c := policyServer(t, storagetest.SQLite(t))
+	code, w := c.do("POST", "/api/hooks", `{"hookName": "p", "hookType": "user_message", "dispatchType": "policy", "policyConfig": {}}`)
+	if code != 201 || !strings.Contains(string(w.Data), `"rules":[]`) {
+		t.Fatalf("create: %d %s %s", code, w.Message, w.Data)
+	}
+}

@@ -233,6 +233,9 @@ func (h *Hook) Normalize() error {
 		if h.PolicyConfig == nil {
 			return invalid("policyConfig", "is required for dispatchType \"policy\"")
 		}
+		if h.PolicyConfig.Rules == nil {
+			h.PolicyConfig.Rules = []policy.Rule{} // a policy of its default alone: no rules, not null
+		}
 		if err := h.DispatchConfig.normalizePolicy(); err != nil {
 			return err
 		}
