@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/hookd/hookd/config"
 	"github.com/hookd/hookd/dispatcher"
@@ -96,12 +97,22 @@ func (d *doctor) run(ctx context.Context, path string) {
 
 	// The schema is read before storage opens the database, since opening migrates it.
 	applied, exists, err := schemaVersions(ctx, cfg.Database)
-	switch {
-	case err != nil:
+	if err != nil {
 		d.fail("database", "%v", err)
 		return
-	case !exists:
+	}
+	// The key is checked as serve finds it, or makes it: a key file that does not decode, or a
+	// data directory where none can be written, stops serve before it opens the database.
+	keys, _, err := masterKeys(cfg, false)
+	if err != nil {
+		d.fail("masterKey", "%v", err)
+		return
+	}
+	if !exists {
 		d.note("database", "%s has no schema yet: serve creates it", hookdtype.RedactDSN(cfg.Database))
+		if keys == nil {
+			d.newKeyFile(cfg)
+		}
 		return
 	}
 	known := storage.KnownSchemaVersion()
@@ -110,13 +121,18 @@ func (d *doctor) run(ctx context.Context, path string) {
 		d.fail("schema", "version %d is newer than this binary's %d: a newer hookd migrated this database; run that version", newest, known)
 		return
 	}
-	keys, _, err := masterKeys(cfg, false)
-	if err != nil {
-		d.fail("masterKey", "%v", err)
-		return
-	}
 	if keys == nil {
-		d.fail("masterKey", "none configured and no %s: the secrets sealed in this database cannot be opened", filepath.Join(cfg.ResolvedDataDir(), "master.key"))
+		// serve generates the key file over a database that holds no sealed secret, and refuses
+		// to over one that does.
+		sealed, err := sealedSecrets(ctx, cfg.Database)
+		switch {
+		case err != nil:
+			d.fail("database", "%v", err)
+		case sealed:
+			d.fail("masterKey", "none configured and no %s: the secrets sealed in this database cannot be opened", filepath.Join(cfg.ResolvedDataDir(), "master.key"))
+		default:
+			d.newKeyFile(cfg)
+		}
 		return
 	}
 	if newest < known {
@@ -251,24 +267,83 @@ func keyNames(cfg config.Config, n int) []string {
 	return names
 }
 
-// schemaVersions reads the applied migrations without opening (and so migrating) the database;
-// exists is false for a database that does not exist yet or has no schema.
-func schemaVersions(ctx context.Context, rawURL string) (versions []int, exists bool, err error) {
+// newKeyFile checks that serve, finding no master key configured, can write the one it generates.
+func (d *doctor) newKeyFile(cfg config.Config) {
+	dir := cfg.ResolvedDataDir()
+	keyFile := filepath.Join(dir, "master.key")
+	if err := writableDir(dir); err != nil {
+		d.fail("masterKey", "none configured, and serve cannot generate %s: %v", keyFile, err)
+		return
+	}
+	d.note("masterKey", "none configured: serve generates %s; back it up", keyFile)
+}
+
+// writableDir tells whether dir is, or can be made, a directory this process writes in: its
+// nearest existing ancestor must be a directory it may write in.
+func writableDir(dir string) error {
+	for p := filepath.Clean(dir); ; p = filepath.Dir(p) {
+		fi, err := os.Stat(p)
+		switch {
+		case err == nil && !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", p)
+		case err == nil:
+			if err := unix.Access(p, unix.W_OK); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			return nil
+		case !errors.Is(err, os.ErrNotExist) || filepath.Dir(p) == p:
+			return err
+		}
+	}
+}
+
+// sealedSecrets tells whether the database holds any hook's sealed secrets, read as
+// schemaVersions reads, without opening the database.
+func sealedSecrets(ctx context.Context, rawURL string) (bool, error) {
+	db, err := openRaw(rawURL)
+	if err != nil {
+		return false, err
+	}
+	defer db.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var n int64
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM hooks WHERE secrets_enc IS NOT NULL AND LENGTH(secrets_enc) > 0`).Scan(&n); err != nil {
+		return false, fmt.Errorf("%s: sealed secrets: %v", hookdtype.RedactDSN(rawURL), err)
+	}
+	return n > 0, nil
+}
+
+// openRaw opens the database with database/sql alone (a sqlite file read-only), nothing migrated.
+func openRaw(rawURL string) (*sql.DB, error) {
 	var db *sql.DB
+	var err error
 	switch {
 	case strings.HasPrefix(rawURL, "sqlite:"):
 		path := strings.TrimPrefix(strings.TrimPrefix(rawURL, "sqlite:"), "//")
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, false, nil
-		}
 		db, err = sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
 	case strings.HasPrefix(rawURL, "postgres://"), strings.HasPrefix(rawURL, "postgresql://"):
 		db, err = sql.Open("pgx", rawURL)
 	default:
-		return nil, false, fmt.Errorf("database %q: want sqlite:PATH or postgres://", hookdtype.RedactDSN(rawURL))
+		return nil, fmt.Errorf("database %q: want sqlite:PATH or postgres://", hookdtype.RedactDSN(rawURL))
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("open %s: %v", hookdtype.RedactDSN(rawURL), err)
+		return nil, fmt.Errorf("open %s: %v", hookdtype.RedactDSN(rawURL), err)
+	}
+	return db, nil
+}
+
+// schemaVersions reads the applied migrations without opening (and so migrating) the database;
+// exists is false for a database that does not exist yet or has no schema.
+func schemaVersions(ctx context.Context, rawURL string) (versions []int, exists bool, err error) {
+	if path, ok := strings.CutPrefix(rawURL, "sqlite:"); ok {
+		if _, err := os.Stat(strings.TrimPrefix(path, "//")); errors.Is(err, os.ErrNotExist) {
+			return nil, false, nil
+		}
+	}
+	db, err := openRaw(rawURL)
+	if err != nil {
+		return nil, false, err
 	}
 	defer db.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

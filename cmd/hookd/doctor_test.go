@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"database/sql"
 	"encoding/base64"
@@ -8,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/hookd/hookd/dispatcher"
@@ -222,5 +225,88 @@ func TestDoctorMasterKeys(t *testing.T) {
 		if strings.Contains(out, b64(k)) {
 			t.Fatalf("doctor printed a key:\n%s", out)
 		}
+	}
+}
+
+// TestDoctorKeyFileAsServe: with no master key configured, doctor says what serve will do with
+// the key file in dataDir: one that does not decode, or a dataDir where none can be written,
+// fails both, on a new database too; a database that holds no sealed secret gets a generated
+// key, and doctor does not call its missing file a problem.
+func TestDoctorKeyFileAsServe(t *testing.T) {
+	doctorAndServe := func(t *testing.T, dir, cfg string) (string, int, bool) {
+		out, stderr, code := hookd(t, nil, "doctor", "--config", cfg)
+		serve := exec.Command(binary, "serve", "--config", cfg)
+		serve.Dir = dir
+		stderrPipe, _ := serve.StderrPipe()
+		if err := serve.Start(); err != nil {
+			t.Fatal(err)
+		}
+		listened := false
+		sc := bufio.NewScanner(stderrPipe)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), `"msg":"listening"`) {
+				listened = true
+				serve.Process.Signal(syscall.SIGTERM)
+			}
+		}
+		serve.Wait()
+		return out + stderr, code, listened
+	}
+	cases := []struct {
+		name, dataDir, keyFile string
+		database               func(t *testing.T, dir string) string
+		doctor                 int
+		want                   string
+	}{
+		{name: "new database, key file that does not decode", keyFile: "not a key\n", doctor: 1,
+			want: "FAIL  masterKey  masterKey file"},
+		{name: "new database, dataDir under a file", dataDir: "plain/data", doctor: 1,
+			want: "FAIL  masterKey  masterKey file"},
+		{name: "new database, no key yet", doctor: 0, want: "note  masterKey  none configured: serve generates"},
+		{name: "database without sealed secrets, key file gone", doctor: 0,
+			want: "note  masterKey  none configured: serve generates",
+			database: func(t *testing.T, dir string) string {
+				u := "sqlite:" + filepath.Join(dir, "hookd.db")
+				db, err := storage.Open(context.Background(), u, storage.Options{Key: []byte(strings.Repeat("k", 32))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				db.Close()
+				return u
+			}},
+		{name: "database with sealed secrets, key file gone", doctor: 1,
+			want: "FAIL  masterKey  none configured and no",
+			database: func(t *testing.T, dir string) string {
+				return doctorSetup(t, dir, []byte(strings.Repeat("k", 32)))
+			}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.WriteFile(filepath.Join(dir, "plain"), []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			dbURL := "sqlite:" + filepath.Join(dir, "hookd.db")
+			if c.database != nil {
+				dbURL = c.database(t, dir)
+			}
+			if c.keyFile != "" {
+				if err := os.WriteFile(filepath.Join(dir, "master.key"), []byte(c.keyFile), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			body := "listen: 127.0.0.1:0\ndatabase: " + dbURL + "\n"
+			if c.dataDir != "" {
+				body += "dataDir: " + filepath.Join(dir, c.dataDir) + "\n"
+			}
+			out, code, listened := doctorAndServe(t, dir, writeConfig(t, dir, body))
+			if code != c.doctor || !strings.Contains(out, c.want) {
+				t.Errorf("doctor: exit %d, want %d and %q in\n%s", code, c.doctor, c.want, out)
+			}
+			if listened != (c.doctor == 0) {
+				t.Errorf("serve listened: %v; doctor exited %d\n%s", listened, code, out)
+			}
+		})
 	}
 }
