@@ -1152,8 +1152,18 @@ func (c Config) Validate() error {
 
 	switch {
 	case strings.HasPrefix(c.Database, "sqlite:"):
-		if strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//") == "" {
+		// storage opens the path as written, with options of its own after it: a query, a file:
+		// prefix or :memory: would name another file than the one given (an empty file called
+		// "hookd.db?cache=shared" beside a failed start), or a database each connection has alone.
+		switch p := strings.TrimPrefix(strings.TrimPrefix(c.Database, "sqlite:"), "//"); {
+		case p == "":
 			bad("database", "sqlite: needs a file path, e.g. sqlite:./data/hookd.db")
+		case strings.HasPrefix(p, ":memory:") || strings.Contains(p, "mode=memory"):
+			bad("database", "an in-memory sqlite database keeps no decision log or outbox and is not shared by the daemon's connections; give a file path, e.g. sqlite:./data/hookd.db")
+		case strings.HasPrefix(p, "file:"):
+			bad("database", "write the file's path without file:, e.g. sqlite:%s", strings.TrimPrefix(p, "file:"))
+		case strings.Contains(p, "?"):
+			bad("database", "sqlite: takes a file path alone (hookd sets the connection's options itself): drop %q", p[strings.Index(p, "?"):])
 		}
 	case strings.HasPrefix(c.Database, "postgres://"), strings.HasPrefix(c.Database, "postgresql://"):
 		if _, err := url.Parse(c.Database); err != nil {
