@@ -10,7 +10,9 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -165,4 +167,46 @@ func shownAddr(addr string) string {
 		return "(unparsable address)"
 	}
 	return u.Redacted()
+}
+
+// textTable prints rows aligned in columns. A cell shows its control and bidirectional-format
+// characters escaped (\x1b, \u202e): a hook name, a tool name or a receiver's error is another
+// party's text, which could otherwise move the cursor, rewrite the lines above it (a deny shown
+// as an allow), set the terminal's title or clipboard, or split a row into columns of its own.
+type textTable struct{ tw *tabwriter.Writer }
+
+func newTextTable(w io.Writer, header ...string) *textTable {
+	t := &textTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	fmt.Fprintln(t.tw, strings.Join(header, "\t"))
+	return t
+}
+
+func (t *textTable) row(cells ...any) {
+	out := make([]string, len(cells))
+	for i, c := range cells {
+		out[i] = terminalSafe(fmt.Sprint(c))
+	}
+	fmt.Fprintln(t.tw, strings.Join(out, "\t"))
+}
+
+func (t *textTable) flush() { t.tw.Flush() }
+
+// terminalSafe escapes s's control and bidirectional-format characters.
+func terminalSafe(s string) string {
+	unsafe := func(r rune) bool { return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) }
+	if !strings.ContainsFunc(s, unsafe) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unsafe(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }

@@ -292,14 +292,20 @@ func TestServeHealthAndGracefulStop(t *testing.T) {
 	}
 }
 
-func TestOperatorCLI(t *testing.T) {
+// startOperatorDaemon starts a daemon with the admin token adm-test, and a receiver answering
+// every call with answer.
+func startOperatorDaemon(t *testing.T, answer string) (*daemon, *httptest.Server) {
+	t.Helper()
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\nwebhooks: {allowPrivateNetworks: true}\n")
 	d := startDaemon(t, cfg)
-	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, `{"decision":"deny","reason":"no"}`)
-	}))
-	defer recv.Close()
+	recv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, answer) }))
+	t.Cleanup(recv.Close)
+	return d, recv
+}
+
+func TestOperatorCLI(t *testing.T) {
+	d, recv := startOperatorDaemon(t, `{"decision":"deny","reason":"no"}`)
 	cli := func(stdin string, args ...string) (string, int) {
 		cmd := exec.Command(binary, args...)
 		cmd.Env = append(os.Environ(), "HOOKD_CLI_ADDR=http://"+d.addr, "HOOKD_CLI_TOKEN=adm-test")
@@ -447,5 +453,35 @@ func TestStartsWithKubernetesServiceLinks(t *testing.T) {
 		if !strings.Contains(d.log(), `"msg":"ignoring a Kubernetes service-link variable","name":"`+name+`"`) {
 			t.Errorf("no debug line for %s:\n%s", name, d.log())
 		}
+	}
+}
+
+// TestCLITablesEscapeControlCharacters: decisions list shows another party's text (an agent's
+// tool name, a receiver's reason) with its control and bidirectional characters escaped: printed
+// raw, an escape sequence in it rewrote the operator's terminal (a deny shown as an allow) and a
+// tab split the row into columns of its own.
+func TestCLITablesEscapeControlCharacters(t *testing.T) {
+	d, recv := startOperatorDaemon(t, `{"decision":"deny","reason":"no\r\u001b[2Kallow \u202eyllaer \u001b]52;c;ZXZpbA==\u0007"}`)
+	if st := d.call("POST", "/api/hooks", `{"hookName":"gate","hookType":"pre_tool_use","dispatchConfig":{"url":"`+recv.URL+`"}}`, nil); st != 201 {
+		t.Fatalf("create: %d", st)
+	}
+	ev := `{"hookType":"pre_tool_use","context":{"toolName":"x\u001b[31mred\ttab","toolCallId":"c1","arguments":{}}}`
+	if st := d.call("POST", "/api/hooks/dispatch", ev, nil); st != 200 {
+		t.Fatalf("dispatch: %d", st)
+	}
+	cmd := exec.Command(binary, "decisions", "list")
+	cmd.Env = append(os.Environ(), "HOOKD_CLI_ADDR=http://"+d.addr, "HOOKD_CLI_TOKEN=adm-test")
+	b, err := cmd.Output()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("decisions list: %v\n%s", err, out)
+	}
+	for _, want := range []string{`x\x1b[31mred\x09tab`, `no\x0d\x1b[2Kallow \u202eyllaer \x1b]52;c;ZXZpbA==\x07`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("decisions list: no %q in\n%s", want, out)
+		}
+	}
+	if strings.ContainsAny(out, "\x1b\r\t\u202e\a") {
+		t.Errorf("a control character printed raw:\n%q", out)
 	}
 }

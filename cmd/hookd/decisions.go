@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -60,8 +59,7 @@ func newDecisionsListCmd(c *adminClient) *cobra.Command {
 }
 
 func printDecisions(w io.Writer, ds []storage.Decision) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTIME\tTYPE\tHOOK\tSUBJECT\tOUTCOME\tFALLBACK\tREASON")
+	t := newTextTable(w, "ID", "TIME", "TYPE", "HOOK", "SUBJECT", "OUTCOME", "FALLBACK", "REASON")
 	for _, d := range ds {
 		subject := d.ToolName
 		if subject == "" && d.TaskID != nil {
@@ -71,10 +69,9 @@ func printDecisions(w io.Writer, ds []storage.Decision) {
 		if d.Error != "" {
 			why = d.Error
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%v\t%s\n", d.ID, d.CreatedAt.Local().Format(time.DateTime), d.HookType,
-			d.HookName, subject, d.Outcome, d.FromFailureMode, why)
+		t.row(d.ID, d.CreatedAt.Local().Format(time.DateTime), d.HookType, d.HookName, subject, d.Outcome, d.FromFailureMode, why)
 	}
-	tw.Flush()
+	t.flush()
 }
 
 func newDecisionsVerifyCmd(c *adminClient) *cobra.Command {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,8 +65,7 @@ type deliveryRow struct {
 }
 
 func printDeliveries(w io.Writer, ds []deliveryRow) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tEVENT\tHOOK\tTYPE\tSTATUS\tATTEMPTS\tNEXT\tLAST ERROR")
+	t := newTextTable(w, "ID", "EVENT", "HOOK", "TYPE", "STATUS", "ATTEMPTS", "NEXT", "LAST ERROR")
 	for _, d := range ds {
 		next, status := "-", d.Status
 		switch {
@@ -76,9 +74,9 @@ func printDeliveries(w io.Writer, ds []deliveryRow) {
 		case d.Status == storage.StatusPending && !d.NextAttemptAt.IsZero():
 			next = d.NextAttemptAt.Local().Format(time.DateTime)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.EventID, d.HookID, d.HookType, status, d.Attempts, next, d.LastError)
+		t.row(d.ID, d.EventID, d.HookID, d.HookType, status, d.Attempts, next, d.LastError)
 	}
-	tw.Flush()
+	t.flush()
 }
 
 // newDeliveriesRedeliverCmd prints the delivery after its attempt and exits 1 unless the attempt
@@ -98,7 +96,7 @@ func newDeliveriesRedeliverCmd(c *adminClient) *cobra.Command {
 				return fmt.Errorf("POST /api/deliveries/%s/redeliver: unexpected answer: %w", args[0], err)
 			}
 			if d.Status != storage.StatusDelivered {
-				return fmt.Errorf("delivery %s was not delivered: it is %s: %s", args[0], d.Status, cmp.Or(d.LastError, "no error recorded"))
+				return fmt.Errorf("delivery %s was not delivered: it is %s: %s", args[0], d.Status, terminalSafe(cmp.Or(d.LastError, "no error recorded")))
 			}
 			return nil
 		},
