@@ -52,6 +52,7 @@ databaseMaxConns: 32                  # PostgreSQL: connections this daemon's po
                                       # more to LISTEN; replicas × (this + 1) must stay below the server's
                                       # max_connections. SQLite ignores it (one writer, 8 readers)
 masterKey: ""                         # 32-byte key, base64; encrypts secrets at rest; generated into dataDir when empty
+                                      # (sqlite only: on postgres every replica must be given the same key)
 masterKeys: []                        # rotation: [new, old…] instead of masterKey; the first seals, any opens
                                       # (then run hookd keys rotate, and drop the old ones)
 masterKeyFiles: []                    # masterKeys read from files instead, one base64 key per file (mounted

@@ -47,10 +47,11 @@ func askCrashTest(t *testing.T, dir, database, hold string) {
 	workspaces := filepath.Join(dir, "ws")
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
+masterKey: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 model: {provider: scripted, script: %s}
 agent: {toolDefault: ask, workspaces: %s, runLease: 5s}
-`, database, script, workspaces))
+`, database, testMasterKey, script, workspaces))
 	written := func(name string) bool { return fileUnder(workspaces, name+".txt") }
 	const volo = "/api/agent/chat/volo-ai/"
 

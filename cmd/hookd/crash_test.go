@@ -67,12 +67,13 @@ func crashTest(t *testing.T, dir, database string) {
 	// in-flight rows soon after the restart.
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
+masterKey: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks:
   allowPrivateNetworks: true
   claimLease: 3s
   retry: {fast: [200ms, 300ms, 400ms], ladder: [1s, 2s, 2s, 2s, 2s, 2s, 5s, 10s, 20s], jitter: 0}
-`, database))
+`, database, testMasterKey))
 	d := startDaemon(t, cfg)
 	var hook struct{ ID int64 }
 	if st := d.call("POST", "/api/hooks", `{"hookName":"audit","hookType":"post_tool_use",

@@ -212,6 +212,10 @@ func (d *daemon) call(method, path, body string, out any) int {
 	return resp.StatusCode
 }
 
+// testMasterKey is the master key of the daemons whose database may be PostgreSQL, where one must
+// be configured.
+const testMasterKey = "dGVzdC1tYXN0ZXIta2V5LW9mLXRoZS1kYWVtb25zLTM="
+
 func writeConfig(t *testing.T, dir, body string) string {
 	t.Helper()
 	path := filepath.Join(dir, "hookd.yaml")

@@ -29,7 +29,7 @@ func TestDatabaseMaxConns(t *testing.T) {
 	}
 	pool := server/2 + 1
 	dir := t.TempDir()
-	d := startDaemon(t, writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\ndataDir: %s\nauth: {adminTokens: [adm-test]}\n", pg.URL, dir)),
+	d := startDaemon(t, writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\ndataDir: %s\nmasterKey: %s\nauth: {adminTokens: [adm-test]}\n", pg.URL, dir, testMasterKey)),
 		fmt.Sprintf("HOOKD_DATABASE_MAX_CONNS=%d", pool))
 	if want := fmt.Sprintf(`"databaseMaxConns":%d,"max_connections":%d`, pool, server); !strings.Contains(errorLines(d.log()), want) {
 		t.Fatalf("no warning with %s at start:\n%s", want, d.log())

@@ -185,7 +185,8 @@ func (d *daemon) callQuiet(method, path, body string, out any) int {
 func crashConfig(t *testing.T, dir, database string) string {
 	return writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
+masterKey: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 webhooks: {allowPrivateNetworks: true}
-`, database))
+`, database, testMasterKey))
 }

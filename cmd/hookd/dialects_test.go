@@ -149,7 +149,7 @@ func startDialectDaemon(t *testing.T, database, modelCfg string) *dialectDaemon 
 	if modelCfg == "" {
 		modelCfg = "{provider: scripted, script: " + script + "}"
 	}
-	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: "+database+"\n"+
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: "+database+"\nmasterKey: "+testMasterKey+"\n"+
 		"auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}\n"+
 		"webhooks: {allowPrivateNetworks: true}\nmodel: "+modelCfg+"\n"+
 		"agent: {maxIters: 3, toolDefault: allow, contextTokens: 3000, webSearch: {url: "+web.URL+"/search}}\nsse: {heartbeat: 1s}\n")

@@ -271,6 +271,10 @@ func keyNames(cfg config.Config, n int) []string {
 func (d *doctor) newKeyFile(cfg config.Config) {
 	dir := cfg.ResolvedDataDir()
 	keyFile := filepath.Join(dir, "master.key")
+	if err := keyNotGenerated(cfg); err != nil {
+		d.fail("masterKey", "%v", err)
+		return
+	}
 	if err := writableDir(dir); err != nil {
 		d.fail("masterKey", "none configured, and serve cannot generate %s: %v", keyFile, err)
 		return

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -281,4 +283,31 @@ func TestUnreadableSecretKeepsEventsQueued(t *testing.T) {
 			<-d.done
 		})
 	}
+}
+
+// TestPostgresNeedsOneMasterKey: on PostgreSQL no master key is generated: each replica made one
+// of its own, so the secrets of a hook one replica created opened on no other, whose calls of it
+// then resolved by failureMode (a transfer denied on one replica was allowed on the next). serve
+// and doctor refuse, naming masterKey; a key file already in dataDir is still read.
+func TestPostgresNeedsOneMasterKey(t *testing.T) {
+	database := storagetest.PostgresURL(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\ndataDir: %s\n", database, dir))
+	for _, args := range [][]string{{"serve", "--config", cfg}, {"doctor", "--config", cfg}} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // a serve that starts runs on
+		out, err := exec.CommandContext(ctx, binary, args...).CombinedOutput()
+		cancel()
+		if err == nil || !strings.Contains(string(out), "masterKey: none is configured and the database is PostgreSQL") {
+			t.Errorf("%s without a master key: %v\n%s", args[0], err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "master.key")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a key file was generated: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "master.key"), []byte(testMasterKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, cfg)
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	<-d.done
 }

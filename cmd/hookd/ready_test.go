@@ -19,7 +19,7 @@ import (
 func TestReadyzFollowsDatabaseWrites(t *testing.T) {
 	pg := storagetest.PostgresWithRole(t)
 	dir := t.TempDir()
-	d := startDaemon(t, writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\ndataDir: %s\n", pg.URL, dir)))
+	d := startDaemon(t, writeConfig(t, dir, fmt.Sprintf("listen: 127.0.0.1:0\ndatabase: '%s'\ndataDir: %s\nmasterKey: %s\n", pg.URL, dir, testMasterKey)))
 	get := func(path string) (int, string) {
 		resp, err := http.Get(d.url(path))
 		if err != nil {

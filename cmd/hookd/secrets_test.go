@@ -183,7 +183,7 @@ func TestDatabasePasswordNeverShown(t *testing.T) {
 		"postgresql://hookd@127.0.0.1:1/hookd?sslpassword=" + pw[2] + "&password=" + pw[1] + "&connect_timeout=x",
 	} {
 		for _, viaEnv := range []bool{false, true} {
-			cfg := "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: " + dir + "\n"
+			cfg := "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: " + dir + "\nmasterKey: " + testMasterKey + "\n"
 			var env []string
 			if viaEnv {
 				env = append(env, "HOOKD_DATABASE="+dsn)
@@ -212,7 +212,7 @@ func TestDatabasePasswordNeverShown(t *testing.T) {
 	base = storagetest.PostgresURL(t)
 	// The test server trusts local connections, so the passwords are carried and never needed.
 	u := strings.Replace(base, "postgres://postgres@", "postgres://postgres:"+pw[0]+"@", 1) + "&password=" + pw[1]
-	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: "+dir+"\ndatabase: '"+u+"'\n")
+	cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\nlog: {level: debug, format: json}\ndataDir: "+dir+"\nmasterKey: "+testMasterKey+"\ndatabase: '"+u+"'\n")
 	d := startDaemon(t, cfg)
 	if st := d.call("GET", "/readyz", "", nil); st != 200 {
 		t.Fatalf("readyz: %d", st)

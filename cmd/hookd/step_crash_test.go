@@ -61,11 +61,12 @@ func stepCrashTest(t *testing.T, dir, database string) {
 		{"text":"found it","usage":{"inputTokens":200,"outputTokens":10}}]}]}`), 0o600)
 	cfg := writeConfig(t, dir, fmt.Sprintf(`listen: 127.0.0.1:0
 database: %s
+masterKey: %s
 auth: {adminTokens: [adm-test], apiKeys: [{key: key-test, userId: tester, principalId: 1}]}
 model: {provider: scripted, script: %s}
 agent: {toolDefault: allow, runLease: 5s, webSearch: {url: %s/search}}
 webhooks: {allowPrivateNetworks: true}
-`, database, script, web.URL))
+`, database, testMasterKey, script, web.URL))
 
 	d := startDaemon(t, cfg)
 	resp := d.postStream(t, "/api/agent/run/stream", `{"sessionId":"s-1","userInput":"what is hookd?"}`)
