@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hookd/hookd/config"
+	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -30,6 +31,15 @@ func newKeysCmd() *cobra.Command {
 			}
 			if len(cfg.MasterKeys) == 0 && len(cfg.MasterKeyFiles) == 0 && cfg.MasterKey == "" {
 				return usageErrorf("keys rotate: configure masterKeys: [new, old…] (or masterKeyFiles) first")
+			}
+			// Opening a database creates and migrates it: a database setting that names no daemon's
+			// database (a typo) would be made anew, and "re-sealed 0" read as done before the old
+			// key is dropped.
+			if _, exists, err := schemaVersions(cmd.Context(), cfg.Database); err != nil {
+				return fmt.Errorf("keys rotate: %w", err)
+			} else if !exists {
+				return fmt.Errorf("keys rotate: %s holds no hookd database: nothing to re-seal; is database the daemon's?",
+					hookdtype.RedactDSN(cfg.Database))
 			}
 			db, err := openSealed(cmd.Context(), cfg, slog.New(slog.DiscardHandler))
 			if err != nil {

@@ -311,3 +311,20 @@ func TestPostgresNeedsOneMasterKey(t *testing.T) {
 	d.cmd.Process.Signal(syscall.SIGTERM)
 	<-d.done
 }
+
+// TestRotateNeedsTheDatabase: keys rotate against a database setting that names no hookd database
+// (a mistyped path) fails, naming it, and creates nothing: it made an empty database there and
+// said "re-sealed 0", and the operator then dropped the old key the real database still needed.
+func TestRotateNeedsTheDatabase(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "dta", "hookd.db")
+	cfg := writeConfig(t, dir, fmt.Sprintf("database: sqlite:%s\nmasterKeys: [%s, %s]\n", missing,
+		base64.StdEncoding.EncodeToString([]byte(strings.Repeat("n", 32))), testMasterKey))
+	out, stderr, code := hookd(t, nil, "keys", "rotate", "--config", cfg)
+	if code != 1 || !strings.Contains(stderr, "keys rotate: sqlite:"+missing+" holds no hookd database") || strings.Contains(out, "re-sealed") {
+		t.Fatalf("rotate of no database: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, err := os.Stat(filepath.Dir(missing)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("rotate made the database's directory: %v", err)
+	}
+}
