@@ -957,6 +957,10 @@ func setEnv(f reflect.Value, k envKey, val string) error {
 			return bad(k.path, err.Error())
 		}
 		f.SetInt(int64(d))
+	case k.path == "masterKey" && strings.TrimSpace(val) == "":
+		// An unset secret gives an empty value too; taken as no key, secrets would be sealed with
+		// a key file generated in dataDir, which the key, once the secret is set, never opens.
+		return bad(k.path, "is empty: unset "+k.name+" to use the configuration file's masterKey or the key file in dataDir")
 	case t.Kind() == reflect.Slice && strings.TrimSpace(val) == "":
 		// An unset secret in a pod spec or a shell gives an empty value; taken as an empty list it
 		// would drop the file's admin tokens or API keys without a word.

@@ -732,6 +732,8 @@ func TestEnvErrors(t *testing.T) {
 		// An unset secret gives an empty value: it would drop the file's tokens or keys.
 		{"empty list", []string{"HOOKD_AUTH_ADMIN_TOKENS="},
 			`config: HOOKD_AUTH_ADMIN_TOKENS: auth.adminTokens: is empty: unset HOOKD_AUTH_ADMIN_TOKENS to keep the configuration file's value, or give [] for an empty list`},
+		{"empty master key", []string{"HOOKD_MASTER_KEY="},
+			`config: HOOKD_MASTER_KEY: masterKey: is empty: unset HOOKD_MASTER_KEY to use the configuration file's masterKey or the key file in dataDir`},
 		{"blank list of objects", []string{"HOOKD_AUTH_API_KEYS= "},
 			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: is empty: unset HOOKD_AUTH_API_KEYS to keep the configuration file's value, or give [] for an empty list`},
 		{"json list cut short", []string{`HOOKD_AUTH_ADMIN_TOKENS=["tok-a","tok-b"`},
