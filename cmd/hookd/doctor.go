@@ -94,6 +94,10 @@ func (d *doctor) run(ctx context.Context, path string) {
 	}
 	d.ok("config", "%s", cmp.Or(path, "the embedded defaults"))
 	d.shell(cfg, path)
+	// The model is built as serve builds it: a script that does not load stops serve's start.
+	if _, err := newModel(cfg.Model); err != nil {
+		d.fail("model", "%v", err)
+	}
 
 	// The schema is read before storage opens the database, since opening migrates it.
 	applied, exists, err := schemaVersions(ctx, cfg.Database)

@@ -310,3 +310,24 @@ func TestDoctorKeyFileAsServe(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorModelScript: a model.script serve cannot load (missing, not a script) fails doctor as
+// it stops serve; doctor said no problems.
+func TestDoctorModelScript(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte("not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, script := range []string{filepath.Join(dir, "missing.json"), bad} {
+		cfg := writeConfig(t, dir, "listen: 127.0.0.1:0\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nmodel: {script: "+script+"}\n")
+		out, _, code := hookd(t, nil, "doctor", "--config", cfg)
+		if code != 1 || !strings.Contains(out, "FAIL  model      model.script: ") {
+			t.Errorf("%s: exit %d\n%s", script, code, out)
+		}
+		serve, err := exec.Command(binary, "serve", "--config", cfg).CombinedOutput()
+		if err == nil || !strings.Contains(string(serve), "model.script: ") {
+			t.Errorf("%s: serve: %v\n%s", script, err, serve)
+		}
+	}
+}
