@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -94,6 +96,7 @@ func (d *doctor) run(ctx context.Context, path string) {
 	}
 	d.ok("config", "%s", cmp.Or(path, "the embedded defaults"))
 	d.shell(cfg, path)
+	d.listen(cfg)
 	// The model is built as serve builds it: a script that does not load stops serve's start.
 	if _, err := newModel(cfg.Model); err != nil {
 		d.fail("model", "%v", err)
@@ -269,6 +272,21 @@ func keyNames(cfg config.Config, n int) []string {
 		}
 	}
 	return names
+}
+
+// listen checks that serve could listen where the config says: an address this machine does not
+// have, or a port it may not bind, stops serve. One in use is a note: doctor is run beside the
+// daemon it checks.
+func (d *doctor) listen(cfg config.Config) {
+	ln, err := net.Listen("tcp", cfg.Listen)
+	switch {
+	case err == nil:
+		ln.Close()
+	case errors.Is(err, syscall.EADDRINUSE):
+		d.note("listen", "%s is in use (by the daemon this config runs?)", cfg.Listen)
+	default:
+		d.fail("listen", "serve cannot listen on %s: %v", cfg.Listen, err)
+	}
 }
 
 // newKeyFile checks that serve, finding no master key configured, can write the one it generates.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -329,5 +330,27 @@ func TestDoctorModelScript(t *testing.T) {
 		if err == nil || !strings.Contains(string(serve), "model.script: ") {
 			t.Errorf("%s: serve: %v\n%s", script, err, serve)
 		}
+	}
+}
+
+// TestDoctorListen: a listen address serve cannot bind (one this machine does not have) fails
+// doctor as it stops serve; one in use, as by the daemon doctor is run beside, is a note.
+func TestDoctorListen(t *testing.T) {
+	dir := t.TempDir()
+	run := func(listen string) (string, int) {
+		cfg := writeConfig(t, dir, "listen: "+listen+"\ndatabase: sqlite:"+filepath.Join(dir, "hookd.db")+"\nauth: {adminTokens: [adm], chat: disabled}\n")
+		out, _, code := hookd(t, nil, "doctor", "--config", cfg)
+		return out, code
+	}
+	if out, code := run("192.0.2.1:8080"); code != 1 || !strings.Contains(out, "FAIL  listen     serve cannot listen on 192.0.2.1:8080") {
+		t.Errorf("an address this machine lacks: exit %d\n%s", code, out)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	if out, code := run(busy.Addr().String()); code != 0 || !strings.Contains(out, "note  listen     "+busy.Addr().String()+" is in use") {
+		t.Errorf("a port in use: exit %d\n%s", code, out)
 	}
 }
