@@ -966,19 +966,27 @@ func setEnv(f reflect.Value, k envKey, val string) error {
 		// would drop the file's admin tokens or API keys without a word.
 		return bad(k.path, "is empty: unset "+k.name+" to keep the configuration file's value, or give [] for an empty list")
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
-		// A list of objects (auth.apiKeys) comes as a JSON array.
+		// A list of objects (auth.apiKeys) comes as a JSON array, held to what the YAML file is:
+		// a field named twice, or in another case ("userid"), is refused, not taken as encoding/json
+		// would (the last of two userIds, a field matched whatever its case).
 		out := reflect.New(t)
-		dec := json.NewDecoder(strings.NewReader(val))
-		dec.DisallowUnknownFields()
-		err := dec.Decode(out.Interface())
-		if err == nil && dec.More() {
-			err = errors.New("trailing data after the array")
+		var se *json.SyntaxError
+		err := json.Unmarshal([]byte(val), new(any))
+		if errors.As(err, &se) { // its message quotes input, which may be a key
+			err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
+		} else {
+			err = hookdtype.Duplicate([]byte(val), k.path)
+		}
+		if err == nil {
+			err = hookdtype.DecodeStrict([]byte(val), out.Interface(), k.path)
+		}
+		if ve := (*hookdtype.ValidationError)(nil); errors.As(err, &ve) {
+			if ve.Field != k.path {
+				return bad(ve.Field, ve.Msg) // a field of one item, named as validation names it
+			}
+			err = errors.New(ve.Msg)
 		}
 		if err != nil {
-			var se *json.SyntaxError
-			if errors.As(err, &se) { // its message quotes input, which may be a key
-				err = fmt.Errorf("invalid JSON at offset %d", se.Offset)
-			}
 			return bad(k.path, `must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: `+err.Error())
 		}
 		if out.Elem().IsNil() {

@@ -745,7 +745,17 @@ func TestEnvErrors(t *testing.T) {
 		{"bad json", []string{"HOOKD_AUTH_API_KEYS=key-secret"},
 			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: invalid JSON at offset 1`},
 		{"json unknown field", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","user":"u","principalId":1}]`},
-			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: json: unknown field "user"`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys[0].user: unknown field (did you mean "userId"?)`},
+		// As in the YAML file: a field twice, or in another case, is refused, not taken as
+		// encoding/json would (the last userId; "userid" as userId).
+		{"json field twice", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","userId":"alice","principalId":1,"userId":"bob"}]`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys[0].userId: appears twice; send each field once`},
+		{"json field in another case", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","userid":"alice","principalId":1}]`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys[0].userid: unknown field (did you mean "userId"?)`},
+		{"json trailing data", []string{`HOOKD_AUTH_API_KEYS=[{"key":"k","userId":"alice","principalId":1}] x`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: invalid JSON at offset 48`},
+		{"json not an array", []string{`HOOKD_AUTH_API_KEYS={"key":"k-secret","userId":"alice","principalId":1}`},
+			`config: HOOKD_AUTH_API_KEYS: auth.apiKeys: must be a JSON array like [{"key":"...","userId":"...","principalId":1}]: must be an array, not object`},
 		{"validation names the variable", []string{"HOOKD_WEBHOOKS_RETRY_JITTER=2"},
 			`config: HOOKD_WEBHOOKS_RETRY_JITTER: webhooks.retry.jitter: must be between 0 and 1`},
 		{"validation of a list item names the variable", []string{"HOOKD_WEBHOOKS_ALLOW_CIDRS=10.0.0.0/8,nope"},
