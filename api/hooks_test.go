@@ -289,6 +289,8 @@ func TestHookValidation(t *testing.T) {
 	}
 	cases := []struct{ body, field string }{
 		{`{"hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example"}}`, "hookName"},
+		// Shown in the decision log and the CLI's tables, where an escape would pass for other text.
+		{`{"hookName":"g\u001b[2K\rallow","hookType":"pre_tool_use","dispatchConfig":{"url":"https://r.example"}}`, "hookName"},
 		{`{"hookName":"x","dispatchConfig":{"url":"https://r.example"}}`, "hookType"},
 		{`{"hookName":"x","hookType":"pre_everything","dispatchConfig":{"url":"https://r.example"}}`, "hookType"},
 		{`{"hookName":"x","hookType":"pre_tool_use","dispatchType":"mq","dispatchConfig":{"url":"https://r.example"}}`, "dispatchType"},

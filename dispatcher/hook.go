@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/policy"
@@ -176,6 +177,11 @@ func (h *Hook) Normalize() error {
 	}
 	if len(h.HookName) > 200 {
 		return invalid("hookName", "must be at most 200 bytes")
+	}
+	if strings.ContainsFunc(h.HookName, unicode.IsControl) {
+		// Shown in the decision log, the console and the CLI's tables, where a newline or an
+		// escape sequence would pass for other text.
+		return invalid("hookName", "must not contain control characters (a newline, a tab, an escape, …)")
 	}
 	if h.HookType == "" {
 		return invalid("hookType", "is required")

@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -72,8 +71,7 @@ type hookRow struct {
 }
 
 func printHooks(w io.Writer, hooks []hookRow) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tNAME\tAGENT\tTOOLS\tPRIO\tENABLED\tFAILURE\tURL")
+	t := newTextTable(w, "ID", "TYPE", "NAME", "AGENT", "TOOLS", "PRIO", "ENABLED", "FAILURE", "URL")
 	for _, h := range hooks {
 		agent := "*"
 		if h.AgentID != nil {
@@ -83,10 +81,9 @@ func printHooks(w io.Writer, hooks []hookRow) {
 		if tools == "" {
 			tools = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%v\t%s\t%s\n", h.ID, h.HookType, h.HookName, agent, tools, h.Priority,
-			h.Enabled, h.DispatchConfig.FailureMode, h.DispatchConfig.URL)
+		t.row(h.ID, h.HookType, h.HookName, agent, tools, h.Priority, h.Enabled, h.DispatchConfig.FailureMode, h.DispatchConfig.URL)
 	}
-	tw.Flush()
+	t.flush()
 }
 
 func newHooksAddCmd(c *adminClient) *cobra.Command {
