@@ -119,6 +119,9 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 		case len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash:
 			return &ReplyError{"answers", ErrArgumentsChanged}
 		}
+		if err := checkRules(a.Rules); err != nil {
+			return &ReplyError{"answers", fmt.Errorf("the answer to ask %s: %w", ask.AskID, err)}
+		}
 	}
 	calls := make([]*storage.Ask, len(r.Results))
 	for j, res := range r.Results {

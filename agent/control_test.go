@@ -837,3 +837,54 @@ func (e *env) sessionDecisions(t *testing.T, info RunInfo) []storage.Decision {
 	slices.Reverse(rows)
 	return rows
 }
+
+// A rule given with an answer is checked whole before anything of the reply is kept: a tool name
+// that no call could parse was stored, and made every later call of the session ask.
+func TestAnswerWithAnUnparseableRuleKeepsNothing(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e, info, evs := pausedRun(t, db)
+		call := find(evs, KindAsk).Ask.Calls[0]
+		for _, r := range []RuleSpec{
+			{ToolName: "/(bad/", RuleContent: "*", Behavior: BehaviorDeny},
+			{ToolName: "workspace_write_file||shell", RuleContent: "*", Behavior: BehaviorDeny},
+			{ToolName: strings.Repeat("x", 64<<10+1), RuleContent: "*", Behavior: BehaviorDeny},
+		} {
+			err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{{AskID: call.AskID, Approved: true,
+				Rules: []RuleSpec{{ToolName: "workspace_write_file", RuleContent: "a.txt", Behavior: BehaviorAllow}, r}}})
+			re, ok := errors.AsType[*RuleError](err)
+			if !ok || re.Index != 1 || re.Field != RuleToolName || !strings.Contains(err.Error(), "rules[1].tool_name") {
+				t.Fatalf("an answer with tool_name %.20q: %v, want a RuleError naming rules[1].tool_name", r.ToolName, err)
+			}
+		}
+		pending, err := e.rt.Asks(context.Background(), "alice", info.RequestID, AskPending)
+		if err != nil || len(pending) != 1 {
+			t.Fatalf("pending asks after the refused answers: %v %v", pending, err)
+		}
+		run, err := e.rt.ownRun(context.Background(), "alice", info.RequestID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rules, err := db.RulesFor(context.Background(), run.SessionID, "alice", time.Now()); err != nil || len(rules) != 0 {
+			t.Fatalf("rules after the refused answers: %+v %v", rules, err)
+		}
+	})
+}
+
+// A stored rule that cannot be parsed is not skipped: skipped, a deny rule let the call it was
+// written for run. The call is asked about (as when the rules cannot be read), naming the rule.
+func TestUnparseableStoredRuleAsks(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), hitlScript, Config{DefaultBehavior: BehaviorAllow})
+	bad := &storage.PermissionRule{ToolName: "/(workspace_write_file/", RuleContent: "*", Behavior: BehaviorDeny, Source: "admin", Scope: "global"}
+	if err := e.db.AddRules(context.Background(), []*storage.PermissionRule{bad}); err != nil {
+		t.Fatal(err)
+	}
+	info := e.start("alice", "s1", "write")
+	evs := e.until(info.RequestID, 0, KindSuspended, KindRunEnded)
+	ask := find(evs, KindAsk)
+	if ask == nil {
+		t.Fatalf("the call under an unparseable deny rule was not asked about: %v", kinds(evs))
+	}
+	if d := ask.Ask.Calls[0].RuleDescription; !strings.Contains(d, fmt.Sprintf("rule %d ", bad.ID)) || !strings.Contains(d, "cannot be parsed") {
+		t.Fatalf("the ask's reason: %q, want it to name rule %d", d, bad.ID)
+	}
+}

@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
@@ -31,7 +34,20 @@ func (r *run) permission(spec tools.Spec, args json.RawMessage) (behavior, descr
 	for _, rule := range rules {
 		tm, err1 := hookdtype.ParseNameMatch(rule.ToolName)
 		cm, err2 := hookdtype.ParseNameMatch(rule.RuleContent)
-		if err1 != nil || err2 != nil || !tm.Match(spec.Name) || !cm.Match(subject) {
+		if err := errors.Join(err1, err2); err != nil {
+			// Skipped, a rule that cannot be read lets through what it may have been written to
+			// deny: the call is asked about, as when the rules cannot be read at all, and a valid
+			// deny still wins.
+			r.rt.log.ErrorContext(r.ctx, "a permission rule cannot be parsed; asking", "ruleId", rule.ID,
+				"toolName", rule.ToolName, "ruleContent", rule.RuleContent, "err", err)
+			if rank[BehaviorAsk] > rank[behavior] {
+				behavior = BehaviorAsk
+				description = fmt.Sprintf("rule %d (%s, %s scope) cannot be parsed (%v); the call is asked about", rule.ID, rule.Source, rule.Scope, err)
+				pattern = ""
+			}
+			continue
+		}
+		if !tm.Match(spec.Name) || !cm.Match(subject) {
 			continue
 		}
 		if rank[rule.Behavior] > rank[behavior] {
@@ -50,6 +66,7 @@ func (r *run) permission(spec tools.Spec, args json.RawMessage) (behavior, descr
 	return d, "tools that write or execute need confirmation by default", "*"
 }
 
+// remember stores the rules an answer gives, checked by Reply before anything was kept.
 func (rt *Runtime) remember(ctx context.Context, rec storage.Run, a Answer) error {
 	scope, key := a.RuleScope, fmt.Sprint(rec.SessionID)
 	switch scope {
@@ -62,12 +79,6 @@ func (rt *Runtime) remember(ctx context.Context, rec storage.Run, a Answer) erro
 	}
 	var rules []*storage.PermissionRule
 	for _, r := range a.Rules {
-		if r.Behavior != BehaviorAllow && r.Behavior != BehaviorAsk && r.Behavior != BehaviorDeny {
-			return fmt.Errorf("rule behavior %q: want allow, ask or deny", r.Behavior)
-		}
-		if _, err := hookdtype.ParseNameMatch(r.RuleContent); err != nil {
-			return fmt.Errorf("rule_content: %v", err)
-		}
 		src := r.Source
 		if src == "" {
 			src = "userSettings"
@@ -76,4 +87,65 @@ func (rt *Runtime) remember(ctx context.Context, rec storage.Run, a Answer) erro
 			Source: src, Scope: scope, ScopeKey: key})
 	}
 	return rt.db.AddRules(ctx, rules)
+}
+
+// The parts of a permission rule a RuleError names, as the rule is written (RuleSpec).
+const (
+	RuleToolName = "tool_name"
+	RuleContent  = "rule_content"
+	RuleBehavior = "behavior"
+)
+
+// A RuleError is a permission rule refused: Field (RuleToolName, RuleContent or RuleBehavior)
+// of the Index-th rule of an answer is wrong.
+type RuleError struct {
+	Index int
+	Field string
+	Err   error
+}
+
+func (e *RuleError) Error() string { return fmt.Sprintf("rules[%d].%s: %v", e.Index, e.Field, e.Err) }
+func (e *RuleError) Unwrap() error { return e.Err }
+
+// CheckRuleMatch checks a rule's tool name and subject expressions as every tool call the rule
+// is weighed at will parse them (permission): a rule stored that cannot be parsed makes every
+// call ask. The error is a *RuleError naming the expression.
+func CheckRuleMatch(toolName, ruleContent string) error {
+	for _, f := range []struct{ name, v string }{{RuleToolName, toolName}, {RuleContent, ruleContent}} {
+		if len(f.v) > dispatcher.MaxToolNameMatch {
+			// Every rule is compiled again at every tool call the runtime checks.
+			return &RuleError{Field: f.name, Err: fmt.Errorf("is %d bytes long; at most %d are accepted", len(f.v), dispatcher.MaxToolNameMatch)}
+		}
+		m, err := hookdtype.ParseNameMatch(f.v)
+		switch {
+		case err != nil:
+			return &RuleError{Field: f.name, Err: err}
+		case f.name == RuleToolName && strings.TrimSpace(f.v) == "":
+			// Parsed, it is every tool: a rule meant for one would govern them all.
+			return &RuleError{Field: f.name, Err: errors.New(`is required (a toolNameMatch expression, * for every tool)`)}
+		case f.name == RuleToolName && m.EmptyName():
+			// No tool is named "": the rule would govern none of the tools it lists.
+			return &RuleError{Field: f.name, Err: fmt.Errorf("%q lists an empty name, which no tool has; separate the names with single |s "+
+				"(for every tool, write \"*\")", f.v)}
+		}
+	}
+	return nil
+}
+
+// checkRules checks the rules an answer gives, whole, naming the first one wrong.
+func checkRules(rules []RuleSpec) error {
+	for i, r := range rules {
+		var err error
+		switch r.Behavior {
+		case BehaviorAllow, BehaviorAsk, BehaviorDeny:
+			err = CheckRuleMatch(r.ToolName, r.RuleContent)
+		default:
+			err = &RuleError{Field: RuleBehavior, Err: fmt.Errorf("%q: want allow, ask or deny", r.Behavior)}
+		}
+		if re, ok := errors.AsType[*RuleError](err); ok {
+			re.Index = i
+			return re
+		}
+	}
+	return nil
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -8,9 +9,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookd/hookd/agent"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/hookdtype"
 	"github.com/hookd/hookd/storage"
 )
 
@@ -106,24 +107,9 @@ func (a rulesAPI) add(c *gin.Context) {
 	if req.RuleContent == "" {
 		req.RuleContent = "*"
 	}
-	for _, f := range []struct{ name, v string }{{"toolName", req.ToolName}, {"ruleContent", req.RuleContent}} {
-		if len(f.v) > dispatcher.MaxToolNameMatch {
-			// Every rule is compiled again at every tool call the runtime checks.
-			bad(f.name, fmt.Sprintf("is %d bytes long; at most %d are accepted", len(f.v), dispatcher.MaxToolNameMatch))
-			return
-		}
-	}
-	if m, err := hookdtype.ParseNameMatch(req.ToolName); err != nil {
-		bad("toolName", err.Error())
-		return
-	} else if m.EmptyName() {
-		// No tool is named "": the rule would govern none of the tools it lists.
-		bad("toolName", fmt.Sprintf("%q lists an empty name, which no tool has; separate the names with single |s "+
-			"(for every tool, write \"*\")", req.ToolName))
-		return
-	}
-	if _, err := hookdtype.ParseNameMatch(req.RuleContent); err != nil {
-		bad("ruleContent", err.Error())
+	if err := agent.CheckRuleMatch(req.ToolName, req.RuleContent); err != nil {
+		re, _ := errors.AsType[*agent.RuleError](err)
+		bad(map[string]string{agent.RuleToolName: "toolName", agent.RuleContent: "ruleContent"}[re.Field], re.Err.Error())
 		return
 	}
 	// Valid, but likely not what was meant: "shell*" denies only a tool of that very name.

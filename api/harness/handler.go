@@ -20,7 +20,6 @@ import (
 	"github.com/hookd/hookd/agent/model"
 	"github.com/hookd/hookd/api/wire"
 	"github.com/hookd/hookd/dispatcher"
-	"github.com/hookd/hookd/hookdtype"
 )
 
 // Deps is what the Harness dialect needs.
@@ -140,11 +139,9 @@ func (r *ChatRequest) validate() string {
 			case rule.Behavior != agent.BehaviorAllow && rule.Behavior != agent.BehaviorAsk && rule.Behavior != agent.BehaviorDeny:
 				return rf + ".behavior: must be allow, ask or deny"
 			}
-			if _, err := hookdtype.ParseNameMatch(rule.ToolName); err != nil {
-				return fmt.Sprintf("%s.tool_name: %v", rf, err)
-			}
-			if _, err := hookdtype.ParseNameMatch(rule.RuleContent); err != nil {
-				return fmt.Sprintf("%s.rule_content: %v", rf, err)
+			if err := agent.CheckRuleMatch(rule.ToolName, rule.RuleContent); err != nil {
+				re, _ := errors.AsType[*agent.RuleError](err)
+				return fmt.Sprintf("%s.%s: %v", rf, re.Field, re.Err)
 			}
 		}
 	}

@@ -156,8 +156,9 @@ func checkRules(rules []agent.RuleSpec, scope string) *apiError {
 		default:
 			return badRequest("rules[%d].behavior: %q is not one of allow, ask, deny", i, r.Behavior)
 		}
-		if strings.TrimSpace(r.ToolName) == "" {
-			return badRequest("rules[%d].tool_name: is required", i)
+		if err := agent.CheckRuleMatch(r.ToolName, r.RuleContent); err != nil {
+			re, _ := errors.AsType[*agent.RuleError](err)
+			return badRequest("rules[%d].%s: %v", i, re.Field, re.Err)
 		}
 	}
 	switch scope {
