@@ -91,9 +91,12 @@ func (e *ReplyError) Unwrap() error { return e.Err }
 // refused request leaves nothing behind (one kept before a later one was refused left the run
 // with its answers half given and nobody to resume it, or input queued for a request the
 // client was told failed). Then the input is queued, the answers and results kept, and once
-// nothing is pending the run goes on (here, on its own goroutine). Each ask is answered once; a
-// decision bound to other arguments, for an ask of another user, or for an ask already answered
-// is refused, and so is an output for a call the run does not wait for.
+// nothing is pending the run goes on (here, on its own goroutine). Each ask is answered once: an
+// answer to an ask already answered the same way (the same decision, for an approval the same
+// arguments to run with, the same rules) is a no-op, so a client resending its answers to every ask of the pause
+// after a reviewer answered one goes on; a decision bound to other arguments, for an ask of
+// another user, or for an ask already answered otherwise (or expired) is refused, and so is an
+// output for a call the run does not wait for.
 func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply) error {
 	rec, err := rt.ownRun(ctx, userID, requestID)
 	if err != nil {
@@ -114,10 +117,14 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 			return &ReplyError{"answers", fmt.Errorf("%w: no ask %s%s in run %s", ErrNotWaiting, a.AskID, a.CallID, requestID)}
 		case slices.Contains(asks[:j], ask):
 			return &ReplyError{"answers", fmt.Errorf("%w: ask %s is answered twice in one request", ErrAlreadyAnswered, ask.AskID)}
-		case ask.Status != storage.AskPending:
-			return &ReplyError{"answers", fmt.Errorf("%w: ask %s", ErrAlreadyAnswered, ask.AskID)}
 		case len(a.Arguments) > 0 && string(a.Arguments) != "null" && argsHash(string(a.Arguments)) != ask.ArgsHash:
 			return &ReplyError{"answers", ErrArgumentsChanged}
+		case ask.Status != storage.AskPending:
+			// A client that resends its answers to every ask of the pause, one of which a
+			// reviewer answered meanwhile the same way, has nothing to add: that one is a no-op.
+			if err := answeredAlike(ask, a, rec.UserID); err != nil {
+				return &ReplyError{"answers", err}
+			}
 		}
 		if err := checkRules(a.Rules); err != nil {
 			return &ReplyError{"answers", fmt.Errorf("the answer to ask %s: %w", ask.AskID, err)}
@@ -152,8 +159,22 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 		if a.Approved {
 			status = storage.AskApproved
 		}
+		if asks[j].Status != storage.AskPending {
+			continue // answered the same way before: nothing to keep
+		}
 		if err := rt.db.AnswerAsk(ctx, asks[j].AskID, status, mustJSON(a)); err != nil {
-			return &ReplyError{"answers", err} // answered meanwhile by another request
+			// Answered meanwhile by another request: the same way, this one adds nothing.
+			if !errors.Is(err, ErrAlreadyAnswered) {
+				return &ReplyError{"answers", err}
+			}
+			now, gerr := rt.db.GetAsk(ctx, asks[j].AskID)
+			if gerr == nil {
+				gerr = answeredAlike(&now, a, rec.UserID)
+			}
+			if gerr != nil {
+				return &ReplyError{"answers", gerr}
+			}
+			continue
 		}
 		if !a.Approved { // a refusal teaches only what to refuse next time
 			a.Rules = denyRules(a.Rules)
@@ -174,6 +195,45 @@ func (rt *Runtime) Reply(ctx context.Context, userID, requestID string, r Reply)
 		}
 	}
 	return nil
+}
+
+// answeredAlike is nil when ask, no longer pending, was answered as a answers it: the same
+// decision, for an approval the same arguments to run with, and the same rules to remember; else ErrAlreadyAnswered naming
+// the ask and who answered it (userID, the run's, unless the answer says another).
+func answeredAlike(ask *storage.Ask, a Answer, userID string) error {
+	if ask.Status != storage.AskApproved && ask.Status != storage.AskDenied {
+		return fmt.Errorf("ask %s (call %s): %w", ask.AskID, ask.CallID, &storage.AskClosedError{AskID: ask.AskID, Status: ask.Status})
+	}
+	var before Answer
+	if len(ask.Answer) > 0 {
+		if err := json.Unmarshal(ask.Answer, &before); err != nil {
+			return fmt.Errorf("%w: the answer to ask %s: %v", ErrBadState, ask.AskID, err)
+		}
+	}
+	by := before.AnsweredBy
+	if by == "" {
+		by = userID
+	}
+	verdict := map[bool]string{true: "approved", false: "denied"}[ask.Status == storage.AskApproved]
+	switch {
+	case a.Approved != (ask.Status == storage.AskApproved):
+		return fmt.Errorf("%w: ask %s (call %s) was %s by %s", ErrAlreadyAnswered, ask.AskID, ask.CallID, verdict, by)
+	case a.Approved && runArgs(a.Input, ask) != runArgs(before.Input, ask):
+		return fmt.Errorf("%w: ask %s (call %s) was approved by %s with other arguments", ErrAlreadyAnswered, ask.AskID, ask.CallID, by)
+	case !slices.Equal(a.Rules, before.Rules) || (len(a.Rules) > 0 && a.RuleScope != before.RuleScope):
+		// Kept as a no-op, the rules would be dropped unsaid.
+		return fmt.Errorf("%w: ask %s (call %s) was %s by %s with other rules to remember", ErrAlreadyAnswered, ask.AskID, ask.CallID, verdict, by)
+	}
+	return nil
+}
+
+// runArgs is the hash of the arguments an approval runs ask's call with: input when it edits
+// them, else those asked about.
+func runArgs(input json.RawMessage, ask *storage.Ask) string {
+	if len(input) > 0 && string(input) != "null" {
+		return argsHash(string(input))
+	}
+	return ask.ArgsHash
 }
 
 // unsettled refuses a whole Reply that leaves one of the run's pending asks (answered) or

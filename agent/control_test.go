@@ -145,8 +145,19 @@ func TestAskApproveWithEditAndRule(t *testing.T) {
 		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); !errors.Is(err, ErrAlreadyAnswered) && !errors.Is(err, ErrNotWaiting) {
+		// The same answer again (a client's resend) changes nothing; another is refused.
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{ans}); err != nil {
+			t.Fatalf("the same answer again: %v", err)
+		}
+		other = ans
+		other.Input = json.RawMessage(`{"path":"a.txt","content":"edited again"}`)
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{other}); !errors.Is(err, ErrAlreadyAnswered) && !errors.Is(err, ErrNotWaiting) {
 			t.Fatalf("second use: %v", err)
+		}
+		other = ans
+		other.Rules = nil
+		if err := e.rt.Answer(context.Background(), "alice", info.RequestID, []Answer{other}); !errors.Is(err, ErrAlreadyAnswered) && !errors.Is(err, ErrNotWaiting) {
+			t.Fatalf("second use without the rules: %v", err)
 		}
 		rest := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
 		checkSeqs(t, rest, evs[len(evs)-1].Seq)
@@ -887,4 +898,56 @@ func TestUnparseableStoredRuleAsks(t *testing.T) {
 	if d := ask.Ask.Calls[0].RuleDescription; !strings.Contains(d, fmt.Sprintf("rule %d ", bad.ID)) || !strings.Contains(d, "cannot be parsed") {
 		t.Fatalf("the ask's reason: %q, want it to name rule %d", d, bad.ID)
 	}
+}
+
+// A client resends its answers to every ask of the pause (AI SDK, AG-UI): one a reviewer
+// answered meanwhile the same way is a no-op, and the resend settles the rest, where it was a
+// 409 already answered that left the client no way on. One that contradicts the earlier
+// answer, or approves other arguments, stays refused, naming the ask and who answered it.
+func TestResendAfterAReviewerAnswered(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, hitlScript, Config{DefaultBehavior: BehaviorAsk})
+		info := e.start("alice", "s1", "two")
+		evs := e.until(info.RequestID, 0, KindSuspended)
+		calls := find(evs, KindAsk).Ask.Calls
+		if len(calls) != 2 {
+			t.Fatalf("asks: %+v", calls)
+		}
+		a, b := calls[0].AskID, calls[1].AskID
+		if err := e.rt.AnswerApproval(context.Background(), a, true, "fine", "reviewer:bob", nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []Answer{
+			{AskID: a, Approved: false},
+			{AskID: a, Approved: true, Input: json.RawMessage(`{"path":"other.txt","content":"x"}`)},
+		} {
+			err := e.rt.Reply(context.Background(), "alice", info.RequestID, Reply{Whole: true,
+				Answers: []Answer{bad, {AskID: b, Approved: true}}})
+			if !errors.Is(err, ErrAlreadyAnswered) || !strings.Contains(err.Error(), a) || !strings.Contains(err.Error(), "reviewer:bob") {
+				t.Fatalf("a conflicting answer to %s: %v, want ErrAlreadyAnswered naming the ask and reviewer:bob", a, err)
+			}
+		}
+		if err := e.rt.Reply(context.Background(), "alice", info.RequestID, Reply{Whole: true, Answers: []Answer{{AskID: a, Approved: true}}}); !errors.Is(err, ErrUnsettled) {
+			t.Fatalf("a whole reply leaving %s open: %v, want ErrUnsettled", b, err)
+		}
+		err := e.rt.Reply(context.Background(), "alice", info.RequestID, Reply{Whole: true,
+			Answers: []Answer{{AskID: a, Approved: true}, {AskID: b, Approved: false}}})
+		if err != nil {
+			t.Fatalf("the resend: %v", err)
+		}
+		end := e.until(info.RequestID, evs[len(evs)-1].Seq, KindRunEnded)
+		var states []string
+		for _, ev := range end {
+			if ev.Kind == KindToolResultEnded {
+				states = append(states, ev.Tool.State)
+			}
+		}
+		if !slices.Equal(states, []string{ToolSuccess, ToolDenied}) {
+			t.Fatalf("the calls after the resend: %v (%s)", states, kinds(end))
+		}
+		ask, err := db.GetAsk(context.Background(), a)
+		if err != nil || !strings.Contains(string(ask.Answer), "reviewer:bob") {
+			t.Fatalf("the reviewer's answer after the resend: %s %v", ask.Answer, err)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package agui_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -133,15 +134,7 @@ func TestNewMessageToAPausedRun(t *testing.T) {
 // answered the rest).
 func TestResumeAnswersEveryInterrupt(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
-	msgs := []any{user("m1", "write both files")}
-	p1 := e.stream(input("t-two", "run-1", msgs))
-	its := last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)
-	if len(its) != 2 {
-		t.Fatalf("interrupts %v", its)
-	}
-	answer := func(it any, approved bool) map[string]any {
-		return map[string]any{"interruptId": it.(map[string]any)["id"], "status": "resolved", "payload": map[string]any{"approved": approved}}
-	}
+	msgs, its := twoInterrupts(t, e, "t-two")
 	r := e.stream(input("t-two", "run-2", msgs, "resume", []any{answer(its[0], true)}))
 	if second := its[1].(map[string]any)["id"].(string); r.Status != http.StatusConflict || !strings.Contains(string(r.Body), "unanswered: "+second) {
 		t.Fatalf("one of two answered: %d %s", r.Status, r.Body)
@@ -208,5 +201,42 @@ func TestRunAfterARestartWithoutTheInterrupt(t *testing.T) {
 	p2 := e.stream(input("t-crash", "run-2", msgs))
 	if last(p2.Events)["type"] != "RUN_FINISHED" || last(p2.Events)["result"].(map[string]any)["text"] != "after the restart" {
 		t.Fatalf("resume %s %v", types(p2.Events), last(p2.Events))
+	}
+}
+
+// twoInterrupts starts a run on thread that asks about two calls, and returns its messages and
+// interrupts.
+func twoInterrupts(t *testing.T, e *env, thread string) (msgs, its []any) {
+	msgs = []any{user("m1", "write both files")}
+	p1 := e.stream(input(thread, "run-1", msgs))
+	its = last(p1.Events)["outcome"].(map[string]any)["interrupts"].([]any)
+	if len(its) != 2 {
+		t.Fatalf("interrupts %v", its)
+	}
+	return msgs, its
+}
+
+// answer is a resume entry answering interrupt it.
+func answer(it any, approved bool) map[string]any {
+	return map[string]any{"interruptId": it.(map[string]any)["id"], "status": "resolved", "payload": map[string]any{"approved": approved}}
+}
+
+// The client's resume answers every interrupt of the pause: one a reviewer answered meanwhile
+// the same way is a no-op and the run goes on, where the resume was a 409 already answered.
+// Answered otherwise, it stays a 409 naming the interrupt and the reviewer.
+func TestResumeAfterAReviewerAnsweredOne(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	msgs, its := twoInterrupts(t, e, "t-reviewed")
+	first := its[0].(map[string]any)["id"].(string)
+	if err := e.AE.Runtime.AnswerApproval(context.Background(), first, true, "fine", "reviewer:bob", nil); err != nil {
+		t.Fatal(err)
+	}
+	r := e.stream(input("t-reviewed", "run-2", msgs, "resume", []any{answer(its[0], false), answer(its[1], false)}))
+	if r.Status != http.StatusConflict || !strings.Contains(string(r.Body), first) || !strings.Contains(string(r.Body), "reviewer:bob") {
+		t.Fatalf("a denial of what the reviewer approved: %d %s", r.Status, r.Body)
+	}
+	r = e.stream(input("t-reviewed", "run-3", msgs, "resume", []any{answer(its[0], true), answer(its[1], false)}))
+	if r.Status != http.StatusOK || last(r.Events)["type"] != "RUN_FINISHED" {
+		t.Fatalf("the resume: %d %s %v", r.Status, r.Body, types(r.Events))
 	}
 }

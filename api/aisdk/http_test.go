@@ -1,6 +1,7 @@
 package aisdk_test
 
 import (
+	"context"
 	"net/http"
 	"reflect"
 	"strings"
@@ -100,15 +101,7 @@ func TestResumeAnswersEveryApproval(t *testing.T) {
 	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
 	msgs := []any{user("m1", "write both files")}
 	p1 := e.stream(chat("c-two", msgs))
-	var asks, calls []any
-	for _, ev := range p1.Events {
-		if ev["type"] == "tool-approval-request" {
-			asks, calls = append(asks, ev["approvalId"]), append(calls, ev["toolCallId"])
-		}
-	}
-	if len(asks) != 2 {
-		t.Fatalf("approval requests: %s", types(p1.Events))
-	}
+	asks, calls := approvalRequests(t, p1)
 	part := func(i int, approval map[string]any) map[string]any {
 		state := "approval-requested"
 		if _, ok := approval["approved"]; ok {
@@ -140,4 +133,45 @@ func mustReq(t *testing.T, url string) *http.Request {
 		t.Fatal(err)
 	}
 	return req
+}
+
+// The client's resend answers every approval of the pause, built from the pause's parts: one a
+// reviewer answered meanwhile the same way is a no-op and the run goes on, where the resend was
+// a 409 already answered and the chat could not go on. Answered otherwise, it stays a 409 naming
+// the approval and the reviewer.
+func TestResendAfterAReviewerAnsweredOne(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), agent.Config{DefaultBehavior: agent.BehaviorAsk})
+	msgs := []any{user("m1", "write both files")}
+	p1 := e.stream(chat("c-reviewed", msgs))
+	asks, calls := approvalRequests(t, p1)
+	if err := e.AE.Runtime.AnswerApproval(context.Background(), asks[0].(string), true, "fine", "reviewer:bob", nil); err != nil {
+		t.Fatal(err)
+	}
+	resend := func(first bool) []any {
+		part := func(i int, approved bool) map[string]any {
+			return map[string]any{"type": "dynamic-tool", "toolName": "workspace_write_file", "toolCallId": calls[i], "state": "approval-responded",
+				"input": map[string]any{}, "approval": map[string]any{"id": asks[i], "approved": approved}}
+		}
+		return append(msgs, assistant(requestID(t, p1), part(0, first), part(1, false)))
+	}
+	if r := e.do(chat("c-reviewed", resend(false)), nil); r.Status != http.StatusConflict ||
+		!strings.Contains(string(r.Body), asks[0].(string)) || !strings.Contains(string(r.Body), "reviewer:bob") {
+		t.Fatalf("a denial of what the reviewer approved: %d %s", r.Status, r.Body)
+	}
+	if r := e.stream(chat("c-reviewed", resend(true))); r.Status != http.StatusOK || last(r.Events)["finishReason"] != "stop" {
+		t.Fatalf("the resend: %d %s", r.Status, types(r.Events))
+	}
+}
+
+// approvalRequests are the approval ids and tool call ids of the two approvals r asks for.
+func approvalRequests(t *testing.T, r response) (asks, calls []any) {
+	for _, ev := range r.Events {
+		if ev["type"] == "tool-approval-request" {
+			asks, calls = append(asks, ev["approvalId"]), append(calls, ev["toolCallId"])
+		}
+	}
+	if len(asks) != 2 {
+		t.Fatalf("approval requests: %s", types(r.Events))
+	}
+	return asks, calls
 }

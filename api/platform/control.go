@@ -51,6 +51,13 @@ func (a *api) reply(c *gin.Context) {
 		a.fail(c, "askId", err)
 		return
 	}
+	// The reply names one ask, which it answers once, as the approvals API does: a second reply
+	// is refused even when it says the same. (A chat client's resend answers every ask of a
+	// pause, and the runtime takes one answered the same way meanwhile as a no-op.)
+	if v, err := a.Runtime.Ask(ctx, askID); err == nil && v.Status != agent.AskPending {
+		wire.Fail(c, http.StatusConflict, "askId: ask %s was already answered (%s)", askID, v.Status)
+		return
+	}
 	ans := agent.Answer{AskID: askID, Approved: *body.Approved, Reason: body.Reason}
 	if owner != caller.UserID {
 		// A reviewer, recorded as the approvals API records one: with its role, so that a

@@ -180,7 +180,7 @@ func controlError(err error, notFound *apiError) *apiError {
 	case errors.Is(err, agent.ErrNotFound):
 		return notFound
 	case errors.Is(err, agent.ErrAlreadyAnswered):
-		return &apiError{status: http.StatusConflict, key: errAlreadyAnswered, detail: "the interaction was already answered (or timed out)"}
+		return &apiError{status: http.StatusConflict, key: errAlreadyAnswered, detail: "the interaction was already answered otherwise (or timed out): " + err.Error()}
 	case errors.Is(err, agent.ErrArgumentsChanged):
 		return &apiError{status: http.StatusConflict, key: errArgumentsChanged, detail: err.Error()}
 	case errors.Is(err, agent.ErrNotWaiting), errors.Is(err, agent.ErrNotLive):

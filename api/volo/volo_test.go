@@ -130,9 +130,13 @@ func TestGoldenInteractionRoundTrip(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("interaction-response %d %s", code, raw)
 		}
-		// Answered twice: 409.
-		code, r, _ := e.call("POST", ipath, map[string]any{"approved": true})
-		if code != 409 || r.Message != "agent.error.alreadyAnswered" {
+		// Answered again the same way (a client's resend): accepted, changing nothing; answered
+		// otherwise: 409.
+		if code, _, raw := e.call("POST", ipath, map[string]any{"approved": true}); code != 200 {
+			t.Fatalf("the same answer again %d %s", code, raw)
+		}
+		code, r, _ := e.call("POST", ipath, map[string]any{"approved": false})
+		if code != 409 || r.Message != "agent.error.alreadyAnswered" || !strings.Contains(r.Detail, iid) {
 			t.Fatalf("second answer %d %+v", code, r)
 		}
 		rpath := prefix + "/resume?turnId=" + turn
