@@ -87,6 +87,12 @@ func (a *api) reply(c *gin.Context) {
 			}
 			subject := tools.Subject(spec, json.RawMessage(call.Arguments))
 			ans.Rules = []agent.RuleSpec{{ToolName: call.ToolName, RuleContent: exactly(subject), Behavior: agent.BehaviorAllow, Source: "userSettings"}}
+			if err := agent.CheckRuleMatch(call.ToolName, ans.Rules[0].RuleContent); err != nil {
+				// A subject too long for a rule (every rule is compiled again at every call):
+				// the user can still approve this call alone.
+				wire.Fail(c, http.StatusBadRequest, "remember: the call cannot be remembered as a rule (%v); approve it without remember", err)
+				return
+			}
 			ans.RuleScope, remembered = "session", true
 		}
 	}

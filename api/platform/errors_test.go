@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -116,4 +117,26 @@ func TestDevelopmentModeCallers(t *testing.T) {
 	if run, err := e.rt.Run(t.Context(), "erin", b.Header.Get("X-Request-Id")); err != nil || run.UserID != "erin" {
 		t.Fatalf("body userId: %v %+v", err, run)
 	}
+}
+
+// An approval with remember for a call whose subject is too long for a rule is a 400 naming
+// remember, keeping nothing, where it was an internal error; the call can still be approved alone.
+func TestRememberOfASubjectTooLongForARule(t *testing.T) {
+	script := fmt.Sprintf(`{"scripts":[{"match":"long","steps":[
+	  {"toolCalls":[{"name":"workspace_write_file","arguments":{"path":%q,"content":"x"}}]},
+	  {"text":"done"}]}]}`, strings.Repeat("d/", 33<<10)+"f.txt")
+	e := newTEnv(t, storagetest.SQLite(t), script, agent.Config{DefaultBehavior: agent.BehaviorAsk, AskTimeout: 10 * time.Second}, time.Hour)
+	s := e.startRun(alice, map[string]any{"userInput": "long"})
+	defer s.close()
+	var askID string
+	s.until(platform.MessageSuspended, func(f frame) {
+		if f.EventType == platform.MessageSuspended {
+			askID = f.data()["suspendReason"].(map[string]any)["askId"].(string)
+		}
+	})
+	if askID == "" {
+		t.Fatal("no ask")
+	}
+	e.expect(http.StatusBadRequest, alice, "POST", "/api/agent/permission/reply", map[string]any{"askId": askID, "approved": true, "remember": true}, "remember")
+	e.expect(http.StatusOK, alice, "POST", "/api/agent/permission/reply", map[string]any{"askId": askID, "approved": true}, "success")
 }
