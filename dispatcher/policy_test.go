@@ -288,7 +288,7 @@ func TestPolicyReplaceAndBroken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		row.Doc = []byte(strings.Replace(string(row.Doc), `"policyConfig":{"rules":null}`,
+		row.Doc = []byte(strings.Replace(string(row.Doc), `"policyConfig":{"rules":[]}`,
 			`"policyConfig":{"rules":[{"name":"x","when":"nosuchvar","decision":"allow"}]}`, 1))
 		if !strings.Contains(string(row.Doc), "nosuchvar") {
 			t.Fatalf("stored document %s", row.Doc)
