@@ -206,7 +206,57 @@ func sandbox(args []string) error {
 			return fmt.Errorf("dropping capability %d: %w", c, e)
 		}
 	}
+	if own {
+		if err := denyUnixSockets(); err != nil {
+			return fmt.Errorf("closing the host's sockets: %w", err)
+		}
+	}
 	return syscall.Exec(shellPath, []string{"sh", "-c", line}, os.Environ())
+}
+
+// auditArch is the AUDIT_ARCH_* value seccomp gives the system calls of the daemon's own
+// architecture, for those whose socket(2) is a system call of its own (no socketcall).
+var auditArch = map[string]uint32{"amd64": 0xc000003e, "arm64": 0xc00000b7, "riscv64": 0xc00000f3, "loong64": 0xc0000102}
+
+// denyUnixSockets installs a seccomp filter, inherited by everything the shell starts, that
+// refuses socket(AF_UNIX) with EACCES. A socket in the file system is the host's network as much as
+// its loopback is (a database's with peer or trust authentication, a container engine's, the
+// bus), and a network namespace does not cover it: the covers hide a few paths, not every socket.
+// socketpair(2) stays, for a command's own processes. A system call of another architecture (a
+// 32-bit program, the x32 ABI, whose socketcall(2) hides its domain) fails with ENOSYS. It needs
+// no_new_privs, set before.
+func denyUnixSockets() error {
+	arch, ok := auditArch[runtime.GOARCH]
+	if !ok {
+		return fmt.Errorf("no socket filter for %s", runtime.GOARCH)
+	}
+	const (
+		ld, jeq, jge, ret = syscall.BPF_LD | syscall.BPF_W | syscall.BPF_ABS, syscall.BPF_JMP | syscall.BPF_JEQ | syscall.BPF_K,
+			syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K, syscall.BPF_RET | syscall.BPF_K
+		retAllow, retErrno = 0x7fff0000, 0x00050000
+		x32                = 0x40000000 // the x32 ABI's bit in a system call's number on amd64
+		prSetSeccomp       = 22
+		modeFilter         = 2
+	)
+	// struct seccomp_data: int nr, u32 arch, u64 ip, u64 args[6]; the domain is args[0]'s low
+	// half, first on these little-endian machines.
+	filter := []syscall.SockFilter{
+		/* 0 */ {Code: ld, K: 4},
+		/* 1 */ {Code: jeq, K: arch, Jf: 9 - 2}, // another architecture: ENOSYS
+		/* 2 */ {Code: ld, K: 0},
+		/* 3 */ {Code: jge, K: x32, Jt: 9 - 4}, // x32: ENOSYS
+		/* 4 */ {Code: jeq, K: syscall.SYS_SOCKET, Jf: 7 - 5}, // not socket(2): allowed
+		/* 5 */ {Code: ld, K: 16},
+		/* 6 */ {Code: jeq, K: syscall.AF_UNIX, Jt: 8 - 7},
+		/* 7 */ {Code: ret, K: retAllow},
+		/* 8 */ {Code: ret, K: retErrno | uint32(syscall.EACCES)},
+		/* 9 */ {Code: ret, K: retErrno | uint32(syscall.ENOSYS)},
+	}
+	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetSeccomp, modeFilter, uintptr(unsafe.Pointer(&prog))); e != 0 {
+		return e
+	}
+	return nil
 }
 
 // loopbackUp brings up "lo", which a new network namespace has down: a command may still serve

@@ -250,3 +250,48 @@ except OSError as e:
 		t.Errorf("the sockets of the host's network lack the test's listener %s: %+v", listener, res)
 	}
 }
+
+// A socket of the host's file system is its network too: a database's (PostgreSQL's in
+// /run/postgresql, with peer or trust authentication), a container engine's, the bus. With a
+// network of its own a command reaches none of them, though it sees their path; it still has
+// socket pairs of its own. With HostNetwork it reaches them, as it reaches the host's loopback.
+func TestShellSandboxNetworkUnixSockets(t *testing.T) {
+	sh, env, _, _ := sandboxed(t)
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("no python3 on this machine: a socket cannot be tried")
+	}
+	path := filepath.Join(testRoot(t), "db.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("the database answers"))
+			c.Close()
+		}
+	}()
+	probe := argsJSON(t, map[string]string{"command": fmt.Sprintf(`python3 -c '
+import socket
+a, b = socket.socketpair()
+a.send(b"x"); print("pair:", b.recv(1).decode())
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(%q)
+    print("host socket:", s.recv(100).decode())
+except OSError as e:
+    print("host socket:", e.strerror)
+'`, path)})
+	if res := run(t, sh, env, probe); res.IsError || res.Text != "pair: x\nhost socket: Permission denied\nexit_code=0" {
+		t.Errorf("a socket of the host with a network of its own: %+v", res)
+	}
+	sh.sandbox.HostNetwork = true
+	if res := run(t, sh, env, probe); res.IsError || !strings.Contains(res.Text, "host socket: the database answers") {
+		t.Errorf("a socket of the host with the host's network: %+v", res)
+	}
+}
