@@ -61,6 +61,8 @@ type runState struct {
 	AssistantMessageID int64 `json:"assistantMessageId,omitempty"`
 	// BudgetBase is the token count when the budget last started counting (a resume restarts it).
 	BudgetBase int64 `json:"budgetBase,omitempty"`
+	// SubagentTokens are the tokens the run's subagents spent: they count against its budget.
+	SubagentTokens int64 `json:"subagentTokens,omitempty"`
 	// Sent are the files the turn sent to the user (send_attachment): data blocks of its answer.
 	Sent []DataContent `json:"sent,omitempty"`
 	// Hints were shown to the user and wait for the model's next step (hints.go).

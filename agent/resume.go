@@ -71,7 +71,7 @@ func (rt *Runtime) resumeRun(ctx context.Context, rec storage.Run, spec runSpec,
 		return err
 	}
 	rec.Status, rec.Owner = storage.RunRunning, rt.cfg.Owner
-	st.BudgetBase = st.Usage.Total()
+	st.BudgetBase = st.spent()
 	r := rt.newRun(rec, spec, st)
 	r.seq = last
 	resumed := r.stamp(Event{Kind: KindResumed})

@@ -237,6 +237,9 @@ type StartRequest struct {
 	// NoTools offers the model no tools (a single-answer mode).
 	MaxIters int
 	NoTools  bool
+	// TokenBudget caps the tokens of this run below agent.tokenBudget (0: the configured one): a
+	// subagent gets what its parent has left, so that spawning does not multiply the budget.
+	TokenBudget int64
 	// ParentSessionID and Depth are set for a subagent's run.
 	ParentSessionID *int64
 	Depth           int

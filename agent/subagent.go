@@ -51,11 +51,19 @@ func (r *run) spawn(p *pendingCall) (state, output, errMsg string) {
 	if a.Label == "" {
 		a.Label = a.Name
 	}
+	// The child spends the parent's budget: it gets what is left, and what it spends is counted
+	// below as it goes.
+	var left int64
+	if r.budget() > 0 {
+		if left = r.budgetLeft(); left <= 0 {
+			return ToolError, "", "agent_spawn: the run's token budget is spent"
+		}
+	}
 	sid := r.spec.SessionID
 	child, err := r.rt.StartRun(context.WithoutCancel(r.ctx), StartRequest{UserID: r.spec.UserID, PrincipalID: r.spec.PrincipalID,
 		AgentID: r.spec.AgentID, SessionKey: fmt.Sprintf("%s.%s-%s", r.spec.SessionKey, a.Name, newEventID()[:8]),
 		Input: a.Task, TriggerSource: dispatcher.SourceInternal, TraceID: r.traceID(), Model: r.spec.Model,
-		Temperature: r.spec.Temperature, ParentSessionID: &sid, Depth: r.spec.Depth + 1})
+		Temperature: r.spec.Temperature, ParentSessionID: &sid, Depth: r.spec.Depth + 1, TokenBudget: left})
 	if err != nil {
 		return ToolError, "", "agent_spawn: " + err.Error()
 	}
@@ -80,6 +88,10 @@ func (r *run) spawn(p *pendingCall) (state, output, errMsg string) {
 			answer = ev.Result.Text
 		case KindRunEnded:
 			end = ev.End
+		case KindModelEnded:
+			if ev.Usage != nil {
+				r.state.SubagentTokens += ev.Usage.Total()
+			}
 		}
 		if ev.Kind == KindSuspended {
 			r.progress(child.RequestID, a.Name, "SUSPENDED", 50)

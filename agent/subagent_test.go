@@ -134,3 +134,50 @@ func TestAsyncToolTimesOut(t *testing.T) {
 		t.Fatalf("run did not go on: %s", kinds(rest))
 	}
 }
+
+// A subagent spends the budget of the run that spawned it: it gets what is left of it, and what
+// it spent counts at the parent's next step. Two subagents of one step cannot spend twice the
+// budget each, nor the parent go on past it.
+func TestSubagentsSpendTheParentsBudget(t *testing.T) {
+	const script = `{"scripts":[
+ {"match":"delegate twice","steps":[
+   {"toolCalls":[{"name":"agent_spawn","arguments":{"name":"one","task":"task one"}},
+                 {"name":"agent_spawn","arguments":{"name":"two","task":"task two"}}],"usage":{"inputTokens":10}},
+   {"text":"parent done","usage":{"inputTokens":10}}]},
+ {"match":"task one","steps":[{"text":"one done","usage":{"inputTokens":60}}]},
+ {"match":"task two","steps":[
+   {"toolCalls":[{"name":"workspace_list_files"}],"usage":{"inputTokens":60}},
+   {"text":"two done","usage":{"inputTokens":60}}]}
+]}`
+	e := newEnv(t, storagetest.SQLite(t), script, Config{TokenBudget: 100})
+	info := e.start("u", "main", "delegate twice")
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	ch, err := e.rt.Subscribe(ctx, info.RequestID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []Event
+	for ev := range ch {
+		evs = append(evs, ev)
+		if ev.Source == "" && (ev.Kind == KindSuspended || ev.Kind == KindRunEnded) {
+			cancel()
+		}
+	}
+	var parentStop, twoStop bool
+	for _, ev := range evs {
+		switch {
+		case ev.Kind == KindResult && ev.Source == "":
+			t.Errorf("the parent went on past its budget: %q", ev.Result.Text)
+		case ev.Kind == KindResult && ev.Source == "main/two":
+			t.Errorf("subagent two went on past the parent's budget: %q", ev.Result.Text)
+		case ev.Kind == KindStopRequested && ev.Source == "":
+			parentStop = true
+		case ev.Kind == KindStopRequested && ev.Source == "main/two":
+			twoStop = true
+		}
+	}
+	if !parentStop || !twoStop || evs[len(evs)-1].Kind != KindSuspended || evs[len(evs)-1].Suspend.Reason != SuspendRequestStop {
+		t.Fatalf("stops (parent %v, two %v): %s", parentStop, twoStop, kinds(evs))
+	}
+}
