@@ -222,7 +222,8 @@ var auditArch = map[string]uint32{"amd64": 0xc000003e, "arm64": 0xc00000b7, "ris
 // refuses socket(AF_UNIX) with EACCES. A socket in the file system is the host's network as much as
 // its loopback is (a database's with peer or trust authentication, a container engine's, the
 // bus), and a network namespace does not cover it: the covers hide a few paths, not every socket.
-// socketpair(2) stays, for a command's own processes. A system call of another architecture (a
+// socketpair(2) stays, for a command's own processes. io_uring_setup(2) fails with ENOSYS: a ring
+// makes and connects sockets without socket(2), past the filter. A system call of another architecture (a
 // 32-bit program, the x32 ABI, whose socketcall(2) hides its domain) fails with ENOSYS. It needs
 // no_new_privs, set before.
 func denyUnixSockets() error {
@@ -235,6 +236,7 @@ func denyUnixSockets() error {
 			syscall.BPF_JMP | syscall.BPF_JGE | syscall.BPF_K, syscall.BPF_RET | syscall.BPF_K
 		retAllow, retErrno = 0x7fff0000, 0x00050000
 		x32                = 0x40000000 // the x32 ABI's bit in a system call's number on amd64
+		ioUringSetup       = 425        // the same number on every architecture
 		prSetSeccomp       = 22
 		modeFilter         = 2
 	)
@@ -242,15 +244,16 @@ func denyUnixSockets() error {
 	// half, first on these little-endian machines.
 	filter := []syscall.SockFilter{
 		/* 0 */ {Code: ld, K: 4},
-		/* 1 */ {Code: jeq, K: arch, Jf: 9 - 2}, // another architecture: ENOSYS
+		/* 1 */ {Code: jeq, K: arch, Jf: 10 - 2}, // another architecture: ENOSYS
 		/* 2 */ {Code: ld, K: 0},
-		/* 3 */ {Code: jge, K: x32, Jt: 9 - 4}, // x32: ENOSYS
-		/* 4 */ {Code: jeq, K: syscall.SYS_SOCKET, Jf: 7 - 5}, // not socket(2): allowed
-		/* 5 */ {Code: ld, K: 16},
-		/* 6 */ {Code: jeq, K: syscall.AF_UNIX, Jt: 8 - 7},
-		/* 7 */ {Code: ret, K: retAllow},
-		/* 8 */ {Code: ret, K: retErrno | uint32(syscall.EACCES)},
-		/* 9 */ {Code: ret, K: retErrno | uint32(syscall.ENOSYS)},
+		/* 3 */ {Code: jge, K: x32, Jt: 10 - 4}, // x32: ENOSYS
+		/* 4 */ {Code: jeq, K: ioUringSetup, Jt: 10 - 5}, // io_uring: ENOSYS
+		/* 5 */ {Code: jeq, K: syscall.SYS_SOCKET, Jf: 8 - 6}, // not socket(2): allowed
+		/* 6 */ {Code: ld, K: 16},
+		/* 7 */ {Code: jeq, K: syscall.AF_UNIX, Jt: 9 - 8},
+		/* 8 */ {Code: ret, K: retAllow},
+		/* 9 */ {Code: ret, K: retErrno | uint32(syscall.EACCES)},
+		/* 10 */ {Code: ret, K: retErrno | uint32(syscall.ENOSYS)},
 	}
 	prog := syscall.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetSeccomp, modeFilter, uintptr(unsafe.Pointer(&prog))); e != 0 {
