@@ -239,8 +239,8 @@ func (r *run) reconsider(p *pendingCall) {
 	if !r.preToolUse(p, false) {
 		return // denied, or the hooks failed: p.Stage says which
 	}
-	if tool, known := r.rt.tools.Get(p.Name); known {
-		if behavior, _, _ := r.permission(tool.Spec(), json.RawMessage(p.Args)); behavior == BehaviorDeny {
+	if spec, known := r.ruleSpec(p.Name); known {
+		if behavior, _, _ := r.permission(spec, json.RawMessage(p.Args)); behavior == BehaviorDeny {
 			p.Stage, p.Reason = stageDenied, "denied by a permission rule"
 			return
 		}

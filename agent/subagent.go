@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hookd/hookd/agent/model"
+	"github.com/hookd/hookd/agent/tools"
 	"github.com/hookd/hookd/dispatcher"
 	"github.com/hookd/hookd/hookdtype"
 )
@@ -28,6 +29,11 @@ var spawnSpec = model.ToolSpec{Name: spawnTool,
 		`"expose_to_user":{"type":"boolean","description":"make the subagent a session the user can talk to"},` +
 		`"label":{"type":"string","description":"a display name for the exposed session"}},` +
 		`"required":["name","task"]}`)}
+
+// spawnRuleSpec is agent_spawn as the permission rules see it: a rule's ruleContent matches the
+// subagent's name. With no rule it runs (read-only's default): the subagent's own calls face the
+// rules as they come.
+var spawnRuleSpec = tools.Spec{Name: spawnTool, ReadOnly: true, Subject: "name"}
 
 type spawnArgs struct {
 	Name   string `json:"name"`

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hookd/hookd/agent/tools"
+	"github.com/hookd/hookd/storage"
 	"github.com/hookd/hookd/storage/storagetest"
 )
 
@@ -179,5 +180,28 @@ func TestSubagentsSpendTheParentsBudget(t *testing.T) {
 	}
 	if !parentStop || !twoStop || evs[len(evs)-1].Kind != KindSuspended || evs[len(evs)-1].Suspend.Reason != SuspendRequestStop {
 		t.Fatalf("stops (parent %v, two %v): %s", parentStop, twoStop, kinds(evs))
+	}
+}
+
+// A permission rule naming agent_spawn applies to it as to any tool: a deny starts no subagent,
+// and its subject is the subagent's name. With no rule it runs (its own calls face the rules).
+func TestPermissionRulesApplyToAgentSpawn(t *testing.T) {
+	e := newEnv(t, storagetest.SQLite(t), spawnScript, Config{DefaultBehavior: BehaviorAsk})
+	if err := e.db.AddRules(context.Background(), []*storage.PermissionRule{{ToolName: "agent_spawn", RuleContent: "researcher",
+		Behavior: BehaviorDeny, Source: "admin", Scope: "user", ScopeKey: "denied"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, evs := e.run(StartRequest{UserID: "denied", SessionKey: "main", Input: "delegate"})
+	if te := find(evs, KindToolResultEnded).Tool; te.State != ToolDenied {
+		t.Fatalf("agent_spawn under a deny rule: %+v", te)
+	}
+	for _, ev := range evs {
+		if ev.Source != "" {
+			t.Fatalf("a subagent ran under a deny rule: %s", kinds(evs))
+		}
+	}
+	_, evs = e.run(StartRequest{UserID: "allowed", SessionKey: "main", Input: "delegate"})
+	if te := find(evs, KindToolResultEnded).Tool; te.State != ToolSuccess || te.Output != "found three sources" {
+		t.Fatalf("agent_spawn with no rule: %+v", te)
 	}
 }

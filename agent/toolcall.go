@@ -114,16 +114,7 @@ func (r *run) decide(p *pendingCall) {
 	}
 	p.Args = string(args)
 	external := r.isExternal(p.Name)
-	tool, known := r.rt.tools.Get(p.Name)
-	if p.Name == spawnTool && r.canSpawn() {
-		if r.preToolUse(p, true) {
-			p.Stage = stageReady // the subagent's own calls face the rules
-			if p.HookAsk != "" {
-				p.Stage, p.AskID = stageAsking, "ask_"+newEventID()[:20]
-			}
-		}
-		return
-	}
+	spec, known := r.ruleSpec(p.Name)
 	if !known && !external {
 		p.Stage, p.Reason = stageError, fmt.Sprintf("unknown tool %q", p.Name)
 		r.callEnded(p)
@@ -136,7 +127,7 @@ func (r *run) decide(p *pendingCall) {
 		p.External, p.Stage, p.AskID = true, stageExternal, "ext_"+newEventID()[:20]
 		return
 	}
-	behavior, _, _ := r.permission(tool.Spec(), json.RawMessage(p.Args))
+	behavior, _, _ := r.permission(spec, json.RawMessage(p.Args))
 	if p.HookAsk != "" && behavior != BehaviorDeny {
 		behavior = BehaviorAsk // a hook's ask outranks a rule's allow, not its deny
 	}
@@ -196,6 +187,19 @@ func (r *run) callEnded(p *pendingCall) {
 	r.emit(Event{Kind: KindToolCallEnded, Tool: &ToolInfo{CallID: p.ID, Name: p.Name, Arguments: p.Args}})
 }
 
+// ruleSpec is what the permission rules see of the tool named name: its spec, or agent_spawn's
+// where the run may spawn; false for a tool the run does not have.
+func (r *run) ruleSpec(name string) (tools.Spec, bool) {
+	if name == spawnTool && r.canSpawn() {
+		return spawnRuleSpec, true
+	}
+	tool, known := r.rt.tools.Get(name)
+	if !known {
+		return tools.Spec{}, false
+	}
+	return tool.Spec(), true
+}
+
 func (r *run) isExternal(name string) bool {
 	for _, t := range r.spec.ExternalTools {
 		if t.Name == name {
@@ -210,8 +214,8 @@ func (r *run) askCall(p pendingCall) AskCall {
 	if p.HookAsk != "" {
 		desc = p.HookAsk
 	} else {
-		tool, _ := r.rt.tools.Get(p.Name)
-		_, desc, pattern = r.permission(tool.Spec(), json.RawMessage(p.Args))
+		spec, _ := r.ruleSpec(p.Name)
+		_, desc, pattern = r.permission(spec, json.RawMessage(p.Args))
 	}
 	return AskCall{AskID: p.AskID, CallID: p.ID, Name: p.Name, Arguments: p.Args, RuleDescription: desc,
 		RulePattern: pattern, PrincipalID: r.spec.PrincipalID, ExpiresAt: time.Now().Add(r.rt.cfg.AskTimeout).UTC()}
