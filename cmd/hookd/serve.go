@@ -17,6 +17,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -99,8 +100,8 @@ func serve(ctx context.Context, cfg config.Config, configPath string, log *slog.
 	}
 	defer db.Close()
 
-	guard := netguard.New(netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks,
-		AllowCIDRs: cfg.Webhooks.AllowedPrefixes()})
+	egressPolicy := netguard.Policy{AllowPrivateNetworks: cfg.Webhooks.AllowPrivateNetworks, AllowCIDRs: cfg.Webhooks.AllowedPrefixes()}
+	guard := netguard.New(egressPolicy)
 	hooks, err := dispatcher.NewRegistry(ctx, db, log, dispatcher.WithGuard(guard))
 	if err != nil {
 		return fmt.Errorf("load hooks: %w", err)
@@ -139,7 +140,17 @@ func serve(ctx context.Context, cfg config.Config, configPath string, log *slog.
 	if err != nil {
 		return err
 	}
-	egress := &http.Client{Transport: guard.Transport(), Timeout: 60 * time.Second}
+	// The agent's tools dial through a guard of their own, the receivers' policy less this
+	// daemon's own listener: with private networks allowed for receivers, http_request reached the
+	// API on loopback, which in development mode takes requests without a token (a model could
+	// delete the hooks that govern it).
+	toolGuard := netguard.New(egressPolicy)
+	if _, p, err := net.SplitHostPort(cfg.Listen); err == nil {
+		if port, err := strconv.ParseUint(p, 10, 16); err == nil {
+			toolGuard.RefuseLocalPort(uint16(port)) // the port bound below, unless it is 0
+		}
+	}
+	egress := &http.Client{Transport: toolGuard.Transport(), Timeout: 60 * time.Second}
 	toolset := tools.NewRegistry(tools.NewWriteFile(), tools.NewReadFile(), tools.NewListFiles(), tools.NewSendAttachment(),
 		tools.NewHTTPRequest(egress))
 	if u := cfg.Agent.WebSearch.URL; u != "" {
@@ -210,6 +221,9 @@ func serve(ctx context.Context, cfg config.Config, configPath string, log *slog.
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		toolGuard.RefuseLocalPort(uint16(a.Port))
 	}
 	ln = api.LimitListener(ln, cfg.HTTP.MaxConnections)
 	serveErr := make(chan error, 1)

@@ -50,6 +50,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -257,6 +258,7 @@ type Guard struct {
 	allow        []netip.Prefix
 	resolver     *net.Resolver
 	dialer       *net.Dialer
+	self         atomic.Uint32 // a port of this host no dial reaches (RefuseLocalPort); 0: none
 }
 
 // New returns a Guard enforcing p. AllowCIDRs are copied and normalized
@@ -278,10 +280,47 @@ func New(p Policy) *Guard {
 			if err != nil {
 				return fmt.Errorf("%w: cannot parse remote address %q", ErrBlocked, address)
 			}
-			return g.check(ap.Addr(), "")
+			if err := g.check(ap.Addr(), ""); err != nil {
+				return err
+			}
+			return g.checkSelf(ap)
 		},
 	}
 	return g
+}
+
+// RefuseLocalPort refuses from now on every connection to port on an address of this host
+// (loopback, unspecified, or one of its interfaces'), whatever the Policy allows: the daemon's
+// own listener, which the agent's tools must not reach (in development mode its API takes
+// requests from loopback without a token), even where private networks are allowed for them.
+func (g *Guard) RefuseLocalPort(port uint16) { g.self.Store(uint32(port)) }
+
+func (g *Guard) checkSelf(ap netip.AddrPort) error {
+	port := g.self.Load()
+	if port == 0 || uint32(ap.Port()) != port {
+		return nil
+	}
+	a := ap.Addr().Unmap().WithZone("")
+	if !a.IsLoopback() && !a.IsUnspecified() && !onThisHost(a) {
+		return nil
+	}
+	return &BlockedError{Addr: ap.Addr(), Range: fmt.Sprintf("this host's port %d, hookd's own API", port), AllowedBy: Never}
+}
+
+// onThisHost reports whether a is an address of one of this host's interfaces.
+func onThisHost(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // unknown: refused, as hookd's own API may be there
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Check returns nil if ip may be dialed, or a *BlockedError (wrapping

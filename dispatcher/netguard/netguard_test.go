@@ -360,3 +360,38 @@ func TestCheckHost(t *testing.T) {
 		t.Errorf("allowPrivateNetworks, localhost: %v", err)
 	}
 }
+
+// A port RefuseLocalPort names is refused on every address of this host, however it is spelled
+// and whatever the policy allows (hookd's own API, to the agent's tools); other ports and other
+// hosts' are not.
+func TestRefuseLocalPort(t *testing.T) {
+	self, selfConns := newLoopbackServer(t)
+	other, _ := newLoopbackServer(t)
+	port := self.Listener.Addr().(*net.TCPAddr).Port
+	g := New(Policy{AllowPrivateNetworks: true})
+	g.RefuseLocalPort(uint16(port))
+	targets := []string{self.URL, "http://" + net.JoinHostPort("localhost", strconv.Itoa(port)) + "/",
+		"http://127.1.2.3:" + strconv.Itoa(port) + "/"}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+				targets = append(targets, "http://"+net.JoinHostPort(n.IP.String(), strconv.Itoa(port))+"/")
+			}
+		}
+	}
+	for _, target := range targets {
+		_, err := get(t, g, target)
+		if !errors.Is(err, ErrBlocked) || !strings.Contains(err.Error(), "hookd's own API") {
+			t.Errorf("GET %s: %v, want refused as hookd's own API", target, err)
+		}
+	}
+	if n := selfConns.accepted.Load(); n != 0 {
+		t.Fatalf("%d connections reached the refused port", n)
+	}
+	if body, err := get(t, g, other.URL); err != nil || body != "ok" {
+		t.Fatalf("another port: %q, %v", body, err)
+	}
+	if err := g.checkSelf(netip.MustParseAddrPort("203.0.113.7:" + strconv.Itoa(port))); err != nil {
+		t.Fatalf("the same port on another host: %v", err)
+	}
+}
