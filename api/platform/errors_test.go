@@ -49,6 +49,8 @@ func TestRefusals(t *testing.T) {
 		{400, alice, "POST", run, map[string]any{"userInput": "hi", "sessionId": 1.5}, "sessionId"},
 		{400, alice, "POST", run, map[string]any{"userInput": "hi", "sessionId": ""}, "sessionId"},
 		{400, alice, "POST", run, map[string]any{"userInput": "hi", "agentId": "x"}, "agentId"},
+		{400, alice, "POST", run, map[string]any{"userInput": "hi", "agentId": 0}, "agentId"},
+		{400, alice, "POST", run, map[string]any{"userInput": "hi", "agentId": -5}, "agentId"},
 		{404, alice, "POST", run, map[string]any{"userInput": "hi", "sessionId": 9999}, "sessionId"},
 		{404, alice, "POST", run, map[string]any{"userInput": "hi", "sessionId": bobSession}, "sessionId"},
 		// GET run/stream.

@@ -135,6 +135,12 @@ func (a *api) start(c *gin.Context) {
 		wire.Fail(c, http.StatusBadRequest, "userInput: is required")
 		return
 	}
+	if body.AgentID != nil && *body.AgentID <= 0 {
+		// No agent has such an id (hooks, tasks and the dispatch API take positive ones only); it
+		// would go to every hook as the envelope's agentId.
+		wire.Fail(c, http.StatusBadRequest, "agentId: must be a positive id, or absent")
+		return
+	}
 	agentID, err := caller.RunAgent(body.AgentID)
 	if err != nil {
 		wire.Fail(c, http.StatusForbidden, "%v", err)
