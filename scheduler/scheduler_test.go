@@ -200,6 +200,58 @@ func TestPreHookDenyAndModify(t *testing.T) {
 	})
 }
 
+// TestHookTextWithNUL: a pre_scheduled_task answer whose reason or modifiedValue holds a NUL (or
+// bytes that are not UTF-8) is a firing like any other: recorded denied or run, reported once,
+// and the task free for its next firing. PostgreSQL's text refuses NUL, so the firing's end
+// failed to commit, its report with it, and the task stayed running until its lease ran out.
+func TestHookTextWithNUL(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		e := newEnv(t, db, script)
+		hooks := newReceiver(t, func(env dispatcher.Envelope) string {
+			if strings.HasPrefix(*taskNameOf(env), "deny") {
+				return `{"decision":"deny","reason":"out\u0000side"}`
+			}
+			return `{"decision":"modify","modifiedValue":"second\u0000 input"}`
+		})
+		e.hook(dispatcher.PreScheduledTask, hooks.srv.URL)
+		e.hook(dispatcher.PostScheduledTask, hooks.srv.URL)
+		s := e.scheduler(testConfig())
+		for _, c := range []struct{ name, status, text string }{
+			{"deny me", storage.TaskRunDenied, "out\uFFFDside"},
+			{"modify me", storage.TaskRunSucceeded, "second\uFFFD input"},
+		} {
+			task := create(t, s, scheduler.Task{TaskName: c.name, Cron: "@yearly", Input: "original input"})
+			for i := range 2 {
+				if _, err := s.RunNow(context.Background(), task.ID); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, 10*time.Second, c.name+" to end", func() bool {
+					runs := history(t, s, task.ID)
+					return len(runs) == i+1 && runs[i].FinishedAt != nil
+				})
+			}
+			for _, r := range history(t, s, task.ID) {
+				got := r.Reason
+				if c.status == storage.TaskRunSucceeded {
+					got = r.Input
+				}
+				if r.Status != c.status || got != c.text {
+					t.Fatalf("%s: firing %+v", c.name, r)
+				}
+				eventually(t, 10*time.Second, c.name+" reported", func() bool {
+					return hooks.byTrace(dispatcher.PostScheduledTask, r.TraceID) != nil
+				})
+			}
+		}
+	})
+}
+
+func taskNameOf(env dispatcher.Envelope) *string {
+	var c dispatcher.PreScheduledTaskContext
+	_ = json.Unmarshal(env.Context, &c)
+	return &c.TaskName
+}
+
 // TestHookEnvelopes checks every field of pre/post_scheduled_task and the envelope's sessionId
 // rules: reuseSession=true binds one session (null before the first run created it), false gives
 // each run a new one; a denied or early-failed firing reports the bound session or null, and a

@@ -364,8 +364,12 @@ func (db *DB) UpdateTaskRun(ctx context.Context, r *TaskRun) error {
 	})
 }
 
-// taskRunFields are the columns of r that a firing learns on its way and at its end.
+// taskRunFields are the columns of r that a firing learns on its way and at its end. A hook's
+// reason or modifiedValue and a model's output are brought to text's form: PostgreSQL refuses a
+// NUL, and the end would fail to commit with the report it shares a transaction with. r is
+// changed too, so that what the caller answers with is what was stored.
 func taskRunFields(r *TaskRun) map[string]any {
+	r.Reason, r.Input, r.ErrorMessage, r.Output = text(r.Reason), text(r.Input), text(r.ErrorMessage), text(r.Output)
 	fields := map[string]any{"status": r.Status, "reason": r.Reason, "input": r.Input, "request_id": r.RequestID,
 		"session_id": r.SessionID, "decision_id": r.DecisionID, "error_code": r.ErrorCode, "error_message": r.ErrorMessage,
 		"output": r.Output, "duration_ms": r.DurationMs}
