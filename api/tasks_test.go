@@ -95,6 +95,11 @@ func TestTaskValidation(t *testing.T) {
 		{"taskName", `"   "`},
 		{"taskName", `"` + strings.Repeat("名", 201) + `"`},
 		{"taskName", `42`},
+		// Shown in the console and sent as the hooks' taskName, where an escape or a newline would
+		// pass for other text; PostgreSQL's text refuses a NUL (a 500 there, stored on SQLite).
+		{"taskName", `"report\u001b[2K\rdone"`},
+		{"taskName", `"a\nb"`},
+		{"taskName", `"a\u0000b"`},
 		{"cron", `<absent>`},
 		{"cron", `"every day"`},
 		{"cron", `"61 * * * *"`},
@@ -110,6 +115,7 @@ func TestTaskValidation(t *testing.T) {
 		{"input", `<absent>`},
 		{"input", `""`},
 		{"input", `["a"]`},
+		{"input", `"report\u0000"`},
 		{"agentId", `0`},
 		{"agentId", `"5001"`},
 		{"principalId", `-1`},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/robfig/cron/v3"
@@ -63,6 +64,10 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 		return nil, invalid("taskName", "is required")
 	case utf8.RuneCountInString(t.TaskName) > maxTaskName:
 		return nil, invalid("taskName", "is longer than %d characters", maxTaskName)
+	case strings.ContainsFunc(t.TaskName, unicode.IsControl):
+		// Shown in the console and sent as the hooks' taskName, where a newline or an escape
+		// sequence would pass for other text (hookName's rule).
+		return nil, invalid("taskName", "must not contain control characters (a newline, a tab, an escape, …)")
 	}
 	t.Cron = strings.TrimSpace(t.Cron)
 	if t.Cron == "" {
@@ -94,8 +99,12 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	if sched.Next(now).IsZero() {
 		return nil, invalid("cron", "%q never fires", t.Cron)
 	}
-	if strings.TrimSpace(t.Input) == "" {
+	switch {
+	case strings.TrimSpace(t.Input) == "":
 		return nil, invalid("input", "is required: it is the user message each run starts with")
+	case strings.IndexByte(t.Input, 0) >= 0:
+		// PostgreSQL's text cannot hold it: the task would be stored on SQLite and not there.
+		return nil, invalid("input", "must not contain a NUL character")
 	}
 	if t.AgentID != nil && *t.AgentID <= 0 {
 		return nil, invalid("agentId", "must be a positive integer")
