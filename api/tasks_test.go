@@ -112,6 +112,10 @@ func TestTaskValidation(t *testing.T) {
 		{"cron", `"@every 0s"`},
 		{"cron", `"@every 1500ms"`},
 		{"cron", `"CRON_TZ= 0 9 * * *"`}, // the parser would read UTC
+		// A step over the field's range fires once a cycle: hourly, not every 90 minutes.
+		{"cron", `"*/90 * * * *"`},
+		{"cron", `"0 0 */36 * * *"`},
+		{"cron", `"CRON_TZ=Asia/Shanghai 0 0,5/45 * * *"`},
 		{"input", `<absent>`},
 		{"input", `""`},
 		{"input", `["a"]`},
@@ -164,7 +168,7 @@ func TestTaskValidation(t *testing.T) {
 	}
 	// Every accepted syntax.
 	for _, spec := range []string{"*/10 * * * * *", "0 30 9 * * 1-5", "@every 1h", "@daily", "@hourly",
-		"CRON_TZ=Asia/Shanghai 0 9 * * *", "TZ=UTC 0 9 * * *", "0 9 1,15 * *"} {
+		"CRON_TZ=Asia/Shanghai 0 9 * * *", "TZ=UTC 0 9 * * *", "0 9 1,15 * *", "*/60 * * * * *", "0 */24 * * *", "5/15 9-17/2 * * MON-FRI"} {
 		body := with("cron", `"`+spec+`"`)
 		if status, w := c.do("POST", "/api/tasks", body); status != http.StatusCreated {
 			t.Errorf("cron %q: %d %s", spec, status, w.Message)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -84,6 +85,9 @@ func (t *Task) normalize(now time.Time) (cron.Schedule, error) {
 	if err != nil {
 		return nil, invalid("cron", "%v", err)
 	}
+	if err := stepsWithin(t.Cron); err != nil {
+		return nil, err
+	}
 	if _, every, ok := strings.Cut(t.Cron, "@every "); ok {
 		// The parser turns any interval under 1 s into 1 s: -5s, a typo, would fire every second.
 		d, err := time.ParseDuration(strings.TrimSpace(every))
@@ -159,6 +163,40 @@ func timePtr(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+// cronFields are the fields of a schedule with seconds, as the parser bounds them.
+var cronFields = []struct {
+	name, unit, cycle string
+	size              int
+}{
+	{"second", "seconds", "minute", 60}, {"minute", "minutes", "hour", 60}, {"hour", "hours", "day", 24},
+	{"day-of-month", "days", "month", 31}, {"month", "months", "year", 12}, {"day-of-week", "days", "week", 7},
+}
+
+// stepsWithin refuses a step larger than its field's range (*/90 in the minute field): the
+// parser takes it, but only the first value of each cycle fires, so it reads as an interval the
+// field cannot hold (every 90 minutes) and runs hourly instead.
+func stepsWithin(spec string) error {
+	fields := strings.Fields(spec)
+	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
+		fields = fields[1:]
+	}
+	if len(fields) == 0 || strings.HasPrefix(fields[0], "@") {
+		return nil
+	}
+	kinds := cronFields[len(cronFields)-len(fields):] // five fields have no seconds
+	for i, field := range fields {
+		k := kinds[i]
+		for part := range strings.SplitSeq(field, ",") {
+			_, step, ok := strings.Cut(part, "/")
+			if n, err := strconv.Atoi(step); ok && err == nil && n > k.size {
+				return invalid("cron", "%s in the %s field: a step over %d fires only at the first %s of each %s, not every %d %s (@every gives any interval)",
+					part, k.name, k.size, strings.TrimSuffix(k.unit, "s"), k.cycle, n, k.unit)
+			}
+		}
+	}
+	return nil
 }
 
 // Create validates and stores a new task; its schedule takes effect at once.
