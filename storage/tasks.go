@@ -152,15 +152,17 @@ func (db *DB) BindTaskSession(ctx context.Context, taskID int64, principalID *in
 
 // TasksVersion changes whenever a task is added, changed or removed, by this process or another
 // sharing the database, so a scheduler can tell its schedules are stale with one cheap query.
-// Firings (next_run_at, last_run_at) do not change it.
+// Firings (next_run_at, last_run_at) do not change it. It sums the edit times rather than taking
+// the latest: the replicas' clocks differ, and an edit stamped earlier than one before it (on
+// another task) would leave the latest as it was, unseen by the other schedulers.
 func (db *DB) TasksVersion(ctx context.Context) (string, error) {
-	var v struct{ N, MaxUpdated, SumID int64 }
-	err := db.r.WithContext(ctx).Raw(`SELECT COUNT(*) AS n, COALESCE(MAX(updated_at), 0) AS max_updated,
+	var v struct{ N, SumUpdated, SumID int64 }
+	err := db.r.WithContext(ctx).Raw(`SELECT COUNT(*) AS n, COALESCE(SUM(updated_at), 0) AS sum_updated,
 		COALESCE(SUM(id), 0) AS sum_id FROM tasks`).Scan(&v).Error
 	if err != nil {
 		return "", fmt.Errorf("storage: tasks version: %w", err)
 	}
-	return strconv.FormatInt(v.N, 10) + ":" + strconv.FormatInt(v.MaxUpdated, 10) + ":" + strconv.FormatInt(v.SumID, 10), nil
+	return strconv.FormatInt(v.N, 10) + ":" + strconv.FormatInt(v.SumUpdated, 10) + ":" + strconv.FormatInt(v.SumID, 10), nil
 }
 
 // Task run statuses. running is the only one that changes; the others are final.

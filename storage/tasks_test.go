@@ -47,6 +47,36 @@ func TestTaskSessionStaysWithItsPrincipal(t *testing.T) {
 	})
 }
 
+// Every edit changes the version, whatever the time of the edits before it: a replica whose
+// clock runs ahead edited one task, then another replica edited a second one earlier by its
+// clock. The version took the latest edit time, so the second edit went unseen by the other
+// schedulers (a task enabled there never fired on them) until some later edit.
+func TestTasksVersionSeesEveryEdit(t *testing.T) {
+	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
+		ctx := context.Background()
+		var last storage.Task
+		for range 2 {
+			last = storage.Task{Name: "t", Cron: "@daily", Input: "x", Enabled: true, NextRunAt: time.Now().Add(time.Hour)}
+			if err := db.CreateTask(ctx, &last); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first task, edited by a replica whose clock runs an hour ahead.
+		ahead := `UPDATE tasks SET updated_at = updated_at + 3600000 WHERE id < ?`
+		if err := storage.Exec(ctx, db, ahead, last.ID); err != nil {
+			t.Fatal(err)
+		}
+		before, err := db.TasksVersion(ctx)
+		last.Enabled = false
+		if err == nil {
+			err = db.UpdateTask(ctx, &last)
+		}
+		if after, _ := db.TasksVersion(ctx); err != nil || after == before {
+			t.Fatalf("an edit left the version %s: %v", after, err)
+		}
+	})
+}
+
 func TestTaskCRUD(t *testing.T) {
 	storagetest.Each(t, func(t *testing.T, db *storage.DB) {
 		ctx := context.Background()
