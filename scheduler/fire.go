@@ -103,6 +103,9 @@ func (s *Scheduler) begin(ctx context.Context, f *firing) (requestID string, ok 
 	// Stored before the keys changed, a task may name an agent its principal no longer is.
 	agentID, err := s.cfg.AgentFor(t.PrincipalID, t.AgentID)
 	if err != nil {
+		// Reported without an agent: the one stored may be another principal's, whose hooks are
+		// not to hear of this principal's task.
+		t.AgentID = nil
 		f.end(storage.TaskRunFailed, codeAgent, "agentId: "+err.Error())
 		return "", false
 	}

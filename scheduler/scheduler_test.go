@@ -941,6 +941,8 @@ func TestTaskRunsAsItsPrincipalsAgent(t *testing.T) {
 			defer mu.Unlock()
 			return auth.TaskAgent(p, a)
 		}
+		post := newReceiver(t, func(dispatcher.Envelope) string { return "" })
+		e.hook(dispatcher.PostScheduledTask, post.srv.URL)
 		s := e.scheduler(cfg)
 		task := create(t, s, scheduler.Task{TaskName: "t", Cron: "@daily", Input: "hello", PrincipalID: ptr(principal)})
 		if task.AgentID == nil || *task.AgentID != agentID {
@@ -965,6 +967,14 @@ func TestTaskRunsAsItsPrincipalsAgent(t *testing.T) {
 		if err != nil || run.Status != storage.TaskRunFailed || run.ErrorCode != "AGENT_MISMATCH" ||
 			run.ErrorMessage != "agentId: 5001 is not principal 1001's agent: its API keys are bound to agent 6000" || run.DecisionID != nil {
 			t.Fatalf("a firing after the keys changed: %+v %v", run, err)
+		}
+		// Its report names no agent: the one the task names is no longer its principal's (it may be
+		// another principal's), and its hooks are not told of this principal's task.
+		eventually(t, 10*time.Second, "the failed firing's post_scheduled_task", func() bool {
+			return post.byTrace(dispatcher.PostScheduledTask, run.TraceID) != nil
+		})
+		if g := post.byTrace(dispatcher.PostScheduledTask, run.TraceID); g.env.AgentID != nil {
+			t.Fatalf("the report of a firing refused for its agent names agent %d", *g.env.AgentID)
 		}
 	})
 }
