@@ -205,6 +205,17 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.StatusCode = row.LastStatusCode
 		return out
 	}
+	if held, err := d.holdClaim(ctx, &row, &h.Hook); !held {
+		// The claim was lost (another worker has the row and sends it) or could not be made to
+		// last the request: nothing is sent, none spent.
+		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
+		out.StatusCode = row.LastStatusCode
+		if err != nil {
+			d.log.Error("extending a delivery's claim failed", "eventId", row.EventID, "err", err)
+		}
+		return out
+	}
+	out.Delivery = row
 	url := h.DispatchConfig.URL
 	done, err := d.breakers.Acquire(url)
 	if err != nil {
@@ -261,6 +272,24 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.Status, out.NextAttemptAt = storage.StatusPending, time.Now().Add(wait)
 	}
 	return out
+}
+
+// claimMargin is what a claim must have left beyond a request's timeout when the request starts:
+// the time to record its outcome.
+const claimMargin = time.Second
+
+// holdClaim makes row's claim last until a request to h started now has ended and its outcome is
+// recorded. webhooks.claimLease may be shorter than a hook's timeoutMs; then, mid-request, the
+// rescuer (this process's or another replica's) would hand the row out again, and a slow
+// receiver would get the event once more every lease. The claim is moved on, in the database,
+// to twice the timeout; false when it was lost meanwhile.
+func (d *Dispatcher) holdClaim(ctx context.Context, row *storage.Delivery, h *Hook) (bool, error) {
+	timeout := time.Duration(h.DispatchConfig.TimeoutMs) * time.Millisecond
+	now := time.Now()
+	if row.ClaimedUntil().Sub(now) >= timeout+claimMargin {
+		return true, nil
+	}
+	return d.db.ExtendClaim(ctx, row, now.Add(max(2*timeout, timeout+claimMargin)))
 }
 
 type verdict int

@@ -249,6 +249,31 @@ func (e *HookDisabledError) Error() string {
 	return fmt.Sprintf("storage: delivery %d: hook %d is disabled", e.DeliveryID, e.HookID)
 }
 
+// ExtendClaim moves the lease of d's claim on to until, so that a request that may take longer
+// than the claim lease left is not handed to a second worker while it is in flight. It applies
+// only while the claim is still d's (false otherwise: another worker has the row, and this one
+// must not send it); on success d carries the new lease, which its completion must name.
+func (db *DB) ExtendClaim(ctx context.Context, d *Delivery, until time.Time) (bool, error) {
+	res := db.w.WithContext(ctx).Exec(`UPDATE deliveries SET lease_until = ? WHERE id = ? AND status = ? AND lease_until = ?`,
+		ms(until), d.ID, StatusDelivering, d.leaseUntil)
+	if res.Error != nil {
+		return false, fmt.Errorf("storage: extend the claim of delivery %d: %w", d.ID, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return false, nil
+	}
+	d.leaseUntil = ms(until)
+	return true, nil
+}
+
+// ClaimedUntil is when d's claim runs out; zero for a row that is not claimed.
+func (d Delivery) ClaimedUntil() time.Time {
+	if d.leaseUntil == 0 {
+		return time.Time{}
+	}
+	return fromMs(d.leaseUntil)
+}
+
 // CompleteDeliveries records the outcomes of claims in one transaction. An outcome whose claim was
 // lost (its lease expired and the row was claimed again) is skipped, so two workers never both
 // decide a delivery's fate.
