@@ -154,14 +154,23 @@ func (d *Dispatcher) rescueLoop() {
 
 func (d *Dispatcher) deliver(row storage.Delivery) {
 	out := d.attempt(d.sendCtx, row)
-	if d.sendCtx.Err() == nil {
-		// Nobody waits for an outcome: a crash before its commit sends the row again (at least once).
-		if err := d.route[writeOutcome].submit(context.Background(), &writeReq{kind: writeOutcome,
-			outcomes: []storage.Outcome{out}}); err != nil {
-			d.log.Error("recording a delivery outcome failed", "eventId", row.EventID, "err", err)
-		}
+	// An attempt that got an answer before the shutdown's deadline is recorded as any other.
+	cut := d.sendCtx.Err() != nil && out.Attempt != nil && out.Attempt.StatusCode == 0
+	if cut {
+		// Shutdown cut the request short: the row is given back, due now and its attempt unspent,
+		// so that another replica sends it at once rather than once the claim lease has run out.
+		// The writer is still taking outcomes (Stop closes it after the deliveries in flight).
+		out = storage.Outcome{Delivery: out.Delivery, Status: storage.StatusPending, Attempts: row.Attempts,
+			NextAttemptAt: time.Now(), StatusCode: row.LastStatusCode, Error: row.LastError}
+	}
+	// Nobody waits for an outcome: a crash before its commit sends the row again (at least once).
+	if err := d.route[writeOutcome].submit(context.Background(), &writeReq{kind: writeOutcome,
+		outcomes: []storage.Outcome{out}}); err != nil {
+		d.log.Error("recording a delivery outcome failed", "eventId", row.EventID, "err", err)
+	}
+	if !cut {
 		d.metrics.delivered(row.HookType, deliveryOutcome(out))
-	} // else shutdown cut the attempt short: the row stays claimed and is handed out again later
+	}
 	<-d.deliverySlots
 	d.inflight.Done()
 	if d.mayBeDue.Load() {
