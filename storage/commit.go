@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
 
@@ -99,6 +100,12 @@ func (db *DB) appendAlone(ctx context.Context, b *WriteBatch) (bool, error) {
 	}
 	w, _ := db.w.DB()
 	appended, err := appendChained(ctx, w, b.Decisions, *prev)
+	var unsent *pgconn.ConnectError
+	if errors.As(err, &unsent) {
+		// No connection could be made (the database restarting, say): nothing was sent, so
+		// nothing was written, and the rows may be written again like those of any failed commit.
+		return false, fmt.Errorf("storage: insert %d decisions: %w", len(b.Decisions), err)
+	}
 	if err != nil {
 		db.tail.Store(nil) // it may have committed or not
 		return false, &UncertainCommitError{Err: fmt.Errorf("insert %d decisions: %w", len(b.Decisions), err)}
