@@ -87,7 +87,7 @@ webhooks:
     interceptiveConcurrency: 256      # concurrent interceptive (blocking) webhook calls
     observationalInFlight: 1024       # observational deliveries in flight; the rest wait in the outbox
   claimLease: 2m                      # a claimed delivery whose worker died is handed out again after
-                                      # this; must exceed the longest hook timeoutMs (60s at most)
+                                      # this (twice a longer hook timeoutMs, for that hook's deliveries)
 
 model:
   provider: scripted                  # scripted | openai
@@ -278,7 +278,8 @@ type Webhooks struct {
 	Breaker              Breaker  `yaml:"breaker"`
 	Bulkhead             Bulkhead `yaml:"bulkhead"`
 	// ClaimLease is how long a delivery claimed by a worker stays claimed before the rescuer hands
-	// it out again (its worker is presumed dead). It must exceed the longest hook timeout.
+	// it out again (its worker is presumed dead). A worker whose request may outlast it first moves
+	// its claim on to twice the hook's timeout.
 	ClaimLease Duration `yaml:"claimLease"`
 }
 
