@@ -111,7 +111,7 @@ func (db *DB) ListTasks(ctx context.Context, f TaskFilter) ([]Task, error) {
 // UpdateTask replaces the definition of task t.ID and its next firing; the bound session, the
 // last firing and the creation time stay. ErrNotFound if there is no such task.
 func (db *DB) UpdateTask(ctx context.Context, t *Task) error {
-	t.UpdatedAt = time.Now().UTC().Truncate(time.Millisecond)
+	now := time.Now().UnixMilli()
 	// The bound session is its principal's: a task given to another principal (or none) lets go
 	// of it in the same statement, whose CASE reads the row as it was, so its next firing is not
 	// announced in the former owner's session.
@@ -119,12 +119,24 @@ func (db *DB) UpdateTask(ctx context.Context, t *Task) error {
 	if t.PrincipalID != nil {
 		keep = gorm.Expr("CASE WHEN principal_id = ? THEN session_id END", *t.PrincipalID)
 	}
-	res := db.w.WithContext(ctx).Model(&taskRow{}).Where("id = ?", t.ID).Updates(map[string]any{
-		"task_name": t.Name, "cron": t.Cron, "input": t.Input, "agent_id": t.AgentID, "principal_id": t.PrincipalID,
-		"reuse_session": t.ReuseSession, "enabled": t.Enabled, "catch_up": t.CatchUp, "next_run_at": ms(t.NextRunAt),
-		"updated_at": t.UpdatedAt.UnixMilli(), "session_id": keep,
+	return db.w.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		// Every edit moves updated_at on, by a millisecond when it came within the last one's (or
+		// a replica's clock runs behind): the schedulers' version (TasksVersion) sums it.
+		res := tx.Model(&taskRow{}).Where("id = ?", t.ID).Updates(map[string]any{
+			"task_name": t.Name, "cron": t.Cron, "input": t.Input, "agent_id": t.AgentID, "principal_id": t.PrincipalID,
+			"reuse_session": t.ReuseSession, "enabled": t.Enabled, "catch_up": t.CatchUp, "next_run_at": ms(t.NextRunAt),
+			"updated_at": gorm.Expr("CASE WHEN updated_at >= ? THEN updated_at + 1 ELSE ? END", now, now), "session_id": keep,
+		})
+		if err := oneRow(res, "update task %d", t.ID); err != nil {
+			return err
+		}
+		var at int64
+		if err := tx.Model(&taskRow{}).Where("id = ?", t.ID).Pluck("updated_at", &at).Error; err != nil {
+			return fmt.Errorf("storage: update task %d: %w", t.ID, err)
+		}
+		t.UpdatedAt = time.UnixMilli(at).UTC()
+		return nil
 	})
-	return oneRow(res, "update task %d", t.ID)
 }
 
 // DeleteTask removes a task; ErrNotFound if there is none. Its run history stays for the record.
