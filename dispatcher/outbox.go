@@ -160,8 +160,7 @@ func (d *Dispatcher) deliver(row storage.Delivery) {
 		// Shutdown cut the request short: the row is given back, due now and its attempt unspent,
 		// so that another replica sends it at once rather than once the claim lease has run out.
 		// The writer is still taking outcomes (Stop closes it after the deliveries in flight).
-		out = storage.Outcome{Delivery: out.Delivery, Status: storage.StatusPending, Attempts: row.Attempts,
-			NextAttemptAt: time.Now(), StatusCode: row.LastStatusCode, Error: row.LastError}
+		out = unspent(out.Delivery, time.Now(), "")
 	}
 	// Nobody waits for an outcome: a crash before its commit sends the row again (at least once).
 	if err := d.route[writeOutcome].submit(context.Background(), &writeReq{kind: writeOutcome,
@@ -189,24 +188,18 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		}
 		// Not loaded here yet (another replica made it; its change arrives within the registry's
 		// refresh), or the database could not say: no attempt, none spent, and it comes round again.
-		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
-		out.StatusCode = row.LastStatusCode
-		return out
+		return unspent(row, time.Now().Add(time.Second), "")
 	}
 	if h.Enabled != nil && !*h.Enabled {
 		// Disabled since the claim (or on another replica first): no attempt; the completion
 		// pauses the row if the database agrees, and otherwise it comes round again shortly.
-		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
-		out.StatusCode = row.LastStatusCode
-		return out
+		return unspent(row, time.Now().Add(time.Second), "")
 	}
 	if h.SecretUnreadable {
 		// Never sent without its secret: the row waits, its attempts unspent, until a PUT heals it.
-		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(30*time.Second), ErrSecretUnreadable.Error()
-		out.StatusCode = row.LastStatusCode
-		return out
+		return unspent(row, time.Now().Add(30*time.Second), ErrSecretUnreadable.Error())
 	}
-	if h.UpdatedAt != nil && h.UpdatedAt.After(row.CreatedAt) && !h.selects(row) {
+	if h.deselected(row) {
 		// Changed since the event was queued so that it no longer selects it (another hook type,
 		// agent, or toolNameMatch): what its receiver gets is what the hook says now, as a
 		// disabled hook's deliveries pause and a deleted one's end.
@@ -217,12 +210,10 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 	if held, err := d.holdClaim(ctx, &row, &h.Hook); !held {
 		// The claim was lost (another worker has the row and sends it) or could not be made to
 		// last the request: nothing is sent, none spent.
-		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, time.Now().Add(time.Second), row.LastError
-		out.StatusCode = row.LastStatusCode
 		if err != nil {
 			d.log.Error("extending a delivery's claim failed", "eventId", row.EventID, "err", err)
 		}
-		return out
+		return unspent(row, time.Now().Add(time.Second), "")
 	}
 	out.Delivery = row
 	url := h.DispatchConfig.URL
@@ -233,9 +224,7 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		if until.IsZero() {
 			until = time.Now().Add(time.Second)
 		}
-		out.Status, out.NextAttemptAt, out.Error = storage.StatusPending, until, "breaker open"
-		out.StatusCode = row.LastStatusCode
-		return out
+		return unspent(row, until, "breaker open")
 	}
 	out.Attempts = row.Attempts + 1
 	env := &Envelope{SchemaVersion: SchemaVersion, EventID: row.EventID, HookType: HookType(row.HookType),
@@ -281,6 +270,16 @@ func (d *Dispatcher) attempt(ctx context.Context, row storage.Delivery) storage.
 		out.Status, out.NextAttemptAt = storage.StatusPending, time.Now().Add(wait)
 	}
 	return out
+}
+
+// unspent is the outcome of the claimed row given back to the queue without an attempt: due at,
+// its attempts, last status and error (or why) as they were.
+func unspent(row storage.Delivery, at time.Time, why string) storage.Outcome {
+	if why == "" {
+		why = row.LastError
+	}
+	return storage.Outcome{Delivery: row, Status: storage.StatusPending, Attempts: row.Attempts, NextAttemptAt: at,
+		StatusCode: row.LastStatusCode, Error: why}
 }
 
 // claimMargin is what a claim must have left beyond a request's timeout when the request starts:
@@ -407,7 +406,7 @@ func (d *Dispatcher) Redeliver(ctx context.Context, id int64) (storage.Delivery,
 		if err := d.deletedRefusal(ctx, id, cur.HookID); err != nil {
 			return storage.Delivery{}, err
 		}
-		if h := d.reg.byID(cur.HookID); h != nil && h.UpdatedAt != nil && h.UpdatedAt.After(cur.CreatedAt) && !h.selects(cur) {
+		if h := d.reg.byID(cur.HookID); h != nil && h.deselected(cur) {
 			// The attempt would end the row, rewriting the record of one delivered or failed.
 			return storage.Delivery{}, &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d was changed since the event was "+
 				"queued and no longer selects it (its hookType, agentId or toolNameMatch); no attempt was made", id, cur.HookID)}
@@ -473,13 +472,16 @@ func deletedError(id, hookID int64) *RedeliverError {
 	return &RedeliverError{Msg: fmt.Sprintf("delivery %d: its hook %d was deleted; there is no receiver to deliver it to", id, hookID)}
 }
 
-// selects reports whether h, as it is now, would be handed the event of the queued row: its
-// type, its agent, and on the tool points its tool.
-func (h *boundHook) selects(row storage.Delivery) bool {
-	if HookType(row.HookType) != h.HookType || !forAgent(h.AgentID, row.AgentID) {
+// deselected reports whether h was changed since the queued row's event was queued so that, as it
+// is now, it would not be handed the event: another type, agent, or on the tool points tool.
+func (h *boundHook) deselected(row storage.Delivery) bool {
+	if h.UpdatedAt == nil || !h.UpdatedAt.After(row.CreatedAt) {
 		return false
 	}
-	return !h.HookType.ToolScoped() || h.match.Match(stringMember(row.Context, "toolName"))
+	if HookType(row.HookType) != h.HookType || !forAgent(h.AgentID, row.AgentID) {
+		return true
+	}
+	return h.HookType.ToolScoped() && !h.match.Match(stringMember(row.Context, "toolName"))
 }
 
 // breakerRefusal refuses the redelivery of delivery id while its hook's URL's breaker is open;
