@@ -111,23 +111,19 @@ func (e *RuleError) Unwrap() error { return e.Err }
 // is weighed at will parse them (permission): a rule stored that cannot be parsed makes every
 // call ask. The error is a *RuleError naming the expression.
 func CheckRuleMatch(toolName, ruleContent string) error {
-	for _, f := range []struct{ name, v string }{{RuleToolName, toolName}, {RuleContent, ruleContent}} {
-		if len(f.v) > dispatcher.MaxToolNameMatch {
-			// Every rule is compiled again at every tool call the runtime checks.
-			return &RuleError{Field: f.name, Err: fmt.Errorf("is %d bytes long; at most %d are accepted", len(f.v), dispatcher.MaxToolNameMatch)}
-		}
-		m, err := hookdtype.ParseNameMatch(f.v)
-		switch {
-		case err != nil:
-			return &RuleError{Field: f.name, Err: err}
-		case f.name == RuleToolName && strings.TrimSpace(f.v) == "":
-			// Parsed, it is every tool: a rule meant for one would govern them all.
-			return &RuleError{Field: f.name, Err: errors.New(`is required (a toolNameMatch expression, * for every tool)`)}
-		case f.name == RuleToolName && m.EmptyName():
-			// No tool is named "": the rule would govern none of the tools it lists.
-			return &RuleError{Field: f.name, Err: fmt.Errorf("%q lists an empty name, which no tool has; separate the names with single |s "+
-				"(for every tool, write \"*\")", f.v)}
-		}
+	if strings.TrimSpace(toolName) == "" {
+		// Parsed, it is every tool: a rule meant for one would govern them all.
+		return &RuleError{Field: RuleToolName, Err: errors.New(`is required (a toolNameMatch expression, * for every tool)`)}
+	}
+	if err := dispatcher.CheckToolNameMatch(toolName); err != nil {
+		return &RuleError{Field: RuleToolName, Err: err}
+	}
+	if len(ruleContent) > dispatcher.MaxToolNameMatch {
+		// Every rule is compiled again at every tool call the runtime checks.
+		return &RuleError{Field: RuleContent, Err: fmt.Errorf("is %d bytes long; at most %d are accepted", len(ruleContent), dispatcher.MaxToolNameMatch)}
+	}
+	if _, err := hookdtype.ParseNameMatch(ruleContent); err != nil {
+		return &RuleError{Field: RuleContent, Err: err}
 	}
 	return nil
 }

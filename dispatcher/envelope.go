@@ -295,9 +295,9 @@ func DecodeContext(t HookType, raw json.RawMessage) (any, error) {
 	if err := checkSubject(t, c); err != nil {
 		return nil, err
 	}
-	if t == PreScheduledTask || t == PostScheduledTask {
+	if id, ok := scheduledTaskID(c); ok && id == 0 {
 		// Decoded, a taskId of 0 reads as none: the task named by taskName alone, recorded without
-		// an id. One sent is a task id nothing has.
+		// an id. One sent is a task id nothing has; the text says whether it was.
 		var sent struct {
 			TaskID *int64 `json:"taskId"`
 		}
@@ -399,6 +399,17 @@ func checkSubject(t HookType, c any) error {
 		return requireTask(c.TaskID, c.TaskName, t)
 	}
 	return nil
+}
+
+// scheduledTaskID is the taskId of a scheduled task point's context c.
+func scheduledTaskID(c any) (int64, bool) {
+	switch c := c.(type) {
+	case *PreScheduledTaskContext:
+		return c.TaskID, true
+	case *PostScheduledTaskContext:
+		return c.TaskID, true
+	}
+	return 0, false
 }
 
 // tally is a context field that counts something (milliseconds, tokens, steps).

@@ -105,6 +105,25 @@ type Hook struct {
 // MaxToolNameMatch bounds a toolNameMatch expression (a hook's, a permission rule's), in bytes.
 const MaxToolNameMatch = 64 << 10
 
+// CheckToolNameMatch checks expr, a toolNameMatch expression that selects tools by name (a hook's,
+// a permission rule's tool_name): bounded, parsed, and naming no tool "".
+func CheckToolNameMatch(expr string) error {
+	if len(expr) > MaxToolNameMatch {
+		// Compiled at every registry reload, on every replica, and a rule at every tool call: a
+		// megabyte of regex took a second.
+		return fmt.Errorf("is %d bytes long; at most %d are accepted (a list of a thousand tool names fits)", len(expr), MaxToolNameMatch)
+	}
+	m, err := hookdtype.ParseNameMatch(expr)
+	if err != nil {
+		return err
+	}
+	if m.EmptyName() {
+		// No tool is named "": it would govern nothing, or not the tools it meant.
+		return fmt.Errorf("%q lists an empty name, which no tool has; separate the names with single |s (for every tool, write \"*\")", expr)
+	}
+	return nil
+}
+
 // DispatchConfig says where and how a hook's events are sent.
 type DispatchConfig struct {
 	URL        string `json:"url,omitempty"` // webhooks only
@@ -204,19 +223,8 @@ func (h *Hook) Normalize() error {
 		if !h.HookType.ToolScoped() {
 			return invalid("toolNameMatch", "only applies to pre_tool_use and post_tool_use")
 		}
-		if len(h.ToolNameMatch) > MaxToolNameMatch {
-			// Compiled at every registry reload, on every replica: a megabyte of regex took a second.
-			return invalid("toolNameMatch", "is %d bytes long; at most %d are accepted (a list of a thousand tool names fits)",
-				len(h.ToolNameMatch), MaxToolNameMatch)
-		}
-		m, err := hookdtype.ParseNameMatch(h.ToolNameMatch)
-		if err != nil {
+		if err := CheckToolNameMatch(h.ToolNameMatch); err != nil {
 			return invalid("toolNameMatch", "%v", err)
-		}
-		if m.EmptyName() {
-			// No tool is named "": such a hook would govern nothing, or not the tools it meant.
-			return invalid("toolNameMatch", "%q lists an empty name, which no tool has; separate the names with single |s "+
-				"(for every tool, leave toolNameMatch out or write \"*\")", h.ToolNameMatch)
 		}
 	}
 	if h.Enabled == nil {
