@@ -558,12 +558,9 @@ func writtenNumbers(s string) map[types.Double]string {
 		out[d] = text
 	}
 	for d, text := range out {
-		if text == "" {
+		if text == "" || ambiguous[d] {
 			delete(out, d)
 		}
-	}
-	for d := range ambiguous {
-		delete(out, d)
 	}
 	return out
 }

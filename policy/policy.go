@@ -77,7 +77,7 @@ type Policy struct {
 	vars    []selection // path unset
 	sources []selection // variable: the expression
 	// variable: a function, path: its arguments written in the rule that CEL reads only when the
-	// call runs (see checkLiterals)
+	// call runs (see checkLiteral)
 	literals []selection
 	millis   []selection // path: the member of millisInstants handed to timestamp() as it is
 }

@@ -182,8 +182,8 @@ func stepsWithin(spec string) error {
 	if len(fields) > 0 && (strings.HasPrefix(fields[0], "CRON_TZ=") || strings.HasPrefix(fields[0], "TZ=")) {
 		fields = fields[1:]
 	}
-	if len(fields) == 0 || strings.HasPrefix(fields[0], "@") {
-		return nil
+	if len(fields) == 0 || len(fields) > len(cronFields) || strings.HasPrefix(fields[0], "@") {
+		return nil // a descriptor, or what the parser has refused already
 	}
 	kinds := cronFields[len(cronFields)-len(fields):] // five fields have no seconds
 	for i, field := range fields {
